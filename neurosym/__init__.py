@@ -1,0 +1,52 @@
+"""neurosym: symbolic grammars compiled to tensors for neural language models.
+
+Public API::
+
+    import neurosym
+    bank = neurosym.load("grammars/dates.regex")          # a RegexBank
+    auto = neurosym.compile_regex(r"(19|20)\\d{2}")         # an Automaton over characters
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from neurosym.compile.automaton import Automaton
+from neurosym.compile.regex import Limits, RegexBank, compile_regex, load_regex
+from neurosym.errors import CompileError, ConfigError, NeurosymError, SourceError
+from neurosym.vocab import Vocab
+
+__version__ = "0.1.0"
+
+LOADERS = {".regex": load_regex}
+
+
+def load(path: str | Path, vocab: Vocab | None = None, **limits):
+    """Parse and compile a grammar file, chosen by its extension.
+
+    ``.regex`` gives a :class:`RegexBank`. ``limits`` (``max_states``, ``time_limit``)
+    cap the compilation.
+    """
+    path = Path(path)
+    loader = LOADERS.get(path.suffix)
+    if loader is None:
+        known = ", ".join(sorted(LOADERS))
+        raise NeurosymError(f"{path}: unknown file kind {path.suffix or '(no extension)'!r}; expected one of {known}")
+    if not path.is_file():
+        raise NeurosymError(f"{path}: no such file")
+    return loader(path, vocab, Limits(**limits))
+
+
+__all__ = [
+    "Automaton",
+    "CompileError",
+    "ConfigError",
+    "Limits",
+    "NeurosymError",
+    "RegexBank",
+    "SourceError",
+    "Vocab",
+    "compile_regex",
+    "load",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""The comparisons behind ``neurosym bench ...``: ours vs a reference, in one run."""

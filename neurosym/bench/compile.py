@@ -1,0 +1,156 @@
+"""``neurosym bench compile``: word lists as tries vs interegular alternations, and the
+token index of regexes over a large byte-level BPE vocabulary.
+
+Data: the most frequent alphabetic words of WikiText-2 ``valid.txt`` (shared data), and
+a byte-level BPE trained on the same file (cached in the neurosym cache folder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from neurosym.data import shared_data
+
+TOKEN_REGEXES = {
+    "capitalised": r"[A-Z][a-z]+",
+    "year": r"(1[0-9]|20)[0-9]{2}",
+    "email": r"[\w.+-]+@[\w-]+(\.[\w-]+)+",
+}
+
+
+def frequent_words(n: int) -> list[str]:
+    """The ``n`` most frequent alphabetic words of WikiText-2 valid (ties by first appearance)."""
+    text = shared_data("wikitext-2", "valid.txt").read_text(encoding="utf-8")
+    counts = Counter(w for w in text.split() if w.isalpha())
+    words = [w for w, _ in counts.most_common(n)]
+    if len(words) < n:
+        raise ValueError(f"WikiText-2 valid has only {len(words)} distinct alphabetic words")
+    return words
+
+
+def _interegular_alternation(words: list[str], out) -> None:
+    import interegular
+
+    t0 = time.perf_counter()
+    fsm = interegular.parse_pattern("|".join(re.escape(w) for w in words)).to_fsm()
+    out.put((time.perf_counter() - t0, len(fsm.states)))
+
+
+def bench_words(n_words: int, reference_timeout: float) -> dict:
+    """Seconds to compile ``n_words`` words as our trie vs interegular's alternation."""
+    from neurosym.compile.regex import Limits, words_dfa
+
+    words = frequent_words(n_words)
+    t0 = time.perf_counter()
+    dfa = words_dfa(words, limits=Limits(max_states=10 * n_words + 1000))
+    ours = time.perf_counter() - t0
+    assert all(dfa.accepts(w) for w in words)
+    queue: mp.Queue = mp.get_context("fork").Queue()
+    proc = mp.get_context("fork").Process(target=_interegular_alternation, args=(words, queue))
+    proc.start()
+    proc.join(reference_timeout)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join()
+        ref_s, ref_states = None, None
+    else:
+        ref_s, ref_states = queue.get()
+    return {
+        "words": n_words,
+        "trie_seconds": ours,
+        "trie_states": dfa.num_states,
+        "interegular_seconds": ref_s,
+        "interegular_states": ref_states,
+        "interegular_timeout": reference_timeout if ref_s is None else None,
+        "speedup": (ref_s / ours) if ref_s is not None else None,
+    }
+
+
+def bpe_tokenizer(vocab_size: int):
+    """A byte-level BPE trained on WikiText-2 valid, cached by size and data hash."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from neurosym.compile.artifact import atomic_write_bytes, default_cache_dir
+
+    data = shared_data("wikitext-2", "valid.txt")
+    digest = hashlib.sha256(data.read_bytes()).hexdigest()[:16]
+    cached = Path(default_cache_dir()) / f"bpe-wikitext2-valid-{vocab_size}-{digest}.json"
+    if cached.is_file():
+        return Tokenizer.from_file(str(cached))
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tok.train([str(data)], trainer)
+    atomic_write_bytes(cached, tok.to_str().encode())
+    return tok
+
+
+def bench_token_index(bpe_size: int) -> dict:
+    """Seconds and mask memory to index three regexes over a byte-level BPE vocabulary."""
+    from neurosym.compile.regex import pattern_dfa, to_automaton
+    from neurosym.vocab import Vocab
+
+    t0 = time.perf_counter()
+    vocab = Vocab.from_tokenizer(bpe_tokenizer(bpe_size))
+    setup = time.perf_counter() - t0
+    rows = []
+    for name, pattern in TOKEN_REGEXES.items():
+        t0 = time.perf_counter()
+        dfa = pattern_dfa(pattern)
+        t1 = time.perf_counter()
+        auto = to_automaton(dfa, vocab, name=name)
+        t2 = time.perf_counter()
+        Q, V = auto.delta.shape
+        rows.append(
+            {
+                "name": name,
+                "pattern": pattern,
+                "char_states": dfa.num_states,
+                "token_states": Q,
+                "compile_seconds": t1 - t0,
+                "index_seconds": t2 - t1,
+                "allowed_arcs": int((auto.delta >= 0).sum()),
+                "mask_bool_bytes": Q * V,
+                "mask_bitset_bytes": Q * ((V + 7) // 8),
+            }
+        )
+    return {"vocab_size": len(vocab), "tokenizer_seconds": setup, "regexes": rows}
+
+
+def run(n_words: int = 5000, bpe_size: int = 32000, reference_timeout: float = 900.0, progress: bool = True) -> dict:
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
+    say(f"[1/2] {n_words} words: trie vs interegular alternation (reference timeout {reference_timeout:g} s)...")
+    words = bench_words(n_words, reference_timeout)
+    say(f"[2/2] token index over a {bpe_size} byte-level BPE vocabulary...")
+    tokens = bench_token_index(bpe_size)
+    return {"word_list": words, "token_index": tokens}
+
+
+def format_results(r: dict) -> str:
+    w = r["word_list"]
+    ref = f"{w['interegular_seconds']:.2f} s ({w['interegular_states']} states)" if w["interegular_seconds"] is not None else f"> {w['interegular_timeout']:g} s (timed out)"
+    ratio = f"{w['speedup']:.0f}x" if w["speedup"] is not None else f"> {w['interegular_timeout'] / w['trie_seconds']:.0f}x"
+    lines = [
+        f"word list ({w['words']} words, WikiText-2 valid)",
+        f"  neurosym trie          {w['trie_seconds']:.3f} s ({w['trie_states']} states, minimal)",
+        f"  interegular alternation {ref}",
+        f"  ratio                  {ratio} faster",
+        "",
+        f"token index over a {r['token_index']['vocab_size']}-token byte-level BPE (trained in {r['token_index']['tokenizer_seconds']:.1f} s or cached)",
+        f"  {'name':<12}{'char Q':>7}{'token Q':>8}{'compile s':>11}{'index s':>9}{'mask bool':>11}{'mask bits':>11}",
+    ]
+    for x in r["token_index"]["regexes"]:
+        lines.append(
+            f"  {x['name']:<12}{x['char_states']:>7}{x['token_states']:>8}{x['compile_seconds']:>11.3f}{x['index_seconds']:>9.3f}"
+            f"{x['mask_bool_bytes'] / 1024:>9.0f}KB{x['mask_bitset_bytes'] / 1024:>9.1f}KB"
+        )
+    return "\n".join(lines)

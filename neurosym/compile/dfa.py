@@ -1,0 +1,374 @@
+"""Determinisation and minimisation of character automata, and their UTF-8 byte form.
+
+A :class:`CharDFA` reads characters through an alphabet *partition*: every character
+belongs to exactly one class; characters the automaton never mentions share class 0
+(``OTHER``). ``trans`` is a (Q, K) int array over classes, -1 meaning reject. DFAs
+here are always trim and minimal, with states numbered in breadth-first order from
+the start state (state 0), so two equal languages give identical tables.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from neurosym.compile.nfa import NFA, Label
+from neurosym.errors import CompileError
+
+OTHER = 0  # the class of every character the automaton does not mention
+_OTHER_CANDIDATES = "aZ0 _-.#~\u00a4\u2603"  # tried in order to show a character of class 0
+DEFAULT_MAX_STATES = 10_000
+DEFAULT_TIME_LIMIT = 30.0  # seconds
+
+
+@dataclass
+class Partition:
+    """Characters -> class ids. ``members[k]`` lists the explicit characters of class k
+    (class 0 also holds every unmentioned character)."""
+
+    class_of: dict[str, int]
+    members: list[list[str]]
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def classify(self, text: str) -> list[int]:
+        get = self.class_of.get
+        return [get(c, OTHER) for c in text]
+
+    def example(self, k: int, rng: np.random.Generator) -> str:
+        """A character of class ``k`` (for class 0, possibly one the automaton never mentions)."""
+        if k == OTHER:
+            unmentioned = [c for c in _OTHER_CANDIDATES if c not in self.class_of]
+            return str(rng.choice(self.members[OTHER] + unmentioned[:1]))
+        return str(rng.choice(self.members[k]))
+
+
+def partition_labels(labels: list[Label]) -> tuple[Partition, list[np.ndarray]]:
+    """The coarsest partition of all characters that every label is a union of.
+
+    Returns the partition and, per label, the array of class ids it contains.
+    """
+    negated_bits = sum(1 << i for i, (_, neg) in enumerate(labels) if neg)
+    signature: dict[str, int] = {}
+    for i, (chars, _) in enumerate(labels):
+        bit = 1 << i
+        for c in chars:
+            signature[c] = signature.get(c, 0) | bit
+    # a character's membership pattern: in positive labels that list it, in negated labels that don't
+    sig_class: dict[int, int] = {negated_bits: OTHER}
+    members: list[list[str]] = [[]]
+    class_of: dict[str, int] = {}
+    for c in sorted(signature):
+        sig = (signature[c] & ~negated_bits) | (negated_bits & ~signature[c])
+        k = sig_class.get(sig)
+        if k is None:
+            k = sig_class[sig] = len(members)
+            members.append([])
+        members[k].append(c)
+        class_of[c] = k
+    sig_of = {k: s for s, k in sig_class.items()}
+    label_classes = [
+        np.array([k for k in range(len(members)) if sig_of[k] >> i & 1], dtype=np.int64) for i in range(len(labels))
+    ]
+    return Partition(class_of, members), label_classes
+
+
+def determinize(
+    nfa: NFA,
+    start: int,
+    finals: set[int],
+    max_states: int = DEFAULT_MAX_STATES,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    what: str = "pattern",
+) -> "CharDFA":
+    """Subset construction, then minimisation.
+
+    The construction may hold at most ``max_states + len(nfa)`` subsets (a deterministic
+    NFA such as a trie never needs more than ``len(nfa)``); the minimal DFA at most
+    ``max_states``. Either limit, or ``time_limit`` seconds, raises :class:`CompileError`.
+    """
+    t0 = time.monotonic()
+    labels: list[Label] = []
+    label_id: dict[Label, int] = {}
+    arc_lists: list[list[tuple[int, int]]] = []
+    for arcs in nfa.arcs:
+        row = []
+        for lab, dst in arcs:
+            li = label_id.get(lab)
+            if li is None:
+                li = label_id[lab] = len(labels)
+                labels.append(lab)
+            row.append((li, dst))
+        arc_lists.append(row)
+    part, label_classes = partition_labels(labels)
+    K = len(part)
+
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure(states) -> frozenset[int]:
+        out: set[int] = set()
+        stack = list(states)
+        while stack:
+            s = stack.pop()
+            if s in out:
+                continue
+            cached = closure_cache.get(s)
+            if cached is not None:
+                out |= cached
+                continue
+            out.add(s)
+            stack.extend(nfa.eps[s])
+        return frozenset(out)
+
+    for s in range(len(nfa)):  # memoise single-state closures (cheap, and reused everywhere)
+        closure_cache[s] = closure([s])
+
+    budget = max_states + len(nfa)
+    first = closure_cache[start]
+    index = {first: 0}
+    subsets = [first]
+    rows: list[np.ndarray] = []
+    for n, subset in enumerate(subsets):
+        if n % 256 == 0 and time.monotonic() - t0 > time_limit:
+            raise CompileError(f"{what}: determinisation exceeded the time limit of {time_limit:g} s")
+        moves: dict[int, set[int]] = {}
+        for s in subset:
+            for li, dst in arc_lists[s]:
+                for k in label_classes[li].tolist():
+                    moves.setdefault(k, set()).add(dst)
+        row = np.full(K, -1, dtype=np.int64)
+        by_target: dict[frozenset[int], list[int]] = {}
+        for k, dsts in moves.items():
+            by_target.setdefault(frozenset(dsts), []).append(k)
+        for dsts, ks in by_target.items():
+            target = frozenset().union(*(closure_cache[d] for d in dsts))
+            j = index.get(target)
+            if j is None:
+                j = index[target] = len(subsets)
+                subsets.append(target)
+                if len(subsets) > budget:
+                    raise CompileError(
+                        f"{what}: the DFA exceeds the state cap of {max_states:,} states "
+                        "during determinisation; simplify the pattern or raise max_states"
+                    )
+            row[ks] = j
+        rows.append(row)
+    trans = np.stack(rows) if rows else np.full((1, K), -1, dtype=np.int64)
+    final = np.array([bool(s & finals) for s in subsets])
+    dfa = CharDFA(trans, final, part)
+    dfa = dfa.minimized()
+    if dfa.num_states > max_states:
+        raise CompileError(f"{what}: the minimal DFA has {dfa.num_states:,} states, over the state cap of {max_states:,}")
+    return dfa
+
+
+def minimize_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Trim and minimise a DFA table (Q, K) with -1 = reject (Moore's refinement, vectorised).
+
+    Returns ``(trans, final)`` of the minimal trim DFA with the start as state 0 and the
+    rest in breadth-first order. The empty language gives one non-final state with no arcs.
+    """
+    Q, K = trans.shape
+    sink = Q
+    full = np.vstack([np.where(trans < 0, sink, trans), np.full((1, K), sink)])
+    fin = np.append(final.astype(bool), False)
+    block = fin.astype(np.int64)
+    n_blocks = len(np.unique(block))
+    while True:
+        sig = np.concatenate([block[:, None], block[full]], axis=1)
+        _, new_block = np.unique(sig, axis=0, return_inverse=True)
+        new_block = new_block.reshape(-1)
+        n_new = int(new_block.max()) + 1
+        if n_new == n_blocks:
+            break
+        block, n_blocks = new_block, n_new
+    dead = block[sink]
+    # quotient automaton over blocks, keeping only blocks reachable from start that are not dead
+    q_trans = np.full((n_blocks, K), -1, dtype=np.int64)
+    q_trans[block] = block[full]
+    q_final = np.zeros(n_blocks, dtype=bool)
+    q_final[block] = fin
+    q_trans[q_trans == dead] = -1
+    order = [int(block[start])]
+    pos = {order[0]: 0}
+    for b in order:
+        for t in q_trans[b]:
+            t = int(t)
+            if t >= 0 and t not in pos:
+                pos[t] = len(order)
+                order.append(t)
+    if order[0] == dead:  # empty language
+        return np.full((1, K), -1, dtype=np.int64), np.zeros(1, dtype=bool)
+    remap = np.full(n_blocks + 1, -1, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    out = q_trans[order]
+    out = np.where(out >= 0, remap[out], -1)
+    return out, q_final[order]
+
+
+@dataclass
+class CharDFA:
+    """A DFA over character classes: ``trans`` (Q, K), ``final`` (Q,), start state 0."""
+
+    trans: np.ndarray
+    final: np.ndarray
+    partition: Partition
+
+    @property
+    def num_states(self) -> int:
+        return self.trans.shape[0]
+
+    def minimized(self) -> "CharDFA":
+        trans, final = minimize_table(self.trans, self.final)
+        # merge classes whose columns are now identical (e.g. 'a' and 'b' in (a|b)*)
+        cols, inverse = np.unique(trans.T, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if len(cols) == trans.shape[1]:
+            return CharDFA(trans, final, self.partition)
+        # keep OTHER's merged class at index 0 and the rest in first-appearance order
+        order: list[int] = []
+        for k in [OTHER, *range(trans.shape[1])]:
+            if int(inverse[k]) not in order:
+                order.append(int(inverse[k]))
+        new_id = {old: i for i, old in enumerate(order)}
+        members: list[list[str]] = [[] for _ in order]
+        class_of: dict[str, int] = {}
+        for k, chars in enumerate(self.partition.members):
+            nk = new_id[int(inverse[k])]
+            members[nk].extend(chars)
+        for nk, chars in enumerate(members):
+            chars.sort()
+            for c in chars:
+                class_of[c] = nk
+        first_col = {int(g): k for k, g in reversed(list(enumerate(inverse)))}
+        new_trans = np.stack([trans[:, first_col[old]] for old in order], axis=1)
+        return CharDFA(new_trans, final, Partition(class_of, members))
+
+    def accepts(self, text: str) -> bool:
+        s = 0
+        for k in self.partition.classify(text):
+            s = int(self.trans[s, k])
+            if s < 0:
+                return False
+        return bool(self.final[s])
+
+    def sample(self, n: int, max_len: int = 32, seed: int = 0, stop_prob: float = 0.3) -> list[str]:
+        """``n`` random accepted strings of at most ``max_len`` characters."""
+        rng = np.random.default_rng(seed)
+        paths = sample_paths(self.trans, self.final, n, max_len, seed, stop_prob)
+        return ["".join(self.partition.example(k, rng) for k in path) for path in paths]
+
+    def byte_dfa(self) -> tuple[np.ndarray, np.ndarray]:
+        """The same language over UTF-8 bytes: ``(trans (Qb, 256), final (Qb,))``, start 0.
+
+        States pair a character state with a position inside a multi-byte character,
+        so a byte string may stop mid-character (as byte-level BPE tokens do). Malformed
+        UTF-8 continuations are read as some character outside the alphabet (class 0).
+        """
+        dec_next, dec_emit = _utf8_decoder(self.partition)
+        Nd = dec_next.shape[0]
+        Q = self.num_states
+        q = np.arange(Q)[:, None, None]
+        nxt = dec_next[None]  # (1, Nd, 256)
+        emit = dec_emit[None]
+        after_char = np.where(emit >= 0, self.trans[q, np.maximum(emit, 0)], -1)  # (Q, Nd, 256)
+        trans = np.where(nxt >= 0, q * Nd + nxt, np.where(after_char >= 0, after_char * Nd, -1))
+        final = np.zeros(Q * Nd, dtype=bool)
+        final[np.arange(Q) * Nd] = self.final
+        return minimize_table(trans.reshape(Q * Nd, 256), final)
+
+
+def _utf8_decoder(part: Partition) -> tuple[np.ndarray, np.ndarray]:
+    """An incremental UTF-8 decoder as two (Nd, 256) tables.
+
+    ``next[n, b]`` is the decoder node after byte ``b`` mid-character (or -1) and
+    ``emit[n, b]`` the character class completed by ``b`` (or -1). Node 0 is "between
+    characters"; other nodes are prefixes of the partition's explicit multi-byte
+    characters, plus generic nodes "r continuation bytes still to come" for the rest.
+    """
+    prefix_node: dict[bytes, int] = {b"": 0}
+    for c in part.class_of:
+        enc = c.encode("utf-8", "surrogatepass")
+        for i in range(1, len(enc)):
+            prefix_node.setdefault(enc[:i], len(prefix_node))
+    generic = {r: len(prefix_node) + r - 1 for r in (1, 2, 3)}
+    Nd = len(prefix_node) + 3
+    nxt = np.full((Nd, 256), -1, dtype=np.int64)
+    emit = np.full((Nd, 256), -1, dtype=np.int64)
+    lead_need = np.full(256, -1)
+    lead_need[:0x80] = 0
+    lead_need[0xC2:0xE0] = 1
+    lead_need[0xE0:0xF0] = 2
+    lead_need[0xF0:0xF5] = 3
+    cont = np.arange(0x80, 0xC0)
+    for b in range(256):
+        need = int(lead_need[b])
+        if need == 0:
+            emit[0, b] = part.class_of.get(chr(b), OTHER)
+        elif need > 0:
+            nxt[0, b] = prefix_node.get(bytes([b]), generic[need])
+    for prefix, node in prefix_node.items():
+        if not prefix:
+            continue
+        need = int(lead_need[prefix[0]]) - (len(prefix) - 1)
+        for b in cont.tolist():
+            seq = prefix + bytes([b])
+            if need == 1:
+                try:
+                    emit[node, b] = part.class_of.get(seq.decode("utf-8"), OTHER)
+                except UnicodeDecodeError:
+                    emit[node, b] = OTHER
+            else:
+                nxt[node, b] = prefix_node.get(seq, generic[need - 1])
+    emit[generic[1], cont] = OTHER
+    nxt[generic[2], cont] = generic[1]
+    nxt[generic[3], cont] = generic[2]
+    return nxt, emit
+
+
+def sample_paths(
+    delta: np.ndarray, final: np.ndarray, n: int, max_len: int, seed: int = 0, stop_prob: float = 0.3
+) -> list[list[int]]:
+    """Random accepted symbol sequences of a DFA table (Q, K) with start state 0.
+
+    Each walk stops at a final state with probability ``stop_prob`` and only takes
+    arcs from which a final state is still reachable within the remaining budget."""
+    rng = np.random.default_rng(seed)
+    dist = _distance_to_final(delta, final)
+    if dist[0] > max_len:
+        return []
+    out = []
+    for _ in range(n):
+        q, seq = 0, []
+        while True:
+            left = max_len - len(seq)
+            if final[q] and (left == 0 or rng.random() < stop_prob):
+                break
+            row = delta[q]
+            ok = np.nonzero((row >= 0) & (dist[np.maximum(row, 0)] <= left - 1))[0]
+            if len(ok) == 0:
+                break
+            t = int(rng.choice(ok))
+            seq.append(t)
+            q = int(row[t])
+        out.append(seq)
+    return out
+
+
+def _distance_to_final(delta: np.ndarray, final: np.ndarray) -> np.ndarray:
+    """Fewest tokens from each state to a final state (a large number if none)."""
+    Q = delta.shape[0]
+    inf = np.iinfo(np.int64).max // 2
+    dist = np.where(final, 0, inf)
+    safe = np.maximum(delta, 0)
+    valid = delta >= 0
+    for _ in range(Q):
+        via = np.where(valid, dist[safe] + 1, inf).min(axis=1)
+        new = np.minimum(dist, via)
+        if np.array_equal(new, dist):
+            break
+        dist = new
+    return dist

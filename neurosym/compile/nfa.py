@@ -1,0 +1,186 @@
+"""Character NFAs with epsilon moves, built from regex ASTs, literals and word lists.
+
+Arcs are labelled by *character sets*: ``CharSet(chars, negated)`` is ``chars`` or,
+when negated, every character not in ``chars``. This keeps Unicode ranges and
+negated classes small; the alphabet is partitioned into classes only at
+determinisation (:mod:`neurosym.compile.dfa`).
+
+Fragments are built once and copied on reuse, so a referenced bank pattern or a
+bounded repeat ``x{2,5}`` costs states proportional to its uses. Word lists become
+tries (one state per distinct prefix), never alternations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from interegular import patterns as ire
+
+from neurosym.errors import CompileError
+
+Label = tuple[frozenset[str], bool]  # (chars, negated)
+
+
+def fold_case(chars: frozenset[str]) -> frozenset[str]:
+    """Add the other case of every ASCII letter (Python's ``re.ASCII | re.IGNORECASE``)."""
+    extra = {c.swapcase() for c in chars if c.isascii() and c.isalpha()}
+    return chars | extra
+
+
+@dataclass
+class NFA:
+    """A Thompson-style NFA: ``eps[s]`` epsilon successors, ``arcs[s]`` (label, dst) pairs."""
+
+    eps: list[list[int]] = field(default_factory=list)
+    arcs: list[list[tuple[Label, int]]] = field(default_factory=list)
+    max_states: int | None = None
+
+    def new(self) -> int:
+        if self.max_states is not None and len(self.eps) >= self.max_states:
+            raise CompileError(
+                f"the pattern needs more than {self.max_states:,} NFA states "
+                "(a large bounded repeat?); raise max_states to allow it"
+            )
+        self.eps.append([])
+        self.arcs.append([])
+        return len(self.eps) - 1
+
+    def __len__(self) -> int:
+        return len(self.eps)
+
+
+@dataclass(frozen=True)
+class Frag:
+    """An NFA fragment with one entry and one exit state."""
+
+    start: int
+    end: int
+
+
+class Builder:
+    """Builds fragments into one shared :class:`NFA`.
+
+    Args:
+        max_states: a cap on NFA states, so huge bounded repeats fail early.
+    """
+
+    def __init__(self, max_states: int | None = None):
+        self.nfa = NFA(max_states=max_states)
+
+    # -------------------------------------------------------------- primitives
+    def empty(self) -> Frag:
+        s = self.nfa.new()
+        return Frag(s, s)
+
+    def charset(self, chars: Iterable[str], negated: bool = False, ignore_case: bool = False) -> Frag:
+        cs = frozenset(chars)
+        if ignore_case:
+            cs = fold_case(cs)
+        s, e = self.nfa.new(), self.nfa.new()
+        if cs or negated:  # an empty positive set matches nothing: leave no arc
+            self.nfa.arcs[s].append(((cs, negated), e))
+        return Frag(s, e)
+
+    def literal(self, text: str, ignore_case: bool = False) -> Frag:
+        return self.seq([self.charset(c, ignore_case=ignore_case) for c in text])
+
+    def seq(self, frags: list[Frag]) -> Frag:
+        if not frags:
+            return self.empty()
+        for a, b in zip(frags, frags[1:]):
+            self.nfa.eps[a.end].append(b.start)
+        return Frag(frags[0].start, frags[-1].end)
+
+    def alt(self, frags: list[Frag]) -> Frag:
+        if len(frags) == 1:
+            return frags[0]
+        s, e = self.nfa.new(), self.nfa.new()
+        for f in frags:
+            self.nfa.eps[s].append(f.start)
+            self.nfa.eps[f.end].append(e)
+        return Frag(s, e)
+
+    def star(self, f: Frag) -> Frag:
+        s, e = self.nfa.new(), self.nfa.new()
+        self.nfa.eps[s] += [f.start, e]
+        self.nfa.eps[f.end] += [f.start, e]
+        return Frag(s, e)
+
+    def optional(self, f: Frag) -> Frag:
+        s, e = self.nfa.new(), self.nfa.new()
+        self.nfa.eps[s] += [f.start, e]
+        self.nfa.eps[f.end].append(e)
+        return Frag(s, e)
+
+    def copy(self, f: Frag) -> Frag:
+        """A fresh copy of fragment ``f`` (all states reachable from its start)."""
+        order, seen = [f.start], {f.start}
+        for s in order:
+            for t in [*self.nfa.eps[s], *(d for _, d in self.nfa.arcs[s])]:
+                if t not in seen:
+                    seen.add(t)
+                    order.append(t)
+        new = {s: self.nfa.new() for s in order}
+        for s in order:
+            self.nfa.eps[new[s]] = [new[t] for t in self.nfa.eps[s]]
+            self.nfa.arcs[new[s]] = [(lab, new[t]) for lab, t in self.nfa.arcs[s]]
+        return Frag(new[f.start], new[f.end])
+
+    def repeat(self, f: Frag, lo: int, hi: int | None) -> Frag:
+        """``f{lo,hi}`` (``hi=None``: unbounded). Uses ``f`` itself as the first copy."""
+        if hi is not None and hi < lo:
+            raise CompileError(f"repeat bounds {{{lo},{hi}}} are reversed")
+        if hi == 0:
+            return self.empty()
+        copies = [f] + [self.copy(f) for _ in range(max(lo, 1 if hi is None else hi) - 1)]
+        if hi is None:
+            if lo == 0:
+                return self.star(f)
+            last = copies[lo - 1]
+            self.nfa.eps[last.end].append(last.start)  # the last mandatory copy loops: f{lo,}
+            return self.seq(copies[:lo])
+        mandatory = copies[:lo]
+        optional = [self.optional(c) for c in copies[lo:hi]]
+        return self.seq(mandatory + optional)
+
+    def trie(self, words: Iterable[str], ignore_case: bool = False) -> Frag:
+        """A trie over ``words``: one state per distinct prefix, so the size is linear in the text."""
+        root, end = self.nfa.new(), self.nfa.new()
+        children: dict[tuple[int, str], int] = {}
+        for word in words:
+            state = root
+            for ch in word:
+                key = (state, ch)
+                nxt = children.get(key)
+                if nxt is None:
+                    nxt = self.nfa.new()
+                    children[key] = nxt
+                    self.nfa.arcs[state].append(((fold_case(frozenset(ch)) if ignore_case else frozenset(ch), False), nxt))
+                state = nxt
+            if end not in self.nfa.eps[state]:
+                self.nfa.eps[state].append(end)
+        return Frag(root, end)
+
+    # -------------------------------------------------------------- interegular ASTs
+    def regex(self, node, ignore_case: bool = False, dotall: bool = False) -> Frag:
+        """A fragment for a pattern parsed by ``interegular.parse_pattern``."""
+        if isinstance(node, ire.Pattern):
+            ic, da = ignore_case, dotall
+            for flag, on in ((node.added_flags, True), (node.removed_flags, False)):
+                if flag & ire.REFlags.CASE_INSENSITIVE:
+                    ic = on
+                if flag & ire.REFlags.SINGLE_LINE:
+                    da = on
+            return self.alt([self.regex(o, ic, da) for o in node.options])
+        if isinstance(node, ire._Concatenation):
+            return self.seq([self.regex(p, ignore_case, dotall) for p in node.parts])
+        if isinstance(node, ire._Repeated):
+            return self.repeat(self.regex(node.base, ignore_case, dotall), node.min, node.max)
+        if isinstance(node, ire._CharGroup):
+            return self.charset(node.chars, node.negated, ignore_case)
+        if node is ire._DOT:
+            return self.charset(() if dotall else "\n", negated=True)
+        if node is ire._EMPTY:
+            return self.empty()
+        raise CompileError(f"unsupported regex construct {type(node).__name__} (only regular languages are supported)")

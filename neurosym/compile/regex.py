@@ -1,0 +1,251 @@
+"""Regexes and `.regex` banks -> automata.
+
+Pipeline: pattern text -> lexical check (positions of unsupported features) ->
+``interegular`` parser -> character NFA (word lists as tries) -> subset construction
+with a state cap and a time cap -> minimal character DFA -> token-level `Automaton`.
+
+Semantics are Python's ``re.fullmatch`` with ``re.ASCII``: ``\\d \\w \\s`` and the ``i``
+flag are ASCII-only; a pattern denotes a set of strings, so ``a|ab`` accepts ``ab``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import interegular
+import torch
+from interegular.patterns import InvalidSyntax, Unsupported
+
+from neurosym.compile.automaton import Automaton, token_delta
+from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, determinize
+from neurosym.compile.nfa import Builder, Frag
+from neurosym.dsl import ir
+from neurosym.dsl.pattern_check import check_pattern
+from neurosym.errors import CompileError, SourceError, Span
+from neurosym.vocab import Vocab
+
+REGEX_SPECIALS = ("<unk>",)  # a default character vocabulary's only special: "any other character"
+ALLOWED_FLAGS = frozenset("is")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps on compilation: minimal-DFA states and wall-clock seconds per pattern."""
+
+    max_states: int = DEFAULT_MAX_STATES
+    time_limit: float = DEFAULT_TIME_LIMIT
+
+
+def parse_pattern(pattern: str, span: Span | None = None):
+    """Check and parse a Python-syntax pattern into interegular's AST (errors carry positions).
+
+    ``span``, when given, is the position of the pattern's first character."""
+    at = span or Span(None, 1, 1)
+    check_pattern(pattern, Span(at.path, at.line, at.col - 1))
+    try:
+        return interegular.parse_pattern(pattern)
+    except Unsupported as err:
+        raise SourceError.at(at, f"unsupported regex feature: {err}; only regular languages are supported") from None
+    except (InvalidSyntax, ValueError) as err:
+        raise SourceError.at(at, f"cannot parse the pattern {pattern!r}: {err or 'invalid syntax'}") from None
+
+
+def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: Span | None = None) -> CharDFA:
+    """The minimal character DFA of a Python-syntax pattern (flags: ``i`` and/or ``s``)."""
+    _check_flags(flags, span)
+    ast = parse_pattern(pattern, span)
+    b = Builder(max_states=_nfa_cap(limits))
+    frag = b.regex(ast, ignore_case="i" in flags, dotall="s" in flags)
+    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, limits.time_limit, what=f"/{pattern}/")
+
+
+def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = Limits()) -> CharDFA:
+    """The minimal character DFA of a word list, built as a trie (linear in the list)."""
+    words = list(words)
+    b = Builder(max_states=None)
+    frag = b.trie(words, ignore_case=ignore_case)
+    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, limits.time_limit, what="word list")
+
+
+def default_vocab(dfas: Iterable[CharDFA]) -> Vocab:
+    """A character vocabulary covering every character the DFAs tell apart, plus ``<unk>``
+    for every other character."""
+    chars: set[str] = set()
+    for dfa in dfas:
+        for k, members in enumerate(dfa.partition.members):
+            if k != OTHER:
+                chars.update(members)
+    return Vocab.chars(sorted(chars), specials=REGEX_SPECIALS)
+
+
+def to_automaton(dfa: CharDFA, vocab: Vocab | None = None, name: str | None = None, source: str | None = None) -> Automaton:
+    """A token-level automaton for ``vocab`` (default: :func:`default_vocab`)."""
+    vocab = vocab if vocab is not None else default_vocab([dfa])
+    delta, final = token_delta(dfa, vocab)
+    return Automaton(torch.from_numpy(delta), torch.from_numpy(final), vocab, char_dfa=dfa, name=name, source=source)
+
+
+def compile_regex(
+    pattern: str,
+    vocab: Vocab | None = None,
+    flags: str = "",
+    max_states: int = DEFAULT_MAX_STATES,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+) -> Automaton:
+    """Compile one Python-syntax regex to an :class:`Automaton` over ``vocab``.
+
+    Without a vocabulary, the automaton reads characters (a character vocabulary of the
+    pattern's alphabet, with ``<unk>`` standing for any other character), so
+    ``compile_regex(p).accepts(s) == bool(re.fullmatch(p, s, re.ASCII))`` for any ``s``.
+    """
+    dfa = pattern_dfa(pattern, flags, Limits(max_states, time_limit))
+    return to_automaton(dfa, vocab, source=pattern)
+
+
+# ---------------------------------------------------------------------- banks
+@dataclass
+class RegexBank:
+    """Named automata over one vocabulary, also stacked block-diagonally.
+
+    Attributes:
+        patterns: name -> Automaton, in bank order.
+        weights: (P,) float tensor of the patterns' ``weight`` attributes.
+        delta: (sum Q, V) long tensor; pattern p's states are ``offsets[p]:offsets[p+1]``
+            and its next-state entries are already shifted by ``offsets[p]`` (-1 = reject).
+        starts: (P,) long tensor of start states in the stacked numbering.
+        final: (sum Q,) bool tensor.
+        offsets: (P + 1,) long tensor.
+    """
+
+    patterns: dict[str, Automaton]
+    weights: torch.Tensor
+    vocab: Vocab
+    path: str | None = None
+    delta: torch.Tensor = field(init=False)
+    starts: torch.Tensor = field(init=False)
+    final: torch.Tensor = field(init=False)
+    offsets: torch.Tensor = field(init=False)
+
+    def __post_init__(self) -> None:
+        autos = list(self.patterns.values())
+        sizes = torch.tensor([a.num_states for a in autos], dtype=torch.long)
+        self.offsets = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
+        blocks = [torch.where(a.delta >= 0, a.delta + off, a.delta) for a, off in zip(autos, self.offsets.tolist())]
+        self.delta = torch.cat(blocks) if blocks else torch.empty(0, len(self.vocab), dtype=torch.long)
+        self.starts = self.offsets[:-1].clone()
+        self.final = torch.cat([a.final for a in autos]) if autos else torch.empty(0, dtype=torch.bool)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.patterns)
+
+    def __len__(self) -> int:
+        return len(self.patterns)
+
+    def __getitem__(self, name: str) -> Automaton:
+        return self.patterns[name]
+
+    def __repr__(self) -> str:
+        return f"RegexBank({len(self)} patterns, {int(self.offsets[-1])} states, vocab={self.vocab!r})"
+
+    def run(self, ids: torch.Tensor) -> torch.Tensor:
+        """Final stacked states of every pattern: ids (B, L) -> (B, P), -1 once rejected."""
+        B, L = ids.shape
+        states = self.starts.expand(B, -1).clone()
+        for t in range(L):
+            nxt = self.delta[states.clamp(min=0), ids[:, t : t + 1].expand_as(states)]
+            states = torch.where(states < 0, states, nxt)
+        return states
+
+    def accepts(self, ids: torch.Tensor) -> torch.Tensor:
+        """Which patterns accept each sequence: ids (B, L) -> (B, P) bool."""
+        states = self.run(ids)
+        return (states >= 0) & self.final[states.clamp(min=0)]
+
+
+def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
+    """Compile every pattern of a parsed bank (imports included) over one vocabulary."""
+    dfas = {name: rule_dfa(bank, rule, limits) for name, rule in bank.patterns.items()}
+    vocab = vocab if vocab is not None else default_vocab(dfas.values())
+    autos = {name: to_automaton(d, vocab, name=name, source=bank.path) for name, d in dfas.items()}
+    weights = torch.tensor([bank.patterns[n].weight for n in autos], dtype=torch.float32)
+    return RegexBank(autos, weights, vocab, path=bank.path)
+
+
+def rule_dfa(bank: ir.Bank, rule: ir.Rule, limits: Limits = Limits()) -> CharDFA:
+    """The minimal character DFA of one bank rule (references expanded, word lists as tries)."""
+    b = Builder(max_states=_nfa_cap(limits))
+    frag = _RuleBuilder(bank, b).rule(rule, stack=())
+    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, limits.time_limit, what=f"{rule.span}: {rule.name}")
+
+
+class _RuleBuilder:
+    """Expands a rule's expression into NFA fragments; referenced rules are built once and copied."""
+
+    def __init__(self, bank: ir.Bank, builder: Builder):
+        self.bank = bank
+        self.b = builder
+        self.built: dict[tuple[str, str], Frag] = {}
+
+    def rule(self, rule: ir.Rule, stack: tuple[tuple[str, str], ...]) -> Frag:
+        key = (rule.scope, rule.name)
+        if key in stack:
+            raise SourceError.at(rule.span, f"{rule.name} refers to itself; banks describe regular languages and cannot recurse")
+        _check_flags(rule.flags, rule.span)
+        if key in self.built:
+            return self.b.copy(self.built[key])
+        frag = self.expr(rule.expr, "i" in rule.flags, "s" in rule.flags, (*stack, key))
+        self.built[key] = frag
+        return frag
+
+    def expr(self, e: ir.Expr, ic: bool, dotall: bool, stack) -> Frag:
+        b = self.b
+        if isinstance(e, ir.Regex):
+            return b.regex(parse_pattern(e.pattern, e.span.shifted(1)), ignore_case=ic, dotall=dotall)
+        if isinstance(e, ir.Literal):
+            return b.literal(e.text, ignore_case=ic)
+        if isinstance(e, ir.Words):
+            return b.trie(e.words, ignore_case=ic)
+        if isinstance(e, ir.Ref):
+            return self.rule(self.bank.resolve(e), stack)
+        if isinstance(e, ir.Seq):
+            return b.seq([self.expr(x, ic, dotall, stack) for x in e.items])
+        if isinstance(e, ir.Alt):
+            return b.alt([self.expr(x, ic, dotall, stack) for x in e.options])
+        if isinstance(e, ir.Repeat):
+            return b.repeat(self.expr(e.item, ic, dotall, stack), e.min, e.max)
+        raise TypeError(f"unknown bank expression {type(e).__name__}")
+
+
+def _nfa_cap(limits: Limits) -> int:
+    return max(100_000, 20 * limits.max_states)
+
+
+def _check_flags(flags: str, span: Span | None) -> None:
+    bad = sorted(set(flags) - ALLOWED_FLAGS)
+    if bad:
+        msg = f"unsupported flag(s) {''.join(bad)!r}; expected letters from 'i' (ignore case) and 's' (dot matches newline)"
+        raise SourceError.at(span or Span(None, 1, 1), msg)
+
+
+def load_regex(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
+    """Parse and compile a `.regex` bank file."""
+    from neurosym.dsl.regex_bank import load_regex_bank
+
+    return compile_bank(load_regex_bank(path), vocab, limits)
+
+
+__all__ = [
+    "Limits",
+    "RegexBank",
+    "compile_bank",
+    "compile_regex",
+    "default_vocab",
+    "load_regex",
+    "pattern_dfa",
+    "rule_dfa",
+    "to_automaton",
+    "words_dfa",
+]

@@ -1,0 +1,98 @@
+"""The `neurosym` command: check, compile, inspect; errors as one line and exit status 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from neurosym.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = 'YEAR: /(19|20)[0-9]{2}/\nDATE: YEAR "-" /0[1-9]|1[0-2]/\n'
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+@pytest.fixture
+def good(tmp_path):
+    p = tmp_path / "good.regex"
+    p.write_text(GOOD)
+    return p
+
+
+def test_check_ok_and_json(runner, good):
+    r = runner.invoke(main, ["check", str(good)])
+    assert r.exit_code == 0, r.output
+    assert "ok (2 patterns" in r.output
+    r = runner.invoke(main, ["check", "--json", str(good)])
+    data = json.loads(r.output)
+    assert data[0]["ok"] and data[0]["patterns"] == 2
+
+
+def test_errors_are_one_line_with_position_and_exit_2(runner, tmp_path):
+    bad = tmp_path / "bad.regex"
+    bad.write_text("A: /ab/\nB: /(x)\\1/\n")
+    r = runner.invoke(main, ["check", str(bad)])
+    assert r.exit_code == 2
+    assert f"{bad}:2:" in r.output and "backreference" in r.output.lower()
+    assert "Traceback" not in r.output
+    r = runner.invoke(main, ["inspect", str(tmp_path / "missing.regex")])
+    assert r.exit_code == 2 and "no such file" in r.output
+
+
+def test_state_cap_error_names_the_cap(runner, tmp_path):
+    p = tmp_path / "big.regex"
+    p.write_text("BIG: /(a|b)*a(a|b){30}/\n")
+    r = runner.invoke(main, ["check", str(p)])
+    assert r.exit_code == 2 and "state cap" in r.output and "10,000" in r.output
+
+
+def test_compile_writes_artifact(runner, good, tmp_path):
+    out = tmp_path / "o" / "bank.safetensors"
+    r = runner.invoke(main, ["compile", str(good), "-o", str(out), "--vocab", "bytes", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["vocab_size"] == 256 and out.is_file()
+    r = runner.invoke(main, ["inspect", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    assert [p["name"] for p in json.loads(r.output)["patterns"]] == ["YEAR", "DATE"]
+
+
+def test_inspect_report_and_drawings(runner, good, tmp_path):
+    r = runner.invoke(main, ["inspect", str(good), "--pattern", "DATE", "--samples", "3"])
+    assert r.exit_code == 0, r.output
+    assert "DATE" in r.output and "states:" in r.output and "class" in r.output and "samples:" in r.output
+    report = json.loads(runner.invoke(main, ["inspect", str(good), "--json", "--samples", "4"]).output)
+    import re
+
+    for p in report["patterns"]:
+        pattern = {"YEAR": r"(19|20)[0-9]{2}", "DATE": r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])"}[p["name"]]
+        assert len(p["samples"]) == 4 and all(re.fullmatch(pattern, s) for s in p["samples"])
+    dot = tmp_path / "d.dot"
+    assert runner.invoke(main, ["inspect", str(good), "--draw", str(dot)]).exit_code == 0
+    assert dot.read_text().startswith('digraph "YEAR"') and "doublecircle" in dot.read_text()
+    png = tmp_path / "d.png"
+    assert runner.invoke(main, ["inspect", str(good), "--pattern", "DATE", "--draw", str(png)]).exit_code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = runner.invoke(main, ["inspect", str(good), "--pattern", "NOPE"])
+    assert r.exit_code == 2 and "no pattern named NOPE" in r.output
+
+
+def test_installed_console_script_runs():
+    exe = Path(sys.executable).with_name("neurosym")
+    if not exe.exists():
+        pytest.skip("the neurosym console script is not installed in this environment (pip install -e .)")
+    r = subprocess.run([str(exe), "check", str(ROOT / "grammars" / "dates.regex")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
+    assert "inspect" in r.stdout and "compile" in r.stdout
+
+
+def test_cli_is_not_installed_as_a_top_level_module():
+    r = subprocess.run([sys.executable, "-c", "import cli"], capture_output=True, text=True, cwd="/")
+    assert r.returncode != 0
