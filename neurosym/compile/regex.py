@@ -22,7 +22,7 @@ from neurosym.compile.automaton import Automaton, token_delta
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, determinize
 from neurosym.compile.nfa import Builder, Frag
 from neurosym.dsl import ir
-from neurosym.dsl.pattern_check import check_pattern
+from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
 
@@ -45,7 +45,7 @@ def parse_pattern(pattern: str, span: Span | None = None):
     at = span or Span(None, 1, 1)
     check_pattern(pattern, Span(at.path, at.line, at.col - 1))
     try:
-        return interegular.parse_pattern(pattern)
+        return interegular.parse_pattern(normalize_pattern(pattern))
     except Unsupported as err:
         raise SourceError.at(at, f"unsupported regex feature: {err}; only regular languages are supported") from None
     except (InvalidSyntax, ValueError) as err:

@@ -1,0 +1,7 @@
+"""Parsers for neurosym's text formats (lark LALR grammars) into plain IR dataclasses."""
+
+from neurosym.dsl import ir
+from neurosym.dsl.pattern_check import check_pattern
+from neurosym.dsl.regex_bank import load_regex_bank, parse_regex_bank
+
+__all__ = ["check_pattern", "ir", "load_regex_bank", "parse_regex_bank"]

@@ -1,0 +1,50 @@
+"""Turning lark's parse errors into `SourceError`s that read ``path:line:col: expected ..., got ...``.
+
+Shared by every DSL parser: pass a dict of friendly names for the grammar's terminals.
+"""
+
+from __future__ import annotations
+
+from lark import Lark
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from neurosym.errors import SourceError
+
+
+def describe_terminal(parser: Lark, name: str, friendly: dict[str, str]) -> str:
+    if name in friendly:
+        return friendly[name]
+    if name in ("$END", "_NL"):
+        return "end of line" if name == "_NL" else "end of file"
+    try:
+        pattern = parser.get_terminal(name).pattern
+    except KeyError:
+        return name
+    return f"'{pattern.value}'" if pattern.type == "str" else name.lower()
+
+
+def lark_error(err: UnexpectedInput, parser: Lark, path: str | None, text: str, friendly: dict[str, str]) -> SourceError:
+    """A SourceError at the error's position, listing what was expected and what was found."""
+    expected = sorted({describe_terminal(parser, t, friendly) for t in (getattr(err, "expected", None) or err.allowed or ())})
+    want = ", ".join(expected[:8]) + (", ..." if len(expected) > 8 else "") if expected else "something else"
+    if isinstance(err, UnexpectedToken):
+        tok = err.token
+        if tok.type == "$END":
+            got = "end of file"
+        elif tok.type == "_NL":
+            got = "end of line"
+        else:
+            got = repr(str(tok))
+        line, col = err.line, err.column
+    elif isinstance(err, UnexpectedCharacters):
+        got = repr(text[err.pos_in_stream]) if err.pos_in_stream < len(text) else "end of file"
+        line, col = err.line, err.column
+    elif isinstance(err, UnexpectedEOF):
+        got = "end of file"
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+    else:  # pragma: no cover - lark has no other UnexpectedInput kinds
+        got, line, col = "invalid input", getattr(err, "line", 1), getattr(err, "column", 1)
+    if line is None or line < 1:
+        line, col = 1, 1
+    return SourceError(f"expected {want}, got {got}", path, line, col)

@@ -1,0 +1,276 @@
+"""Parser for `.regex` banks: lark LALR grammar -> IR, then a semantic pass.
+
+The semantic pass reports, at the offending position: duplicate names, undefined and
+recursive references, unknown attributes and bad values, missing or empty word lists,
+missing imports and names an import does not define, and unsupported regex features.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedInput
+
+from neurosym.dsl import ir
+from neurosym.dsl.errors import lark_error
+from neurosym.dsl.pattern_check import check_pattern
+from neurosym.errors import NeurosymError, SourceError, Span
+
+FRIENDLY = {
+    "NAME": "a pattern name (UPPERCASE)",
+    "STRING": "a quoted literal",
+    "REGEX": "a /regex/",
+    "QUANT": "a quantifier (? * + {m,n})",
+    "KEY": "an attribute name",
+    "VALUE": "an attribute value",
+}
+ATTRIBUTES = {"weight": "a non-negative number", "flags": "letters from 'i' (ignore case) and 's' (dot matches newline)"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark.open(str(Path(__file__).with_name("regex_bank.lark")), parser="lalr", propagate_positions=True)
+
+
+def load_regex_bank(path: str | Path) -> ir.Bank:
+    """Parse a `.regex` file, its imports and word lists."""
+    path = Path(path)
+    return _Loader().load(path.resolve(), display=str(path))
+
+
+def parse_regex_bank(text: str, path: str | Path | None = None) -> ir.Bank:
+    """Parse bank text; imports and word lists resolve against ``path``'s folder (or the cwd)."""
+    loader = _Loader()
+    if path is None:
+        return loader.parse(text, display=None, scope="<string>", folder=Path.cwd())
+    p = Path(path)
+    return loader.parse(text, display=str(p), scope=str(p.resolve()), folder=p.resolve().parent)
+
+
+class _Loader:
+    """Loads banks recursively; each file once, import cycles reported."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, ir.Bank] = {}
+        self.loading: set[str] = set()
+
+    def load(self, path: Path, display: str, at: Span | None = None) -> ir.Bank:
+        key = str(path)
+        if key in self.loaded:
+            return self.loaded[key]
+        if key in self.loading:
+            raise SourceError.at(at or Span(display, 1, 1), f"import cycle: {display} imports itself (directly or indirectly)")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            if at is not None:
+                raise SourceError.at(at, f"no such file {display}") from None
+            raise NeurosymError(f"{display}: no such file") from None
+        except UnicodeDecodeError as err:
+            raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
+        self.loading.add(key)
+        try:
+            bank = self.parse(text, display=display, scope=key, folder=path.parent)
+        finally:
+            self.loading.discard(key)
+        self.loaded[key] = bank
+        return bank
+
+    def parse(self, text: str, display: str | None, scope: str, folder: Path) -> ir.Bank:
+        try:
+            tree = _parser().parse(text if text.endswith("\n") else text + "\n")
+        except UnexpectedInput as err:
+            raise lark_error(err, _parser(), display, text, FRIENDLY) from None
+        builder = _Builder(self, display, scope, folder)
+        for item in tree.children:
+            if isinstance(item, Tree):
+                builder.item(item)
+        builder.check_references()
+        return builder.bank
+
+
+class _Builder:
+    def __init__(self, loader: _Loader, display: str | None, scope: str, folder: Path):
+        self.loader = loader
+        self.display = display
+        self.scope = scope
+        self.folder = folder
+        self.bank = ir.Bank(display)
+        self.local_refs: list[ir.Ref] = []
+
+    def span(self, node: Tree | Token) -> Span:
+        if isinstance(node, Token):
+            return Span(self.display, node.line, node.column)
+        return Span(self.display, node.meta.line, node.meta.column)
+
+    # ---------------------------------------------------------------- items
+    def item(self, tree: Tree) -> None:
+        if tree.data == "import_":
+            self.import_(tree)
+        else:
+            self.rule(tree)
+
+    def define(self, name: str, rule: ir.Rule, at: Span) -> None:
+        if name in self.bank.patterns:
+            first = self.bank.patterns[name].span
+            raise SourceError.at(at, f"duplicate pattern {name} (first defined at line {first.line})")
+        self.bank.patterns[name] = rule
+        self.bank.rules[(self.scope, name)] = rule
+
+    def import_(self, tree: Tree) -> None:
+        file_tok, *names = tree.children
+        rel = _unquote(file_tok, self.span(file_tok))
+        target = (self.folder / rel).resolve()
+        other = self.loader.load(target, display=rel if self.display is None else str(Path(self.display).parent / rel), at=self.span(file_tok))
+        self.bank.rules.update(other.rules)
+        for tok in names:
+            rule = other.patterns.get(str(tok))
+            if rule is None:
+                have = ", ".join(other.patterns) or "no patterns"
+                raise SourceError.at(self.span(tok), f"{rel} does not define {tok} (it defines {have})")
+            self.define(str(tok), rule, self.span(tok))
+
+    def rule(self, tree: Tree) -> None:
+        name_tok, *rest = tree.children
+        attrs = self.attrs(rest[0]) if len(rest) == 2 else {}
+        expr = self.expr(rest[-1])
+        rule = ir.Rule(str(name_tok), expr, attrs.get("weight", 1.0), attrs.get("flags", ""), self.span(name_tok), self.scope)
+        self.define(str(name_tok), rule, self.span(name_tok))
+
+    def attrs(self, tree: Tree) -> dict:
+        out: dict = {}
+        for attr in tree.children:
+            key, value = attr.children
+            k, v, at = str(key), str(value), self.span(value)
+            if k not in ATTRIBUTES:
+                raise SourceError.at(self.span(key), f"unknown attribute {k!r}; expected one of {', '.join(ATTRIBUTES)}")
+            if k in out:
+                raise SourceError.at(self.span(key), f"attribute {k!r} given twice")
+            if k == "weight":
+                try:
+                    w = float(v)
+                except ValueError:
+                    w = float("nan")
+                if not (w >= 0 and w != float("inf")):
+                    raise SourceError.at(at, f"weight must be {ATTRIBUTES['weight']}, got {v!r}")
+                out[k] = w
+            else:
+                bad = sorted(set(v) - set("is"))
+                if bad:
+                    raise SourceError.at(at, f"flags must be {ATTRIBUTES['flags']}; got {''.join(bad)!r}")
+                out[k] = "".join(sorted(set(v)))
+        return out
+
+    # ---------------------------------------------------------------- expressions
+    def expr(self, tree: Tree | Token) -> ir.Expr:
+        kind = tree.data
+        at = self.span(tree)
+        if kind == "alt":
+            options = [self.expr(c) for c in tree.children]
+            return options[0] if len(options) == 1 else ir.Alt(tuple(options), at)
+        if kind == "seq":
+            items = [self.expr(c) for c in tree.children]
+            return items[0] if len(items) == 1 else ir.Seq(tuple(items), at)
+        if kind == "repeat":
+            item = self.expr(tree.children[0])
+            if len(tree.children) == 1:
+                return item
+            q = tree.children[1]
+            lo, hi = _quantifier(str(q), self.span(q))
+            return ir.Repeat(item, lo, hi, at)
+        if kind == "group":
+            return self.expr(tree.children[0])
+        tok = tree.children[0]
+        at = self.span(tok)
+        if kind == "ref":
+            ref = ir.Ref(str(tok), self.scope, at)
+            self.local_refs.append(ref)
+            return ref
+        if kind == "literal":
+            return ir.Literal(_unquote(tok, at), at)
+        if kind == "regex":
+            pattern = str(tok)[1:-1]
+            check_pattern(pattern, at)
+            return ir.Regex(pattern, at)
+        if kind == "words":
+            return self.words(tok, at)
+        raise AssertionError(f"unknown tree {kind}")  # the grammar has no other atoms
+
+    def words(self, tok: Token, at: Span) -> ir.Words:
+        rel = _unquote(tok, at)
+        path = (self.folder / rel).resolve()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise SourceError.at(at, f"no such word list {rel}") from None
+        except UnicodeDecodeError as err:
+            raise SourceError.at(at, f"word list {rel} is not UTF-8 ({err.reason})") from None
+        words = tuple(w for w in (line.strip() for line in lines) if w and not w.startswith("#"))
+        if not words:
+            raise SourceError.at(at, f"word list {rel} is empty")
+        return ir.Words(str(path), words, at)
+
+    # ---------------------------------------------------------------- references
+    def check_references(self) -> None:
+        for ref in self.local_refs:
+            if (ref.scope, ref.name) not in self.bank.rules:
+                raise SourceError.at(ref.span, f"undefined pattern {ref.name}")
+        state: dict[tuple[str, str], int] = {}  # 1 = on the current path, 2 = done
+
+        def visit(key: tuple[str, str]) -> None:
+            state[key] = 1
+            for node in ir.walk(self.bank.rules[key].expr):
+                if isinstance(node, ir.Ref):
+                    k = (node.scope, node.name)
+                    if state.get(k) == 1:
+                        raise SourceError.at(node.span, f"{node.name} refers to itself (through {key[1]}); a bank describes regular languages and cannot recurse")
+                    if state.get(k) is None:
+                        visit(k)
+            state[key] = 2
+
+        for key in list(self.bank.rules):
+            if state.get(key) is None:
+                visit(key)
+
+
+def _quantifier(q: str, at: Span) -> tuple[int, int | None]:
+    if q == "?":
+        return 0, 1
+    if q == "*":
+        return 0, None
+    if q == "+":
+        return 1, None
+    body = q[1:-1]
+    lo_s, sep, hi_s = body.partition(",")
+    if not lo_s and not sep:
+        raise SourceError.at(at, "empty repeat {}; expected {m}, {m,}, {,n} or {m,n}")
+    lo = int(lo_s) if lo_s else 0
+    hi = (int(hi_s) if hi_s else None) if sep else lo
+    if hi is not None and hi < lo:
+        raise SourceError.at(at, f"repeat bounds {q} are reversed")
+    return lo, hi
+
+
+def _unquote(tok: Token, at: Span) -> str:
+    """The text of a quoted literal, with escapes \\n \\t \\r \\\\ \\" \\' \\0 and \\uXXXX."""
+    raw = str(tok)[1:-1]
+    out, i = [], 0
+    while i < len(raw):
+        c = raw[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        nxt = raw[i + 1]
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif nxt == "u" and len(raw) >= i + 6 and all(h in "0123456789abcdefABCDEF" for h in raw[i + 2 : i + 6]):
+            out.append(chr(int(raw[i + 2 : i + 6], 16)))
+            i += 6
+        else:
+            raise SourceError.at(at.shifted(1 + i), f"unknown escape \\{nxt} in a literal; expected one of \\n \\t \\r \\\\ \\\" \\' \\0 \\uXXXX")
+    return "".join(out)
