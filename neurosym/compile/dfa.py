@@ -179,8 +179,7 @@ def minimize_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tupl
     n_blocks = len(np.unique(block))
     while True:
         sig = np.concatenate([block[:, None], block[full]], axis=1)
-        _, new_block = np.unique(sig, axis=0, return_inverse=True)
-        new_block = new_block.reshape(-1)
+        new_block = row_ids(sig)
         n_new = int(new_block.max()) + 1
         if n_new == n_blocks:
             break
@@ -207,6 +206,21 @@ def minimize_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tupl
     out = q_trans[order]
     out = np.where(out >= 0, remap[out], -1)
     return out, q_final[order]
+
+
+def row_ids(rows: np.ndarray) -> np.ndarray:
+    """Ids of the distinct rows of an (N, M) int array: equal rows get equal ids, numbered
+    in sorted order. Narrow tables use a lexsort (far faster than ``np.unique(axis=0)`` on
+    many rows); wide ones, such as token-level tables, a byte-wise sort of whole rows."""
+    if rows.shape[1] > 64:
+        _, ids = np.unique(rows, axis=0, return_inverse=True)
+        return ids.reshape(-1)
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    starts = np.concatenate([[0], np.any(ordered[1:] != ordered[:-1], axis=1).cumsum()])
+    ids = np.empty(len(rows), dtype=np.int64)
+    ids[order] = starts
+    return ids
 
 
 @dataclass

@@ -7,7 +7,7 @@ determinisation (:mod:`neurosym.compile.dfa`).
 
 Fragments are built once and copied on reuse, so a referenced bank pattern or a
 bounded repeat ``x{2,5}`` costs states proportional to its uses. Word lists become
-tries (one state per distinct prefix), never alternations.
+minimal trie DFAs (``words_dfa``), never as alternations.
 """
 
 from __future__ import annotations
@@ -144,23 +144,21 @@ class Builder:
         optional = [self.optional(c) for c in copies[lo:hi]]
         return self.seq(mandatory + optional)
 
-    def trie(self, words: Iterable[str], ignore_case: bool = False) -> Frag:
-        """A trie over ``words``: one state per distinct prefix, so the size is linear in the text."""
-        root, end = self.nfa.new(), self.nfa.new()
-        children: dict[tuple[int, str], int] = {}
-        for word in words:
-            state = root
-            for ch in word:
-                key = (state, ch)
-                nxt = children.get(key)
-                if nxt is None:
-                    nxt = self.nfa.new()
-                    children[key] = nxt
-                    self.nfa.arcs[state].append(((fold_case(frozenset(ch)) if ignore_case else frozenset(ch), False), nxt))
-                state = nxt
-            if end not in self.nfa.eps[state]:
-                self.nfa.eps[state].append(end)
-        return Frag(root, end)
+    def dfa(self, dfa) -> Frag:
+        """Splice a :class:`~neurosym.compile.dfa.CharDFA` (e.g. a word-list trie) in as a fragment."""
+        part = dfa.partition
+        named = frozenset(c for k, chars in enumerate(part.members) if k for c in chars)
+        labels: list[Label] = [(named, True)] + [(frozenset(chars), False) for chars in part.members[1:]]
+        labels[0] = (named - frozenset(part.members[0]), True)
+        states = [self.nfa.new() for _ in range(dfa.num_states)]
+        end = self.nfa.new()
+        for q, row in enumerate(dfa.trans.tolist()):
+            for k, t in enumerate(row):
+                if t >= 0:
+                    self.nfa.arcs[states[q]].append((labels[k], states[t]))
+            if dfa.final[q]:
+                self.nfa.eps[states[q]].append(end)
+        return Frag(states[0], end)
 
     # -------------------------------------------------------------- interegular ASTs
     def regex(self, node, ignore_case: bool = False, dotall: bool = False) -> Frag:

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import interegular
+import numpy as np
 import torch
 from interegular.patterns import InvalidSyntax, Unsupported
 
 from neurosym.compile.automaton import Automaton, token_delta
-from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, determinize
+from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
 from neurosym.compile.nfa import Builder, Frag
 from neurosym.dsl import ir
 from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
@@ -62,11 +63,43 @@ def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: 
 
 
 def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = Limits()) -> CharDFA:
-    """The minimal character DFA of a word list, built as a trie (linear in the list)."""
-    words = list(words)
-    b = Builder(max_states=None)
-    frag = b.trie(words, ignore_case=ignore_case)
-    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, limits.time_limit, what="word list")
+    """The minimal character DFA of a word list.
+
+    A trie is already deterministic, so its table is filled directly (one state per
+    distinct prefix, one class per character) and minimised: linear in the list, where
+    an alternation handed to a regex compiler is quadratic or worse. With
+    ``ignore_case``, words are folded to ASCII lower case and each ASCII letter shares
+    a class with its upper case."""
+    fold = (lambda w: "".join(c.lower() if c.isascii() else c for c in w)) if ignore_case else (lambda w: w)
+    words = [fold(w) for w in words]
+    alphabet = sorted({c for w in words for c in w})
+    class_of = {c: k + 1 for k, c in enumerate(alphabet)}
+    members: list[list[str]] = [[]] + [[c] for c in alphabet]
+    if ignore_case:
+        for c in alphabet:
+            if c.isascii() and c.isalpha():
+                class_of[c.upper()] = class_of[c]
+                members[class_of[c]].append(c.upper())
+    children: dict[tuple[int, int], int] = {}
+    final = [False]
+    for word in words:
+        state = 0
+        for ch in word:
+            key = (state, class_of[ch])
+            nxt = children.get(key)
+            if nxt is None:
+                nxt = children[key] = len(final)
+                final.append(False)
+            state = nxt
+        final[state] = True
+    trans = np.full((len(final), len(alphabet) + 1), -1, dtype=np.int64)
+    if children:
+        keys = np.array(list(children), dtype=np.int64)
+        trans[keys[:, 0], keys[:, 1]] = np.fromiter(children.values(), dtype=np.int64, count=len(children))
+    dfa = CharDFA(trans, np.array(final), Partition(class_of, members)).minimized()
+    if dfa.num_states > limits.max_states:
+        raise CompileError(f"word list: the minimal DFA has {dfa.num_states:,} states, over the state cap of {limits.max_states:,}")
+    return dfa
 
 
 def default_vocab(dfas: Iterable[CharDFA]) -> Vocab:
@@ -177,15 +210,16 @@ def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Lim
 def rule_dfa(bank: ir.Bank, rule: ir.Rule, limits: Limits = Limits()) -> CharDFA:
     """The minimal character DFA of one bank rule (references expanded, word lists as tries)."""
     b = Builder(max_states=_nfa_cap(limits))
-    frag = _RuleBuilder(bank, b).rule(rule, stack=())
+    frag = _RuleBuilder(bank, b, limits).rule(rule, stack=())
     return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, limits.time_limit, what=f"{rule.span}: {rule.name}")
 
 
 class _RuleBuilder:
     """Expands a rule's expression into NFA fragments; referenced rules are built once and copied."""
 
-    def __init__(self, bank: ir.Bank, builder: Builder):
+    def __init__(self, bank: ir.Bank, builder: Builder, limits: Limits):
         self.bank = bank
+        self.limits = limits
         self.b = builder
         self.built: dict[tuple[str, str], Frag] = {}
 
@@ -207,7 +241,7 @@ class _RuleBuilder:
         if isinstance(e, ir.Literal):
             return b.literal(e.text, ignore_case=ic)
         if isinstance(e, ir.Words):
-            return b.trie(e.words, ignore_case=ic)
+            return b.dfa(words_dfa(e.words, ignore_case=ic, limits=self.limits))
         if isinstance(e, ir.Ref):
             return self.rule(self.bank.resolve(e), stack)
         if isinstance(e, ir.Seq):
