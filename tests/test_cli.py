@@ -96,3 +96,12 @@ def test_installed_console_script_runs():
 def test_cli_is_not_installed_as_a_top_level_module():
     r = subprocess.run([sys.executable, "-c", "import cli"], capture_output=True, text=True, cwd="/")
     assert r.returncode != 0
+
+
+def test_readme_main_command(runner):
+    """README: `neurosym inspect grammars/dates.regex --pattern DATE`."""
+    readme = (ROOT / "README.md").read_text()
+    assert "neurosym inspect grammars/dates.regex --pattern DATE" in readme
+    r = runner.invoke(main, ["inspect", str(ROOT / "grammars" / "dates.regex"), "--pattern", "DATE"])
+    assert r.exit_code == 0, r.output
+    assert "DATE  (weight 2)" in r.output and "samples:" in r.output
