@@ -105,3 +105,12 @@ def test_readme_main_command(runner):
     r = runner.invoke(main, ["inspect", str(ROOT / "grammars" / "dates.regex"), "--pattern", "DATE"])
     assert r.exit_code == 0, r.output
     assert "DATE  (weight 2)" in r.output and "samples:" in r.output
+
+
+def test_debug_shows_the_traceback(runner, tmp_path):
+    bad = tmp_path / "bad.regex"
+    bad.write_text("A: /(?=x)/\n")
+    r = runner.invoke(main, ["--debug", "check", str(bad)])
+    assert r.exit_code == 2  # check reports per file; --debug matters where an error escapes a command
+    r = runner.invoke(main, ["--debug", "inspect", str(bad)])
+    assert r.exception is not None and "lookahead" in str(r.exception)
