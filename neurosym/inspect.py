@@ -156,7 +156,8 @@ def draw_automaton(auto: Automaton, path: str | Path) -> Path:
     g.add_nodes_from(q for q, _ in nodes)
     g.add_edges_from(labels)
     finals = {q for q, fin in nodes if fin}
-    pos = nx.kamada_kawai_layout(g) if len(g) > 1 else {nodes[0][0]: (0.0, 0.0)}
+    # numpy-only layouts (kamada_kawai and large spring layouts need scipy)
+    pos = nx.spring_layout(g, seed=0) if len(g) <= 200 else nx.circular_layout(g)
     side = max(4.0, 3.0 * len(g) ** 0.5)
     fig, ax = plt.subplots(figsize=(side * 1.3, side))
     nx.draw_networkx_nodes(g, pos, ax=ax, node_color=["#9ecae1" if q in finals else "#f0f0f0" for q in g.nodes], edgecolors="black")
