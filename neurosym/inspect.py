@@ -94,7 +94,7 @@ def describe_bank(bank: RegexBank, names: list[str] | None = None, samples: int 
 
 
 def format_report(report: dict) -> str:
-    lines = [f"{report['path'] or 'bank'}: {len(report['patterns'])} pattern(s), {report['total_states']} token-level states"]
+    lines = [f"{report['path'] or 'bank'}: {len(report['patterns'])} pattern(s) shown; the bank has {report['total_states']} token-level states"]
     for p in report["patterns"]:
         lines.append("")
         lines.append(f"{p['name']}  (weight {p['weight']:g})")
@@ -109,13 +109,17 @@ def labelled_edges(auto: Automaton) -> tuple[list[tuple[int, bool]], dict[tuple[
     """Nodes ``(state, is_final)`` and ``{(src, dst): label}`` for drawing: the character
     DFA's classes when there is one, else the token-level arcs."""
     if auto.char_dfa is not None:
-        classes = describe_classes(auto.char_dfa.partition)
-        trans = auto.char_dfa.trans
-        grouped: dict[tuple[int, int], list[str]] = {}
+        part, trans = auto.char_dfa.partition, auto.char_dfa.trans
+        grouped: dict[tuple[int, int], list[int]] = {}
         for q, k in zip(*np.nonzero(trans >= 0)):
-            grouped.setdefault((int(q), int(trans[q, k])), []).append(classes[k] if k else "other")
+            grouped.setdefault((int(q), int(trans[q, k])), []).append(int(k))
+        labels = {}
+        for edge, ks in grouped.items():
+            chars = [c for k in ks for c in part.members[k]]
+            text = f"[{char_ranges(chars)}]" if chars else ""
+            labels[edge] = ("other" + (" or " + text if text else "")) if OTHER in ks else text
         nodes = [(q, bool(auto.char_dfa.final[q])) for q in range(trans.shape[0])]
-        return nodes, {e: " | ".join(labs) for e, labs in grouped.items()}
+        return nodes, labels
     g = auto.to_networkx()
     return [(q, d["final"]) for q, d in g.nodes(data=True)], {(u, v): d["label"] for u, v, d in g.edges(data=True)}
 
