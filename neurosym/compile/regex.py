@@ -17,7 +17,7 @@ from pathlib import Path
 import interegular
 import numpy as np
 import torch
-from interegular.patterns import InvalidSyntax, Unsupported
+from interegular.patterns import InvalidSyntax, Unsupported, _ParsePattern
 
 from neurosym.compile.automaton import Automaton, token_delta
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
@@ -39,14 +39,17 @@ class Limits:
     time_limit: float = DEFAULT_TIME_LIMIT
 
 
-def parse_pattern(pattern: str, span: Span | None = None):
+def parse_pattern(pattern: str, span: Span | None = None, ignore_case: bool = False):
     """Check and parse a Python-syntax pattern into interegular's AST (errors carry positions).
 
-    ``span``, when given, is the position of the pattern's first character."""
+    ``span``, when given, is the position of the pattern's first character;
+    ``ignore_case`` says whether the ``i`` flag applies from outside the pattern."""
     at = span or Span(None, 1, 1)
-    check_pattern(pattern, Span(at.path, at.line, at.col - 1))
+    check_pattern(pattern, Span(at.path, at.line, at.col - 1), ignore_case)
     try:
-        return interegular.parse_pattern(normalize_pattern(pattern))
+        # Unsimplified on purpose: interegular's simplify() drops the removed flags of a
+        # scoped group that spans the whole pattern, e.g. (?-i:a) under flags="i".
+        return _ParsePattern(normalize_pattern(pattern)).parse()
     except Unsupported as err:
         raise SourceError.at(at, f"unsupported regex feature: {err}; only regular languages are supported") from None
     except (InvalidSyntax, ValueError) as err:
@@ -56,7 +59,7 @@ def parse_pattern(pattern: str, span: Span | None = None):
 def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: Span | None = None) -> CharDFA:
     """The minimal character DFA of a Python-syntax pattern (flags: ``i`` and/or ``s``)."""
     _check_flags(flags, span)
-    ast = parse_pattern(pattern, span)
+    ast = parse_pattern(pattern, span, ignore_case="i" in flags)
     b = Builder(max_states=_nfa_cap(limits))
     frag = b.regex(ast, ignore_case="i" in flags, dotall="s" in flags)
     return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, limits.time_limit, what=f"/{pattern}/")
@@ -237,7 +240,7 @@ class _RuleBuilder:
     def expr(self, e: ir.Expr, ic: bool, dotall: bool, stack) -> Frag:
         b = self.b
         if isinstance(e, ir.Regex):
-            return b.regex(parse_pattern(e.pattern, e.span.shifted(1)), ignore_case=ic, dotall=dotall)
+            return b.regex(parse_pattern(e.pattern, e.span.shifted(1), ic), ignore_case=ic, dotall=dotall)
         if isinstance(e, ir.Literal):
             return b.literal(e.text, ignore_case=ic)
         if isinstance(e, ir.Words):

@@ -16,8 +16,14 @@ REGULAR_ONLY = "only regular languages are supported"
 ALLOWED_INLINE_FLAGS = set("isa")
 
 
-def check_pattern(pattern: str, span: Span | None = None) -> None:
-    """Raise `SourceError` at the first unsupported construct of ``pattern``."""
+def check_pattern(pattern: str, span: Span | None = None, ignore_case: bool = False) -> None:
+    """Raise `SourceError` at the first unsupported construct of ``pattern``.
+
+    Besides non-regular constructs, this rejects the few regular ones that the regex
+    parser underneath (interegular) would read with a different language than ``re``:
+    possessive quantifiers and, under ``i``, a
+    character class mixing ``\\W`` with letters of one case only.
+    ``ignore_case`` says whether the ``i`` flag is set from outside the pattern."""
     span = span or Span(None, 1, 0)
 
     def fail(offset: int, message: str) -> SourceError:
@@ -30,9 +36,12 @@ def check_pattern(pattern: str, span: Span | None = None) -> None:
     except (OverflowError, RecursionError) as err:
         raise fail(0, f"invalid regex: {err}") from None
 
+    ignore_case = ignore_case or _sets_ignore_case(pattern)
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
+        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "+" and _ends_quantifier(pattern, i):
+            raise fail(i + 1, "possessive quantifiers (*+, ++, ?+, {m,n}+) are not supported; drop the second '+'")
         if c == "\\":
             nxt = pattern[i + 1] if i + 1 < n else ""
             if nxt.isdigit() and nxt != "0" and not _is_octal_escape(pattern, i):
@@ -44,7 +53,14 @@ def check_pattern(pattern: str, span: Span | None = None) -> None:
                 raise fail(i, f"Unicode property and name escapes (\\{nxt}) are not supported")
             i += 2
         elif c == "[":
-            i = _skip_class(pattern, i)
+            end = _skip_class(pattern, i)
+            body = pattern[i + 1 : end - 1]
+            if ignore_case and not _case_safe_class(body):
+                raise fail(i, "under case-insensitive matching, a character class may not mix \\W "
+                           "with letters of one case only; write the class out, e.g. [^\\Wa] as [0-9_b-zB-Z]")
+            i = end
+        elif c == "(" and pattern.startswith("(?#", i):
+            i = pattern.index(")", i) + 1  # a comment; re.compile has checked it is closed
         elif c in "^$":
             raise fail(i, f"anchors ({c}) are not supported: patterns always match the whole string")
         elif c == "(" and pattern.startswith("(?", i):
@@ -88,16 +104,54 @@ def _check_group(pattern: str, i: int, fail) -> None:
             raise fail(i, f"inline flag(s) {''.join(bad)!r} are not supported; only i, s and a are (matching is ASCII)")
 
 
+def _sets_ignore_case(pattern: str) -> bool:
+    """Whether an inline flag group (global or scoped) of ``pattern`` turns on ``i``."""
+    return any("i" in m.group(1) for m in re.finditer(r"\(\?([a-zA-Z]+)(?:-[a-zA-Z]*)?[:)]", pattern))
+
+
+def _ends_quantifier(pattern: str, i: int) -> bool:
+    """Whether ``pattern[i]`` (one of ``*+?}``) ends a quantifier rather than being a literal."""
+    if i > 0 and pattern[i - 1] == "\\" and not (i > 1 and pattern[i - 2] == "\\"):
+        return False
+    if pattern[i] == "?" and i > 0 and pattern[i - 1] == "(":
+        return False
+    if pattern[i] == "}":
+        return re.search(r"\{\d*(,\d*)?$", pattern[:i]) is not None
+    return True
+
+
+def _case_safe_class(body: str) -> bool:
+    """False for a class body that interegular folds wrongly under ``i``: one with a
+    ``\\W`` whose other items hold a letter but not its other case (``[^\\Wa]``). Classes like ``[^\\W\\d_]`` are safe."""
+    body = body[1:] if body.startswith("^") else body
+    items = re.findall(r"\\.(?:-(?:\\.|[^\\]))?|[^\\](?:-(?:\\.|[^\\]))?", body)
+    if "\\W" not in items:  # \D and \S hold every letter already, so folding cannot change them
+        return True
+    rest = [item for item in items if item not in ("\\W", "\\D", "\\S")]
+    if not rest:
+        return True
+    others = re.compile("[" + "".join(rest) + "]", re.ASCII)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return all(bool(others.fullmatch(c)) == bool(others.fullmatch(c.upper())) for c in letters)
+
+
 def normalize_pattern(pattern: str) -> str:
     """The same pattern with Python syntax that interegular misreads spelled plainly.
 
     A ``]`` first in a character class (``[]a]``, ``[^]a]``) is literal in Python;
-    it becomes ``\\]``. The language is unchanged.
+    it becomes ``\\]``. Comment groups ``(?#...)`` are dropped, and several leading
+    global flag groups (``(?s)(?i)``) merge into one. The language is unchanged.
     """
-    out, i, n = [], 0, len(pattern)
+    flags = ""
+    while (m := re.match(r"\(\?([a-zA-Z]+)\)", pattern)) or pattern.startswith("(?#"):
+        flags += m.group(1) if m else ""
+        pattern = pattern[(m.end() if m else pattern.index(")") + 1) :]
+    out, i, n = [f"(?{flags})"] if flags else [], 0, len(pattern)
     while i < n:
         c = pattern[i]
-        if c == "\\":
+        if c == "(" and pattern.startswith("(?#", i):
+            i = pattern.index(")", i) + 1
+        elif c == "\\":
             out.append(pattern[i : i + 2])
             i += 2
         elif c == "[":

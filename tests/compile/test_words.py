@@ -1,0 +1,213 @@
+"""Word lists: ``words_dfa`` builds a minimal DFA straight from a trie.
+
+It must accept exactly the listed words (set membership; with ``ignore_case``,
+membership after folding ASCII letters only), and be the same minimal table that
+compiling the escaped alternation ``w1|w2|...`` through ``pattern_dfa`` gives.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neurosym.compile.dfa import OTHER, CharDFA
+from neurosym.compile.regex import Limits, default_vocab, pattern_dfa, to_automaton, words_dfa
+from neurosym.errors import CompileError
+from neurosym.vocab import Vocab
+
+HYP = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
+LETTERS = "abcé中😀 -"
+CASED = "aAbBzZéÉßK\u212a"  # ASCII letters of both cases, and non-ASCII ones that must not fold
+
+words_st = st.lists(st.text(alphabet=LETTERS, max_size=6), max_size=25)
+
+
+@st.composite
+def affixed_words(draw, alphabet=LETTERS):
+    """Words sharing prefixes and suffixes: stems x endings, plus some loose words."""
+    stems = draw(st.lists(st.text(alphabet=alphabet, min_size=1, max_size=4), min_size=1, max_size=5))
+    ends = draw(st.lists(st.text(alphabet=alphabet, max_size=3), min_size=1, max_size=4))
+    loose = draw(st.lists(st.text(alphabet=alphabet, max_size=5), max_size=6))
+    combos = [s + e for s in stems for e in ends]
+    return draw(st.permutations(combos + loose))
+
+
+def ascii_lower(s: str) -> str:
+    return "".join(c.lower() if c.isascii() else c for c in s)
+
+
+def probes(words: list[str], alphabet: str, rng: random.Random) -> list[str]:
+    """Strings near the list: the words, their prefixes, one-character edits and
+    extensions, case swaps, and random strings."""
+    out = {""}
+    for w in words:
+        out.update(w[:i] for i in range(len(w) + 1))
+        out.add(w.swapcase())
+        out.add(w.upper())
+        out.add(w + rng.choice(alphabet))
+        if w:
+            i = rng.randrange(len(w))
+            out.add(w[:i] + w[i + 1 :])
+            out.add(w[:i] + rng.choice(alphabet) + w[i + 1 :])
+            out.add(w[::-1])
+    out.update("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 7))) for _ in range(30))
+    return sorted(out)
+
+
+def canonical(dfa: CharDFA):
+    """The table with class columns ordered by their member characters and states
+    renumbered breadth-first in that column order: equal for two minimal DFAs of one
+    language whatever numbering their classes got (state numbering follows class order)."""
+    keys = [(k != OTHER, sorted(m)) for k, m in enumerate(dfa.partition.members)]
+    order = sorted(range(len(keys)), key=lambda k: keys[k])
+    trans = dfa.trans[:, order]
+    number = {0: 0}
+    queue = [0]
+    for q in queue:
+        for t in trans[q].tolist():
+            if t >= 0 and t not in number:
+                number[t] = len(number)
+                queue.append(t)
+    assert len(number) == dfa.num_states, "trim: every state is reachable"
+    old = sorted(number, key=number.get)
+    table = [[number[t] if t >= 0 else -1 for t in trans[q].tolist()] for q in old]
+    return table, [bool(dfa.final[q]) for q in old], [keys[k] for k in order]
+
+
+def is_minimal(trans: np.ndarray, final: np.ndarray) -> bool:
+    """No two states are equivalent (Moore refinement), and every state is live."""
+    Q = trans.shape[0]
+    block = [int(f) for f in final]
+    while True:
+        sigs = [(block[q], tuple(block[t] if t >= 0 else -1 for t in trans[q])) for q in range(Q)]
+        ids = {s: i for i, s in enumerate(dict.fromkeys(sigs))}
+        new = [ids[s] for s in sigs]
+        if len(set(new)) == len(set(block)):
+            break
+        block = new
+    if len(set(new)) != Q:
+        return False
+    co = {q for q in range(Q) if final[q]}  # co-reachable: can reach a final state
+    while True:
+        more = {q for q in range(Q) if any(t in co for t in trans[q] if t >= 0)} - co
+        if not more:
+            break
+        co |= more
+    return co == set(range(Q)) or (Q == 1 and not final.any())
+
+
+# ---------------------------------------------------------------------- membership
+@settings(max_examples=300, **HYP)
+@given(words=st.one_of(words_st, affixed_words()), seed=st.integers(0, 2**16))
+def test_accepts_exactly_the_words(words, seed):
+    dfa = words_dfa(words)
+    members = set(words)
+    for s in probes(words, LETTERS + "xZ", random.Random(seed)):
+        assert dfa.accepts(s) == (s in members), (words, s)
+    assert is_minimal(dfa.trans, dfa.final)
+    # order and duplicates do not matter: the same minimal table
+    again = words_dfa(sorted(words, reverse=True) + words[:3])
+    assert canonical(again) == canonical(dfa)
+
+
+@settings(max_examples=300, **HYP)
+@given(words=st.one_of(st.lists(st.text(alphabet=CASED + "x", max_size=5), max_size=20), affixed_words(CASED)), seed=st.integers(0, 2**16))
+def test_ignore_case_folds_ascii_letters_only(words, seed):
+    dfa = words_dfa(words, ignore_case=True)
+    folded = {ascii_lower(w) for w in words}
+    alternation = "|".join(map(re.escape, words))
+    for s in probes(words, CASED + "x", random.Random(seed)):
+        expected = ascii_lower(s) in folded
+        assert dfa.accepts(s) == expected, (words, s)
+        if words:  # the same as re with ASCII case folding
+            assert expected == (re.fullmatch(alternation, s, re.ASCII | re.IGNORECASE) is not None)
+    assert is_minimal(dfa.trans, dfa.final)
+
+
+def test_examples():
+    dfa = words_dfa(["walking", "talking", "walked", "talked"])
+    assert all(dfa.accepts(w) for w in ["walking", "talking", "walked", "talked"])
+    assert not any(dfa.accepts(w) for w in ["walk", "stalking", "Walking", "talkinged", ""])
+    # a trie would need 19 states; the minimal DFA shares the stems' tails and the suffixes
+    assert dfa.num_states == 9
+    cased = words_dfa(["Straße", "ÉCOLE", "naïve", "HTTP"], ignore_case=True)
+    assert cased.accepts("STRAßE") and cased.accepts("straße") and cased.accepts("http") and cased.accepts("NAÏVE".replace("Ï", "ï"))
+    assert not cased.accepts("STRASSE") and not cased.accepts("école") and not cased.accepts("NAÏVE")
+    assert cased.accepts("École") and cased.accepts("ÉcOlE")
+
+
+def test_edge_cases():
+    empty = words_dfa([])
+    assert not empty.accepts("") and not empty.accepts("a") and not empty.final.any()
+    only_empty = words_dfa([""])
+    assert only_empty.accepts("") and not only_empty.accepts("a")
+    both = words_dfa(["", "a", "a"])
+    assert both.accepts("") and both.accepts("a") and not both.accepts("aa")
+    assert words_dfa(["a\nb", "\t"]).accepts("a\nb") and not words_dfa(["a\nb"]).accepts("ab")
+    emoji = words_dfa(["😀", "😀😀"])
+    assert emoji.accepts("😀😀") and not emoji.accepts("😁") and emoji.num_states == 3
+
+
+def test_state_cap():
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(8)) for _ in range(200)]  # little sharing
+    with pytest.raises(CompileError, match="state cap of 50"):
+        words_dfa(words, limits=Limits(max_states=50))
+    assert words_dfa(words, limits=Limits(max_states=100_000)).num_states > 50
+
+
+def test_large_list_is_fast_and_exact():
+    rng = random.Random(7)
+    words = list({"".join(rng.choice("abcdefghijklmnopqrstuvwxyzéü") for _ in range(rng.randint(1, 10))) for _ in range(30_000)})
+    t0 = time.perf_counter()
+    with pytest.raises(CompileError, match="state cap of 10,000"):  # random words share few suffixes
+        words_dfa(words)
+    dfa = words_dfa(words, limits=Limits(max_states=200_000))
+    assert time.perf_counter() - t0 < 15
+    assert 10_000 < dfa.num_states < 1 + sum(map(len, words))
+    members = set(words)
+    for w in words[:2000]:
+        assert dfa.accepts(w)
+        assert dfa.accepts(w + "q") == (w + "q" in members)
+        assert dfa.accepts(w[:-1]) == (w[:-1] in members)
+
+
+# ---------------------------------------------------------------------- same table as the alternation
+@settings(max_examples=200, **HYP)
+@given(words=st.one_of(st.lists(st.text(alphabet=LETTERS + ".*|()[]\\#~&", max_size=5), min_size=1, max_size=8), affixed_words()), ignore_case=st.booleans())
+def test_same_minimal_table_as_the_escaped_alternation(words, ignore_case):
+    trie = words_dfa(words, ignore_case=ignore_case)
+    alternation = pattern_dfa("|".join(map(re.escape, words)), flags="i" if ignore_case else "")
+    assert canonical(trie) == canonical(alternation), words
+    vocab = default_vocab([trie, alternation])
+    a, b = to_automaton(trie, vocab), to_automaton(alternation, vocab)
+    assert torch.equal(a.delta, b.delta) and torch.equal(a.final, b.final)
+
+
+def test_same_table_examples():
+    for words in [["walking", "talking", "walked", "talked"], ["a", "ab", "abc", "b"], ["café", "cafe", "中文", "😀x", "a b", "x-y", "1.5"]]:
+        trie, alt = words_dfa(words), pattern_dfa("|".join(map(re.escape, words)))
+        assert (trie.trans == alt.trans).all() and (trie.final == alt.final).all(), words
+        assert trie.num_states == alt.num_states
+
+
+def test_word_lists_as_token_automata():
+    words = ["the", "then", "there", "cat", "café"]
+    auto = to_automaton(words_dfa(words))
+    for s in ["the", "then", "there", "cat", "café", "thee", "ca", "cafe", "", "thé"]:
+        assert auto.accepts(s) == (s in words), s
+    sampled = {auto.vocab.spell(ids) for ids in auto.sample(200, seed=1)}
+    assert sampled == set(words)  # every word is reachable, nothing else is
+    # over a word vocabulary whose tokens cut the words differently
+    vocab = Vocab.words(["th", "e", "n", "re", "the", "c", "at", "af", "é", "ca"])
+    wauto = to_automaton(words_dfa(words), vocab)
+    ids = lambda *ws: [vocab.id(w) for w in ws]  # noqa: E731
+    assert wauto.accepts(ids("th", "e")) and wauto.accepts(ids("the", "re")) and wauto.accepts(ids("c", "af", "é"))
+    assert not wauto.accepts(ids("th", "e", "e")) and not wauto.accepts(ids("ca"))
