@@ -12,19 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from neurosym.compile.automaton import Automaton
+from neurosym.compile.fsg import load_fsg
+from neurosym.compile.weighted import Entropy, WeightedAutomaton
 from neurosym.compile.regex import Limits, RegexBank, compile_regex, load_regex
 from neurosym.errors import CompileError, ConfigError, NeurosymError, SourceError
 from neurosym.vocab import Vocab
 
 __version__ = "0.1.0"
 
-LOADERS = {".regex": load_regex}
+LOADERS = {".regex": load_regex, ".fsg": load_fsg}
 
 
 def load(path: str | Path, vocab: Vocab | None = None, **limits):
     """Parse and compile a grammar file, chosen by its extension.
 
-    ``.regex`` gives a :class:`RegexBank`. ``limits`` (``max_states``, ``time_limit``)
+    ``.regex`` gives a :class:`RegexBank`, ``.fsg`` a :class:`WeightedAutomaton`. ``limits`` (``max_states``, ``time_limit``)
     cap the compilation.
     """
     path = Path(path)
@@ -40,12 +42,14 @@ def load(path: str | Path, vocab: Vocab | None = None, **limits):
 __all__ = [
     "Automaton",
     "CompileError",
+    "Entropy",
     "ConfigError",
     "Limits",
     "NeurosymError",
     "RegexBank",
     "SourceError",
     "Vocab",
+    "WeightedAutomaton",
     "compile_regex",
     "load",
     "__version__",

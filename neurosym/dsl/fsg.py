@@ -1,0 +1,320 @@
+"""Parser for `.fsg` weighted finite-state grammars: lark LALR grammar -> plain IR.
+
+One line per arc (``SRC DST LABEL [WEIGHT] [key=value ...]``), final state
+(``STATE [WEIGHT]``) or directive (``%start``, ``%weights prob|logprob``,
+``%normalize``, ``%threshold``, ``%import``). This module checks what can be checked
+from the text alone — numbers, ranges, attributes, duplicate finals, directives,
+import files — and leaves vocabulary, lexicon and graph checks to the compiler
+(:mod:`neurosym.compile.fsg`). Every error carries ``path:line:col``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedInput
+
+from neurosym.dsl.errors import lark_error
+from neurosym.errors import NeurosymError, SourceError, Span
+
+FRIENDLY = {
+    "WORD": "a state, label or weight",
+    "STRING": "a quoted word",
+    "EPS": "<eps>",
+    "CLASS": "@CLASS or @feature:term",
+    "KEY": "an attribute (key=value)",
+}
+ARC_ATTRIBUTES = {"role": "a role name such as subject", "threshold": "a number in [0, 1]"}
+IMPORT_KINDS = {".regex": "regex", ".lex": "lex"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
+_UPPER = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
+_ROLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+LabelKind = Literal["literal", "eps", "terminal", "class", "term"]
+
+
+@dataclass(frozen=True)
+class Label:
+    """An arc label: a literal word, ``<eps>``, a regex-bank terminal (``YEAR``), a
+    lexicon class (``@ADJ_POS``) or a fuzzy term (``@polarity:pos``)."""
+
+    kind: LabelKind
+    text: str  # the word, terminal name, class name or feature name
+    span: Span
+    term: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "literal":
+            return repr(self.text)
+        if self.kind == "eps":
+            return "<eps>"
+        if self.kind == "class":
+            return f"@{self.text}"
+        if self.kind == "term":
+            return f"@{self.text}:{self.term}"
+        return self.text
+
+
+@dataclass
+class Arc:
+    src: str
+    dst: str
+    label: Label
+    weight: float  # as written (a probability, or a log-probability under %weights logprob)
+    span: Span  # the source state
+    dst_span: Span
+    weight_span: Span | None = None
+    role: str | None = None
+    threshold: float | None = None
+
+
+@dataclass
+class Final:
+    state: str
+    weight: float
+    span: Span
+
+
+@dataclass
+class Import:
+    path: Path  # resolved
+    kind: Literal["regex", "lex"]
+    names: list[tuple[str, Span]] | None  # None: everything the file defines
+    span: Span
+
+
+@dataclass
+class FsgGrammar:
+    """A parsed `.fsg` file."""
+
+    path: str | None
+    arcs: list[Arc] = field(default_factory=list)
+    finals: list[Final] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)
+    start: tuple[str, Span] | None = None
+    weights: Literal["prob", "logprob"] = "prob"
+    normalize: bool = False
+    threshold: float = 0.5
+
+    @property
+    def start_state(self) -> str:
+        if self.start is not None:
+            return self.start[0]
+        if self.arcs:
+            return self.arcs[0].src
+        if self.finals:
+            return self.finals[0].state
+        raise NeurosymError(f"{self.path or '<string>'}: the grammar has no arcs and no final states")
+
+    def probability(self, weight: float) -> float:
+        """A written weight as a probability."""
+        return math.exp(weight) if self.weights == "logprob" else weight
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark.open(str(Path(__file__).with_name("fsg.lark")), parser="lalr", propagate_positions=True)
+
+
+def load_fsg_file(path: str | Path) -> FsgGrammar:
+    """Parse an `.fsg` file; imports resolve against its folder."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise NeurosymError(f"{p}: cannot read: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise NeurosymError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    return parse_fsg(text, p)
+
+
+def parse_fsg(text: str, path: str | Path | None = None) -> FsgGrammar:
+    """Parse `.fsg` text; imports resolve against ``path``'s folder (or the cwd)."""
+    display = str(path) if path is not None else None
+    folder = Path(path).resolve().parent if path is not None else Path.cwd()
+    parser = _parser()
+    try:
+        tree = parser.parse(text if text.endswith("\n") else text + "\n")
+    except UnexpectedInput as err:
+        raise lark_error(err, parser, display, text, FRIENDLY) from None
+    return _Builder(display, folder).build(tree)
+
+
+class _Builder:
+    def __init__(self, path: str | None, folder: Path):
+        self.path = path
+        self.folder = folder
+        self.g = FsgGrammar(path)
+        self.seen: dict[str, Span] = {}  # directives given once
+
+    def span(self, tok: Token) -> Span:
+        return Span(self.path, tok.line, tok.column)
+
+    def fail(self, tok: Token, message: str) -> SourceError:
+        return SourceError.at(self.span(tok), message)
+
+    def build(self, tree: Tree) -> FsgGrammar:
+        for item in tree.children:
+            getattr(self, item.data)(item)
+        self._check_weights()
+        return self.g
+
+    # ------------------------------------------------------------------ directives
+    def once(self, tok: Token, name: str) -> None:
+        if name in self.seen:
+            first = self.seen[name]
+            raise self.fail(tok, f"%{name} is given twice (first at line {first.line})")
+        self.seen[name] = self.span(tok)
+
+    def start_state(self, t: Tree) -> None:
+        (tok,) = t.children
+        self.once(tok, "start")
+        self.g.start = (str(tok), self.span(tok))
+
+    def weights(self, t: Tree) -> None:
+        (tok,) = t.children
+        self.once(tok, "weights")
+        if str(tok) not in ("prob", "logprob"):
+            raise self.fail(tok, f"expected 'prob' or 'logprob' after %weights, got {str(tok)!r}")
+        if self.g.arcs or self.g.finals:
+            raise self.fail(tok, "%weights must come before the first arc or final state")
+        self.g.weights = str(tok)
+
+    def normalize(self, t: Tree) -> None:
+        self.g.normalize = True
+
+    def threshold(self, t: Tree) -> None:
+        (tok,) = t.children
+        self.once(tok, "threshold")
+        self.g.threshold = self.fraction(tok, "%threshold")
+
+    def import_(self, t: Tree) -> None:
+        path_tok, *names = t.children
+        rel = _unquote(path_tok, self.span(path_tok))
+        target = (self.folder / rel).resolve()
+        kind = IMPORT_KINDS.get(target.suffix)
+        if kind is None:
+            raise self.fail(path_tok, f"cannot import {rel!r}: expected a .regex bank or a .lex lexicon")
+        if not target.is_file():
+            raise self.fail(path_tok, f"cannot import {rel!r}: no such file ({target})")
+        listed = [(str(n), self.span(n)) for n in names] if names else None
+        self.g.imports.append(Import(target, kind, listed, self.span(path_tok)))
+
+    # ------------------------------------------------------------------ lines
+    def arc(self, t: Tree) -> None:
+        src, dst, label_tree, *rest = t.children
+        weight_tok = rest[0] if rest and isinstance(rest[0], Token) else None
+        attrs = [a for a in rest if isinstance(a, Tree)]
+        label = self.label(label_tree)
+        weight = self.weight(weight_tok) if weight_tok is not None else self.one()
+        arc = Arc(str(src), str(dst), label, weight, self.span(src), self.span(dst), self.span(weight_tok) if weight_tok else None)
+        for key, value in (a.children for a in attrs):
+            if key == "role":
+                if not _ROLE.match(str(value)):
+                    raise self.fail(value, f"expected a role name (letters, digits, _), got {str(value)!r}")
+                if label.kind == "eps":
+                    raise self.fail(key, "an <eps> arc reads no token, so it cannot mark a role; put role= on a token arc")
+                arc.role = str(value)
+            elif key == "threshold":
+                if label.kind != "term":
+                    raise self.fail(key, "threshold= applies to fuzzy-term labels (@feature:term) only")
+                arc.threshold = self.fraction(value, "threshold")
+            else:
+                known = ", ".join(sorted(ARC_ATTRIBUTES))
+                raise self.fail(key, f"unknown arc attribute {str(key)!r}; expected one of {known}")
+        self.g.arcs.append(arc)
+
+    def final(self, t: Tree) -> None:
+        state, *rest = t.children
+        weight_tok = rest[0] if rest and isinstance(rest[0], Token) else None
+        for a in rest:
+            if isinstance(a, Tree):
+                raise self.fail(a.children[0], "final states take no attributes")
+        for f in self.g.finals:
+            if f.state == str(state):
+                raise self.fail(state, f"state {str(state)!r} is declared final twice (first at line {f.span.line})")
+        weight = self.weight(weight_tok) if weight_tok is not None else self.one()
+        self.g.finals.append(Final(str(state), weight, self.span(state)))
+
+    def label(self, t: Tree) -> Label:
+        (tok,) = t.children
+        at = self.span(tok)
+        if t.data == "literal":
+            word = _unquote(tok, at)
+            if not word:
+                raise self.fail(tok, "an empty literal reads nothing; use <eps>")
+            return Label("literal", word, at)
+        if t.data == "eps":
+            return Label("eps", "", at)
+        if t.data == "lexicon":
+            name, _, term = str(tok)[1:].partition(":")
+            return Label("term", name, at, term) if term else Label("class", name, at)
+        word = str(tok)
+        if _UPPER.match(word) and any(c.isalpha() for c in word):
+            return Label("terminal", word, at)
+        return Label("literal", word, at)
+
+    # ------------------------------------------------------------------ numbers
+    def one(self) -> float:
+        return 0.0 if self.g.weights == "logprob" else 1.0
+
+    def number(self, tok: Token, what: str) -> float:
+        try:
+            value = float(str(tok))
+        except ValueError:
+            raise self.fail(tok, f"expected {what}, got {str(tok)!r}") from None
+        if math.isnan(value):
+            raise self.fail(tok, f"expected {what}, got NaN")
+        return value
+
+    def weight(self, tok: Token) -> float:
+        if self.g.weights == "logprob":
+            value = self.number(tok, "a log-probability (a number <= 0)")
+            if value == math.inf:
+                raise self.fail(tok, "a log-probability cannot be +inf")
+        else:
+            value = self.number(tok, "a weight (a number >= 0)")
+            if value < 0 or value == math.inf:
+                raise self.fail(tok, f"weight {str(tok)} is out of range: expected a finite number >= 0")
+        return value
+
+    def fraction(self, tok: Token, what: str) -> float:
+        value = self.number(tok, f"a number in [0, 1] for {what}")
+        if not 0.0 <= value <= 1.0:
+            raise self.fail(tok, f"{what} {str(tok)} is out of range: expected a number in [0, 1]")
+        return value
+
+    def _check_weights(self) -> None:
+        """Without %normalize, each weight is a probability: at most 1."""
+        if self.g.normalize:
+            return
+        for arc in self.g.arcs:
+            if arc.weight_span is not None and self.g.probability(arc.weight) > 1.0 + 1e-9:
+                at = arc.weight_span
+                raise SourceError.at(at, f"weight {arc.weight:g} is out of range: a probability must be in [0, 1] (or add %normalize)")
+        for f in self.g.finals:
+            if self.g.probability(f.weight) > 1.0 + 1e-9:
+                raise SourceError.at(f.span, f"final weight {f.weight:g} is out of range: a probability must be in [0, 1] (or add %normalize)")
+
+
+def _unquote(tok: Token, at: Span) -> str:
+    body = str(tok)[1:-1]
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            nxt = body[i + 1]
+            if nxt not in _ESCAPES:
+                raise SourceError(f"unknown escape \\{nxt} in a quoted word", at.path, at.line, at.col + 1 + i)
+            out.append(_ESCAPES[nxt])
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
