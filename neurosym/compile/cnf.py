@@ -1,0 +1,432 @@
+"""PCFG -> Chomsky normal form, keeping every string's probability exactly.
+
+Steps (each exact, with probability bookkeeping):
+
+1. *Terminal lifting*: a terminal inside a right-hand side of length >= 2 becomes a
+   fresh symbol (named like ``'the'``) with the single rule ``'the' -> the [1]``.
+2. *Binarisation*, right-branching: ``A -> X Y Z`` becomes ``A -> X A|<Y-Z>`` and
+   ``A|<Y-Z> -> Y Z [1]``.
+3. *Epsilon elimination*: ``e[A] = P(A =>* empty)`` is the least fixed point of the
+   polynomial system ``e = f(e)`` (Newton's method from 0, then fixed-point polishing to
+   1e-15). Each nonterminal is then conditioned on deriving a non-empty string:
+   ``A -> B C [p]`` gives ``A -> B C [p(1-e_B)(1-e_C)/(1-e_A)]``,
+   ``A -> B [p(1-e_B)e_C/(1-e_A)]`` and ``A -> C [p e_B(1-e_C)/(1-e_A)]``.
+4. *Unit elimination*: with ``U[A, B]`` the unit-rule probabilities,
+   ``U* = (I - U)^-1`` sums every unit chain (cycles included); each nonterminal takes
+   the non-unit rules of every ``B`` it reaches, scaled by ``U*[A, B]``.
+5. *Nonterminal / preterminal split*, as pytorch-struct's ``SentCFG`` wants: a symbol
+   that can cover one token gets a preterminal (its lexical rules, renormalised by
+   ``lam[A] = P(A covers one token)``), one that can cover two or more a nonterminal
+   (its binary rules renormalised by ``1 - lam[A]``); a binary rule's children are
+   weighted by ``lam`` or ``1 - lam`` accordingly.
+
+The start symbol's mass is kept whole: ``empty = e[S]``, ``root_term`` (length 1) and
+``root`` (length >= 2) sum to 1 with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from neurosym.dsl.pcfg import NT, Grammar, Terminal, TerminalImport
+from neurosym.errors import CompileError, Span
+
+NULL_TOL = 1e-15
+
+
+@dataclass
+class CNFGrammar:
+    """A PCFG in Chomsky normal form with separate nonterminals and preterminals.
+
+    Attributes:
+        start: the original start symbol.
+        nonterminals: (N) names; index 0 is the start's when sentences of length >= 2 exist.
+        preterminals: (T) names.
+        terminals: (K) terminal symbols the preterminals emit.
+        binary_index: (R, 3) int64 rules ``A -> B C``: ``A`` indexes nonterminals; ``B``
+            and ``C`` index nonterminals (0..N-1) then preterminals (N..N+T-1).
+        binary_prob: (R,) float64; each nonterminal's rules sum to 1.
+        lexical: (T, K) float64 ``P(t -> k)``; rows sum to 1.
+        root: (N,) float64 ``P(sentence has >= 2 tokens, its root is A)``.
+        root_term: (T,) float64 ``P(sentence is one token, emitted by t)``.
+        empty: ``P(empty sentence)``; ``root.sum() + root_term.sum() + empty == 1``.
+    """
+
+    start: str
+    nonterminals: list[str]
+    preterminals: list[str]
+    terminals: list[Terminal]
+    binary_index: np.ndarray
+    binary_prob: np.ndarray
+    lexical: np.ndarray
+    root: np.ndarray
+    root_term: np.ndarray
+    empty: float
+    terminal_spans: dict[Terminal, Span] = field(default_factory=dict)
+    imports: dict[str, TerminalImport] = field(default_factory=dict)
+    path: str | None = None
+
+    @property
+    def N(self) -> int:
+        return len(self.nonterminals)
+
+    @property
+    def T(self) -> int:
+        return len(self.preterminals)
+
+    def child_name(self, code: int) -> str:
+        """A child's name; preterminals are starred (``NP*``), since a symbol that covers
+        one token and longer spans is both a nonterminal and a preterminal."""
+        return self.nonterminals[code] if code < self.N else self.preterminals[code - self.N] + "*"
+
+    def binary_dense(self) -> np.ndarray:
+        """(N, N+T, N+T) float64 rule probabilities."""
+        out = np.zeros((self.N, self.N + self.T, self.N + self.T))
+        if len(self.binary_prob):
+            a, b, c = self.binary_index.T
+            np.add.at(out, (a, b, c), self.binary_prob)
+        return out
+
+    def rules(self) -> list[str]:
+        """Every rule as text (``A -> B C [p]``, ``P -> 'w' [p]``), for display."""
+        out = [f"<root> -> <empty> [{self.empty:.6g}]"] if self.empty > 0 else []
+        out += [f"<root> -> {self.nonterminals[a]} [{p:.6g}]" for a, p in enumerate(self.root) if p > 0]
+        out += [f"<root> -> {self.preterminals[t]}* [{p:.6g}]" for t, p in enumerate(self.root_term) if p > 0]
+        for (a, b, c), p in zip(self.binary_index.tolist(), self.binary_prob.tolist()):
+            out.append(f"{self.nonterminals[a]} -> {self.child_name(b)} {self.child_name(c)} [{p:.6g}]")
+        for t, k in zip(*np.nonzero(self.lexical)):
+            out.append(f"{self.preterminals[t]}* -> {self.terminals[k]} [{self.lexical[t, k]:.6g}]")
+        return out
+
+    def prob(self, sentence) -> float:
+        """P(sentence) by CKY; ``sentence`` is a sequence of :class:`Terminal` (or of words,
+        read as literal terminals). A reference implementation: loops over spans."""
+        seq = [s if isinstance(s, Terminal) else Terminal("literal", s) for s in sentence]
+        L = len(seq)
+        if L == 0:
+            return float(self.empty)
+        col = {k: i for i, k in enumerate(self.terminals)}
+        if any(s not in col for s in seq):
+            return 0.0
+        pre = np.stack([self.lexical[:, col[s]] for s in seq])  # (L, T)
+        if L == 1:
+            return float(self.root_term @ pre[0])
+        G = self.binary_dense()
+        chart = np.zeros((L, L + 1, self.N + self.T))
+        for i in range(L):
+            chart[i, i + 1, self.N :] = pre[i]
+        for width in range(2, L + 1):
+            for i in range(L - width + 1):
+                j = i + width
+                acc = np.zeros((self.N + self.T, self.N + self.T))
+                for k in range(i + 1, j):
+                    acc += np.outer(chart[i, k], chart[k, j])
+                chart[i, j, : self.N] = np.einsum("abc,bc->a", G, acc)
+        return float(self.root @ chart[0, L, : self.N])
+
+
+# ---------------------------------------------------------------------- conversion
+class _Rules:
+    """A grammar over integer symbols: nonterminals >= 0, terminal k is ``~k`` (< 0)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.rules: list[tuple[int, tuple[int, ...], float]] = []
+        self.terminals: list[Terminal] = []
+        self.fresh: dict[tuple[int, tuple[int, ...]], int] = {}
+
+    def nt(self, name: str) -> tuple[int, bool]:
+        if name in self.index:
+            return self.index[name], False
+        self.index[name] = len(self.names)
+        self.names.append(name)
+        return self.index[name], True
+
+
+def to_cnf(grammar: Grammar, check: bool = True) -> CNFGrammar:
+    """Convert a parsed PCFG to CNF; every string keeps its probability.
+
+    With ``check`` (default), the grammar must first pass
+    :func:`neurosym.compile.grammar.check_pcfg` (a SourceError otherwise): the exact
+    epsilon and unit eliminations rely on it being consistent."""
+    if check:
+        from neurosym.compile.grammar import check_pcfg
+
+        check_pcfg(grammar, strict=True)
+    terminals = grammar.terminals
+    tindex = {t: k for k, t in enumerate(terminals)}
+    g = _useful(grammar, tindex)
+    n = len(g.names)
+    null = _null_probabilities(g, n)
+    nonempty = _nonempty(g, n)
+    ne = np.where(nonempty, 1.0 - null, 0.0)
+    if np.any(nonempty & (ne <= 0)):
+        raise CompileError("the grammar leaks probability (a nonterminal derives the empty string with probability 1 yet has non-empty derivations); is it consistent?")
+    K = len(terminals)
+    lex = np.zeros((n, K))
+    unit = np.zeros((n, n))
+    binary: dict[tuple[int, int, int], float] = {}
+    for a, rhs, p in g.rules:
+        if not nonempty[a]:
+            continue
+        scale = p / ne[a]
+        if len(rhs) == 1 and rhs[0] < 0:
+            lex[a, ~rhs[0]] += scale
+        elif len(rhs) == 1:
+            unit[a, rhs[0]] += scale * ne[rhs[0]]
+        elif len(rhs) == 2:
+            b, c = rhs
+            both = scale * ne[b] * ne[c]
+            if both > 0:
+                binary[(a, b, c)] = binary.get((a, b, c), 0.0) + both
+            unit[a, b] += scale * ne[b] * null[c]
+            unit[a, c] += scale * null[b] * ne[c]
+    lex, bidx, bprob = _eliminate_units(unit, lex, binary, n)
+    start = g.index[grammar.start]
+    return _split(grammar, g, terminals, lex, bidx, bprob, start, float(null[start]), float(ne[start]))
+
+
+def _useful(grammar: Grammar, tindex: dict[Terminal, int]) -> _Rules:
+    """Positive-probability rules of generating, reachable symbols; terminals lifted, binarised."""
+    prods = [p for p in grammar.productions if p.prob > 0]
+    gen: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for p in prods:
+            if p.lhs not in gen and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
+                gen.add(p.lhs)
+                changed = True
+    prods = [p for p in prods if p.lhs in gen and all(not isinstance(s, NT) or s.name in gen for s in p.rhs)]
+    by_lhs: dict[str, list] = {}
+    for p in prods:
+        by_lhs.setdefault(p.lhs, []).append(p)
+    g = _Rules()
+    g.terminals = list(tindex)
+    g.nt(grammar.start)
+    todo = [grammar.start]
+    while todo:
+        lhs = todo.pop()
+        a = g.index[lhs]
+        for p in by_lhs.get(lhs, []):
+            syms: list[int] = []
+            for s in p.rhs:
+                if isinstance(s, NT):
+                    i, new = g.nt(s.name)
+                    if new:
+                        todo.append(s.name)
+                    syms.append(i)
+                else:
+                    syms.append(~tindex[s.terminal])
+            _add_binarised(g, a, syms, p.prob)
+    return g
+
+
+def _add_binarised(g: _Rules, a: int, syms: list[int], p: float) -> None:
+    if len(syms) >= 2:
+        lifted = []
+        for s in syms:
+            if s < 0:
+                i, new = g.nt(str(_terminal_of(g, s)))
+                if new:
+                    g.rules.append((i, (s,), 1.0))
+                s = i
+            lifted.append(s)
+        syms = lifted
+    while len(syms) > 2:
+        rest = syms[1:]
+        key = (a, tuple(rest))
+        fresh = g.fresh.get(key)
+        if fresh is not None:
+            g.rules.append((a, (syms[0], fresh), p))
+            return
+        name = f"{g.names[a]}|<{'-'.join(g.names[s] for s in rest)}>"
+        while name in g.index:  # names may contain '-': keep fresh names unique
+            name += "'"
+        fresh, _ = g.nt(name)
+        g.fresh[key] = fresh
+        g.rules.append((a, (syms[0], fresh), p))
+        a, syms, p = fresh, rest, 1.0
+    g.rules.append((a, tuple(syms), p))
+
+
+def _terminal_of(g: _Rules, s: int) -> Terminal:
+    return g.terminals[~s]
+
+
+def _null_probabilities(g: _Rules, n: int) -> np.ndarray:
+    """``e[A] = P(A =>* empty)``: least fixed point of ``e = f(e)`` (Newton, then polishing)."""
+    nullable = np.zeros(n, dtype=bool)
+    changed = True
+    while changed:
+        changed = False
+        for a, rhs, _ in g.rules:
+            if not nullable[a] and all(s >= 0 and nullable[s] for s in rhs):
+                nullable[a] = changed = True
+    e = np.zeros(n)
+    if not nullable.any():
+        return e
+    rules = [(a, rhs, p) for a, rhs, p in g.rules if nullable[a] and all(s >= 0 and nullable[s] for s in rhs)]
+
+    def f_and_jacobian(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f = np.zeros(n)
+        J = np.zeros((n, n))
+        for a, rhs, p in rules:
+            if len(rhs) == 0:
+                f[a] += p
+            elif len(rhs) == 1:
+                f[a] += p * x[rhs[0]]
+                J[a, rhs[0]] += p
+            else:
+                b, c = rhs
+                f[a] += p * x[b] * x[c]
+                J[a, b] += p * x[c]
+                J[a, c] += p * x[b]
+        return f, J
+
+    idx = np.nonzero(nullable)[0]
+    eye = np.eye(len(idx))
+    for _ in range(100):
+        f, J = f_and_jacobian(e)
+        try:
+            step = np.linalg.solve(eye - J[np.ix_(idx, idx)], (f - e)[idx])
+        except np.linalg.LinAlgError:
+            break
+        if not np.all(np.isfinite(step)):
+            break
+        e[idx] = np.clip(e[idx] + step, 0.0, 1.0)
+        if np.abs(step).max() < NULL_TOL:
+            break
+    for _ in range(100_000):  # polish (and the fallback when Newton's matrix is singular)
+        f, _ = f_and_jacobian(e)
+        f = np.clip(f, 0.0, 1.0)
+        done = np.abs(f - e).max() < NULL_TOL
+        e = f
+        if done:
+            break
+    return e
+
+
+def _nonempty(g: _Rules, n: int) -> np.ndarray:
+    """Which nonterminals derive some non-empty string (all symbols here generate)."""
+    out = np.zeros(n, dtype=bool)
+    changed = True
+    while changed:
+        changed = False
+        for a, rhs, _ in g.rules:
+            if not out[a] and any(s < 0 or out[s] for s in rhs):
+                out[a] = changed = True
+    return out
+
+
+def _eliminate_units(unit: np.ndarray, lex: np.ndarray, binary: dict, n: int):
+    """Fold unit chains into lexical and binary rules with ``U* = (I - U)^-1``."""
+    reach = np.eye(n, dtype=bool) | (unit > 0)
+    while True:  # reflexive-transitive closure by squaring: keeps structural zeros exact
+        f = reach.astype(np.float32)
+        nxt = (f @ f) > 0
+        if np.array_equal(nxt, reach):
+            break
+        reach = nxt
+    if n and np.max(np.abs(np.linalg.eigvals(unit))) >= 1 - 1e-12:
+        raise CompileError("unit rules form a cycle with probability 1 (e.g. A -> B [1], B -> A [1]); the grammar is not consistent")
+    star = np.where(reach, np.linalg.inv(np.eye(n) - unit), 0.0)
+    lex = star @ lex
+    if not binary:
+        return lex, np.zeros((0, 3), dtype=np.int64), np.zeros(0)
+    keys = np.array(list(binary), dtype=np.int64)
+    probs = np.array(list(binary.values()))
+    A, R = np.nonzero(star[:, keys[:, 0]])
+    allp = star[A, keys[R, 0]] * probs[R]
+    flat = (A * n + keys[R, 1]) * n + keys[R, 2]
+    uniq, inv = np.unique(flat, return_inverse=True)
+    bprob = np.bincount(inv.reshape(-1), weights=allp, minlength=len(uniq))
+    bidx = np.stack([uniq // (n * n), (uniq // n) % n, uniq % n], axis=1)
+    return lex, bidx, bprob
+
+
+def _split(grammar, g: _Rules, terminals, lex, bidx, bprob, start: int, empty: float, ne_start: float) -> CNFGrammar:
+    n = len(g.names)
+    lam = lex.sum(axis=1)
+    beta = np.bincount(bidx[:, 0], weights=bprob, minlength=n) if len(bprob) else np.zeros(n)
+    has_lex = (lex > 0).any(axis=1)
+    has_bin = np.zeros(n, dtype=bool)
+    has_bin[bidx[:, 0]] = True
+    total = lam + beta
+    live = has_lex | has_bin
+    if np.any(live & (np.abs(total - 1) > 1e-6)):
+        bad = int(np.argmax(np.where(live, np.abs(total - 1), -1)))
+        raise CompileError(f"after epsilon and unit elimination, the rules of {g.names[bad]} sum to {total[bad]:.10g}, not 1; the grammar leaks probability")
+    # children of binary rules, and the reachable part from the start symbol
+    kids: dict[int, list[tuple[int, int, float]]] = {}
+    for (a, b, c), p in zip(bidx.tolist(), bprob.tolist()):
+        kids.setdefault(a, []).append((b, c, p))
+    nt_order: list[int] = []
+    pt_order: list[int] = []
+    seen_nt, seen_pt = set(), set()
+
+    def visit(sym: int) -> None:
+        stack = [sym]
+        while stack:
+            s = stack.pop(0)
+            if has_lex[s] and s not in seen_pt:
+                seen_pt.add(s)
+                pt_order.append(s)
+            if has_bin[s] and s not in seen_nt:
+                seen_nt.add(s)
+                nt_order.append(s)
+                for b, c, _ in kids[s]:
+                    stack += [b, c]
+
+    if ne_start > 0:
+        visit(start)
+    nt_id = {s: i for i, s in enumerate(nt_order)}
+    N, T = len(nt_order), len(pt_order)
+    pt_id = {s: N + i for i, s in enumerate(pt_order)}
+
+    def codes(s: int) -> list[tuple[int, float]]:
+        out = []
+        if s in nt_id:
+            out.append((nt_id[s], beta[s]))
+        if s in pt_id:
+            out.append((pt_id[s], lam[s]))
+        return out
+
+    rules: dict[tuple[int, int, int], float] = {}
+    for a in nt_order:
+        for b, c, p in kids[a]:
+            for bc, wb in codes(b):
+                for cc, wc in codes(c):
+                    key = (nt_id[a], bc, cc)
+                    rules[key] = rules.get(key, 0.0) + p * wb * wc / beta[a]
+    used_k = sorted({int(k) for s in pt_order for k in np.nonzero(lex[s])[0]})
+    lexical = np.array([[lex[s, k] / lam[s] for k in used_k] for s in pt_order]).reshape(T, len(used_k))
+    root = np.zeros(N)
+    root_term = np.zeros(T)
+    if start in nt_id:
+        root[nt_id[start]] = ne_start * beta[start]
+    if start in pt_id:
+        root_term[pt_id[start] - N] = ne_start * lam[start]
+    kept_terms = [terminals[k] for k in used_k]
+    spans = grammar.terminal_spans()
+    return CNFGrammar(
+        start=grammar.start,
+        nonterminals=[g.names[s] for s in nt_order],
+        preterminals=[g.names[s] for s in pt_order],
+        terminals=kept_terms,
+        binary_index=np.array(list(rules), dtype=np.int64).reshape(-1, 3),
+        binary_prob=np.array(list(rules.values()), dtype=np.float64),
+        lexical=lexical,
+        root=root,
+        root_term=root_term,
+        empty=empty,
+        terminal_spans={t: spans[t] for t in kept_terms if t in spans},
+        imports={t.value: grammar.imports[t.value] for t in kept_terms if t.kind == "regex"},
+        path=grammar.path,
+    )
+
+
+__all__ = ["CNFGrammar", "to_cnf"]

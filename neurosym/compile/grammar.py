@@ -1,0 +1,661 @@
+"""PCFGs: checks, summaries, sampling, and compilation to :class:`RuleTensors`.
+
+``load_pcfg(path, vocab)`` parses a `.pcfg` file, checks it (:func:`check_pcfg`),
+converts it to CNF (:mod:`neurosym.compile.cnf`) and builds log-space tensors in
+pytorch-struct ``SentCFG`` layout: ``root`` (N,), ``binary`` (N, N+T, N+T) and
+``emit`` (T, V), plus ``root_term`` (T,) and ``empty`` for sentences of length 1 and 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import networkx as nx
+import numpy as np
+import torch
+
+from neurosym.compile.cnf import CNFGrammar, to_cnf
+from neurosym.compile.regex import Limits, rule_dfa
+from neurosym.dsl.pcfg import NT, Grammar, Terminal, TerminalImport, load_pcfg_grammar
+from neurosym.errors import CompileError, SourceError, Span
+from neurosym.vocab import Vocab
+
+RADIUS_LIMIT = 1.0 - 1e-9
+DEFAULT_VOCAB_CAP = 10_000  # strings a regex terminal may contribute to a default vocabulary
+
+
+class Finding(NamedTuple):
+    """One result of :func:`check_pcfg`: ``severity`` is ``"error"``, ``"warning"`` or ``"info"``."""
+
+    severity: str
+    span: Span
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.span}: {self.severity}: {self.message}"
+
+
+@dataclass
+class Analysis:
+    """Numbers behind the checks, over the positive-probability rules.
+
+    ``useful`` lists the reachable, generating nonterminals; ``expected_children``
+    (U, U) is ``M[A, B]`` = expected number of ``B`` in one expansion of ``A`` over them;
+    ``radius`` its spectral radius; ``expected_length`` the start symbol's expected
+    sentence length (``None`` when ``radius >= 1``)."""
+
+    reachable: list[str]
+    generating: list[str]
+    useful: list[str]
+    expected_children: np.ndarray
+    radius: float
+    expected_length: float | None
+
+
+def _as_grammar(g: Grammar | str | Path) -> Grammar:
+    return g if isinstance(g, Grammar) else load_pcfg_grammar(g)
+
+
+def analyze(grammar: Grammar) -> Analysis:
+    """Reachability, generating symbols, the expected-children matrix and its radius."""
+    prods = [p for p in grammar.productions if p.prob > 0]
+    gen: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for p in prods:
+            if p.lhs not in gen and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
+                gen.add(p.lhs)
+                changed = True
+    by_lhs: dict[str, list] = {}
+    for p in prods:
+        by_lhs.setdefault(p.lhs, []).append(p)
+    reach, todo = {grammar.start}, [grammar.start]
+    while todo:
+        for p in by_lhs.get(todo.pop(), []):
+            for s in p.rhs:
+                if isinstance(s, NT) and s.name not in reach:
+                    reach.add(s.name)
+                    todo.append(s.name)
+    order = grammar.nonterminals
+    useful = [a for a in order if a in reach and a in gen]
+    idx = {a: i for i, a in enumerate(useful)}
+    M = np.zeros((len(useful), len(useful)))
+    t = np.zeros(len(useful))
+    for p in prods:
+        if p.lhs in idx and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
+            for s in p.rhs:
+                if isinstance(s, NT):
+                    M[idx[p.lhs], idx[s.name]] += p.prob
+                else:
+                    t[idx[p.lhs]] += p.prob
+    radius = float(np.max(np.abs(np.linalg.eigvals(M)))) if len(useful) else 0.0
+    length = None
+    if radius < RADIUS_LIMIT and grammar.start in idx:
+        length = float(np.linalg.solve(np.eye(len(useful)) - M, t)[idx[grammar.start]])
+    return Analysis([a for a in order if a in reach], [a for a in order if a in gen], useful, M, radius, length)
+
+
+def check_pcfg(grammar: Grammar | str | Path, strict: bool = True) -> list[Finding]:
+    """Findings about a grammar (a parsed :class:`Grammar` or a path), sorted by position.
+
+    Errors: non-generating nonterminals (no finite string) and inconsistency (the
+    expected-children matrix has spectral radius >= 1, so mass leaks to infinite trees).
+    Warnings: unreachable nonterminals, duplicate rules. Info: a grammar without weights
+    (uniform). With ``strict``, the first error raises as a :class:`SourceError`
+    (non-generating ones before inconsistency, which they usually cause).
+    Parse-level problems (syntax, undefined names, sums, ranges) raise while parsing."""
+    grammar = _as_grammar(grammar)
+    a = analyze(grammar)
+    first = {lhs: grammar.first_rule(lhs).lhs_span for lhs in grammar.nonterminals}
+    out: list[Finding] = []
+    if grammar.weights == "uniform":
+        out.append(Finding("info", grammar.productions[0].lhs_span, "no probabilities are given: each nonterminal's alternatives are equally likely"))
+    seen: dict[tuple, object] = {}
+    for p in grammar.productions:
+        key = (p.lhs, tuple((type(s).__name__, getattr(s, "name", getattr(s, "text", None))) for s in p.rhs))
+        if key in seen:
+            out.append(Finding("warning", p.span, f"duplicate rule {p.lhs} -> {' '.join(map(str, p.rhs))} (also at line {seen[key].span.line}); their probabilities add up"))
+        else:
+            seen[key] = p
+    for lhs in grammar.nonterminals:
+        if lhs not in a.reachable:
+            out.append(Finding("warning", first[lhs], f"{lhs} is unreachable from the start symbol {grammar.start}"))
+    dead = [lhs for lhs in grammar.nonterminals if lhs not in a.generating]
+    for lhs in dead:
+        out.append(Finding("error", first[lhs], f"{lhs} derives no finite string: each of its rules uses a nonterminal that never stops expanding (non-generating: {', '.join(dead)})"))
+    if a.radius >= RADIUS_LIMIT:
+        members, sub = _worst_component(a)
+        at = min((first[m] for m in members), key=lambda s: (s.line, s.col))
+        out.append(Finding(
+            "error", at,
+            f"the grammar is inconsistent: the expected-children matrix has spectral radius {a.radius:.6g} >= 1 "
+            f"(through {', '.join(members)}: {sub:.6g}), so probability leaks to infinite trees; lower the recursive rules' probabilities",
+        ))
+    out.sort(key=lambda f: (f.span.line, f.span.col))
+    if strict:
+        errors = [f for f in out if f.severity == "error"]
+        if errors:
+            dead_first = [f for f in errors if "derives no finite string" in f.message]
+            err = (dead_first or errors)[0]
+            raise SourceError.at(err.span, err.message)
+    return out
+
+
+def _worst_component(a: Analysis) -> tuple[list[str], float]:
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(a.useful)))
+    g.add_edges_from(zip(*np.nonzero(a.expected_children)))
+    best, best_r = [], -1.0
+    for comp in nx.strongly_connected_components(g):
+        ix = sorted(comp)
+        r = float(np.max(np.abs(np.linalg.eigvals(a.expected_children[np.ix_(ix, ix)]))))
+        if r > best_r:
+            best, best_r = ix, r
+    return [a.useful[i] for i in best], best_r
+
+
+def summary(grammar: Grammar | str | Path) -> dict:
+    """Rule counts per kind, sizes, consistency radius, expected sentence length, the CNF's
+    size and P(empty sentence) (when the grammar has no errors), and every finding."""
+    grammar = _as_grammar(grammar)
+    kinds = dict.fromkeys(("epsilon", "lexical", "unit", "binary", "mixed", "long"), 0)
+    for p in grammar.productions:
+        nts = sum(isinstance(s, NT) for s in p.rhs)
+        if not p.rhs:
+            kinds["epsilon"] += 1
+        elif len(p.rhs) == 1:
+            kinds["unit" if nts else "lexical"] += 1
+        elif nts < len(p.rhs):
+            kinds["mixed"] += 1
+        else:
+            kinds["binary" if len(p.rhs) == 2 else "long"] += 1
+    findings = check_pcfg(grammar, strict=False)
+    a = analyze(grammar)
+    terms = grammar.terminals
+    out = {
+        "path": grammar.path,
+        "start": grammar.start,
+        "weights": grammar.weights,
+        "normalize": grammar.normalize,
+        "nonterminals": len(grammar.nonterminals),
+        "terminals": {"literal": sum(t.kind == "literal" for t in terms), "regex": sum(t.kind == "regex" for t in terms)},
+        "rules": {"total": len(grammar.productions), **kinds},
+        "consistency_radius": a.radius,
+        "expected_length": a.expected_length,
+        "findings": [str(f) for f in findings],
+        "cnf": None,
+        "empty_probability": None,
+    }
+    if not any(f.severity == "error" for f in findings):
+        cnf = to_cnf(grammar, check=False)
+        out["cnf"] = {
+            "nonterminals": cnf.N,
+            "preterminals": cnf.T,
+            "binary_rules": len(cnf.binary_prob),
+            "lexical_rules": int((cnf.lexical > 0).sum()),
+        }
+        out["empty_probability"] = cnf.empty
+    return out
+
+
+def format_summary(s: dict) -> str:
+    """Human-readable lines for a :func:`summary` dict."""
+    rules = ", ".join(f"{k} {v}" for k, v in s["rules"].items() if k != "total" and v)
+    lines = [
+        f"{s['path'] or 'grammar'}: start {s['start']}, {s['nonterminals']} nonterminals, "
+        f"{s['terminals']['literal']} literal + {s['terminals']['regex']} regex terminals, weights: {s['weights']}",
+        f"  rules: {s['rules']['total']} ({rules})",
+        f"  consistency: spectral radius {s['consistency_radius']:.4g}"
+        + (f", expected sentence length {s['expected_length']:.4g}" if s["expected_length"] is not None else " (inconsistent)"),
+    ]
+    if s["cnf"]:
+        c = s["cnf"]
+        lines.append(
+            f"  CNF: {c['nonterminals']} nonterminals, {c['preterminals']} preterminals, "
+            f"{c['binary_rules']} binary + {c['lexical_rules']} lexical rules; P(empty sentence) = {s['empty_probability']:.4g}"
+        )
+    lines += [f"  {f}" for f in s["findings"]]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- trees and sampling
+@dataclass
+class Tree:
+    """A derivation: ``label`` and children (trees or leaf strings). Prints bracketed."""
+
+    label: str
+    children: list
+
+    def leaves(self) -> list[str]:
+        out: list[str] = []
+        stack: list = [self]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Tree):
+                stack.extend(reversed(node.children))
+            else:
+                out.append(node)
+        return out
+
+    def __str__(self) -> str:
+        parts = [str(c) if isinstance(c, Tree) else _leaf(c) for c in self.children]
+        return f"({' '.join([self.label, *parts])})"
+
+
+def _leaf(s: str) -> str:
+    return s if s and not any(c.isspace() or c in "()" for c in s) else repr(s)
+
+
+def sample_trees(grammar: Grammar | str | Path, n: int, seed: int = 0, max_len: int = 50, limits: Limits = Limits()) -> list[Tree]:
+    """``n`` derivation trees of the grammar itself (regex terminals sample a string of
+    their pattern), conditioned on at most ``max_len`` tokens (longer ones are redrawn)."""
+    grammar = _as_grammar(grammar)
+    rng = np.random.default_rng(seed)
+    table: dict[str, tuple[list, np.ndarray]] = {}
+    for lhs, prods in grammar.by_lhs.items():
+        prods = [p for p in prods if p.prob > 0]
+        table[lhs] = (prods, np.cumsum([p.prob for p in prods]))
+    dfas: dict[str, object] = {}
+    out = []
+    for _ in range(n):
+        for _attempt in range(1000):
+            tree = _grow(grammar, table, dfas, rng, max_len, limits)
+            if tree is not None:
+                out.append(tree)
+                break
+        else:
+            raise CompileError(f"could not sample a sentence of at most {max_len} tokens in 1000 tries; raise max_len")
+    return out
+
+
+def sample_sentences(grammar: Grammar | str | Path, n: int, seed: int = 0, max_len: int = 50, limits: Limits = Limits()) -> list[list[str]]:
+    """``n`` sentences (lists of token strings) from the grammar itself; see :func:`sample_trees`."""
+    return [t.leaves() for t in sample_trees(grammar, n, seed, max_len, limits)]
+
+
+def _grow(grammar: Grammar, table, dfas, rng, max_len: int, limits: Limits) -> Tree | None:
+    root = Tree(grammar.start, [])
+    stack = [root]
+    tokens = nodes = 0
+    while stack:
+        node = stack.pop()
+        nodes += 1
+        if nodes > 100 * max_len + 1000:
+            return None
+        prods, cdf = table[node.label]
+        p = prods[min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(prods) - 1)]
+        kids: list[Tree] = []
+        for s in p.rhs:
+            if isinstance(s, NT):
+                child = Tree(s.name, [])
+                node.children.append(child)
+                kids.append(child)
+                continue
+            tokens += 1
+            if tokens > max_len:
+                return None
+            if s.terminal.kind == "literal":
+                node.children.append(s.text)
+            else:
+                if s.name not in dfas:
+                    imp = grammar.imports[s.name]
+                    dfas[s.name] = rule_dfa(imp.bank, imp.rule, limits)
+                words = dfas[s.name].sample(1, max_len=24, seed=int(rng.integers(2**31)))
+                if not words:
+                    raise CompileError(f"{s.span}: regex terminal {s.name} has no string of at most 24 characters to sample")
+                node.children.append(Tree(s.name, [words[0]]))
+        stack.extend(reversed(kids))
+    return root
+
+
+# ---------------------------------------------------------------------- tensors
+@dataclass
+class RuleTensors:
+    """A PCFG in CNF as log-probability tensors (``-inf`` = impossible).
+
+    Attributes:
+        root: (N,) ``log P(sentence has >= 2 tokens, root nonterminal A)``.
+        binary: (N, N+T, N+T) ``log P(A -> B C | A)``; children index nonterminals
+            first, then preterminals.
+        emit: (T, V) ``log P(token v | preterminal t)`` over ``vocab``.
+        root_term: (T,) ``log P(sentence is one token, under preterminal t)``.
+        empty: () ``log P(empty sentence)``.
+        nonterminals, preterminals: names (N) and (T).
+
+    ``root.exp().sum() + root_term.exp().sum() + empty.exp() == 1``.
+    """
+
+    root: torch.Tensor
+    binary: torch.Tensor
+    emit: torch.Tensor
+    root_term: torch.Tensor
+    empty: torch.Tensor
+    nonterminals: list[str]
+    preterminals: list[str]
+    vocab: Vocab
+    start: str = "S"
+    path: str | None = None
+
+    @property
+    def N(self) -> int:
+        return len(self.nonterminals)
+
+    @property
+    def T(self) -> int:
+        return len(self.preterminals)
+
+    def __repr__(self) -> str:
+        return f"RuleTensors(N={self.N}, T={self.T}, V={len(self.vocab)}, start={self.start!r}, dtype={self.binary.dtype})"
+
+    def to(self, *args, **kwargs) -> "RuleTensors":
+        """A copy with every tensor moved/cast like ``Tensor.to`` (device and/or dtype)."""
+        moved = {k: getattr(self, k).to(*args, **kwargs) for k in ("root", "binary", "emit", "root_term", "empty")}
+        return RuleTensors(**moved, nonterminals=self.nonterminals, preterminals=self.preterminals, vocab=self.vocab, start=self.start, path=self.path)
+
+    def potentials(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``SentCFG`` log-potentials for token ids (B, L): terms (B, L, T), rules
+        (B, N, N+T, N+T) and roots (B, N) (views, not copies, of the rule tensors)."""
+        B = ids.shape[0]
+        terms = self.emit.T[ids]
+        return terms, self.binary.expand(B, *self.binary.shape), self.root.expand(B, self.N)
+
+    def log_prob(self, ids) -> float:
+        """``log P(sentence)`` for one sentence of token ids, by a plain CKY over spans
+        (a reference for tests and small inputs; batched inside lives in ``neurosym.layers``)."""
+        ids = [int(i) for i in ids]
+        L = len(ids)
+        if L == 0:
+            return float(self.empty)
+        pre = self.emit[:, ids].T  # (L, T)
+        if L == 1:
+            return float(torch.logsumexp(self.root_term + pre[0], 0))
+        N, S = self.N, self.N + self.T
+        ninf = torch.tensor(float("-inf"), dtype=self.binary.dtype, device=self.binary.device)
+        chart: dict[tuple[int, int], torch.Tensor] = {}
+        for i in range(L):
+            chart[i, i + 1] = torch.cat([ninf.expand(N), pre[i]])
+        for width in range(2, L + 1):
+            for i in range(L - width + 1):
+                j = i + width
+                left = torch.stack([chart[i, k] for k in range(i + 1, j)])  # (K, S)
+                right = torch.stack([chart[k, j] for k in range(i + 1, j)])
+                pair = torch.logsumexp(left[:, :, None] + right[:, None, :], 0)  # (S, S)
+                inside = torch.logsumexp((self.binary + pair).reshape(N, S * S), 1)
+                chart[i, j] = torch.cat([inside, ninf.expand(self.T)])
+        return float(torch.logsumexp(self.root + chart[0, L][:N], 0))
+
+    # ------------------------------------------------------------------ sampling
+    def _tables(self):
+        a_parts, b_parts, c_parts, p_parts = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+        for a in range(self.N):  # row by row: never a dense float64 copy of ``binary``
+            row = self.binary[a].detach()
+            bc = torch.nonzero(row > float("-inf"))
+            a_parts.append(np.full(len(bc), a, dtype=np.int64))
+            b_parts.append(bc[:, 0].cpu().numpy())
+            c_parts.append(bc[:, 1].cpu().numpy())
+            p_parts.append(row[bc[:, 0], bc[:, 1]].double().exp().cpu().numpy())
+        a, b, c, p = (np.concatenate(x) for x in (a_parts, b_parts, c_parts, p_parts))
+        bcdf = _block_cdf(a, p)
+        E = self.emit.detach().double().exp().cpu().numpy()
+        t, v = np.nonzero(E)
+        ecdf = _block_cdf(t, E[t, v])
+        start = np.concatenate([[float(self.empty.exp())], self.root_term.detach().double().exp().cpu().numpy(), self.root.detach().double().exp().cpu().numpy()])
+        return (bcdf, b, c), (ecdf, v), np.cumsum(start)
+
+    def sample(self, n: int, seed: int = 0, max_len: int = 64) -> list[list[int]]:
+        """``n`` sentences as lists of token ids, conditioned on at most ``max_len`` tokens.
+
+        Vectorised over sentences: every step rewrites all nonterminals of all sentential
+        forms at once (a (total symbols,) int array), dropping forms longer than ``max_len``."""
+        rng = np.random.default_rng(seed)
+        (bcdf, bl, br), (ecdf, ev), scdf = self._tables()
+        N = self.N
+        out: list[list[int]] = []
+        for _round in range(1000):
+            need = n - len(out)
+            if need <= 0:
+                break
+            m = max(need, 16) * 2
+            first = np.minimum(np.searchsorted(scdf, rng.random(m) * scdf[-1], side="right"), len(scdf) - 1)
+            keep = first > 0  # the empty sentence has no symbols
+            sym = np.where(first <= self.T, N + first - 1, first - 1 - self.T)[keep]
+            owner = np.nonzero(keep)[0]
+            while True:
+                is_nt = sym < N
+                if not is_nt.any():
+                    break
+                r = _draw(bcdf, sym[is_nt], rng)
+                counts = 1 + is_nt
+                starts = np.cumsum(counts) - counts
+                new = np.empty(int(counts.sum()), dtype=np.int64)
+                new[starts] = sym
+                new[starts[is_nt]] = bl[r]
+                new[starts[is_nt] + 1] = br[r]
+                owner = np.repeat(owner, counts)
+                sym = new
+                length = np.bincount(owner, minlength=m)
+                ok = length[owner] <= max_len
+                sym, owner = sym[ok], owner[ok]
+                rejected = length > max_len
+                keep &= ~rejected
+            tokens = ev[_draw(ecdf, sym - N, rng)] if len(sym) else np.zeros(0, dtype=np.int64)
+            bounds = np.searchsorted(owner, np.arange(m + 1))
+            for s in range(m):
+                if first[s] == 0:
+                    out.append([])
+                elif keep[s]:
+                    out.append(tokens[bounds[s] : bounds[s + 1]].tolist())
+        if len(out) < n:
+            raise CompileError(f"could not sample {n} sentences of at most {max_len} tokens; raise max_len")
+        return out[:n]
+
+    def sample_trees(self, n: int, seed: int = 0, max_len: int = 64) -> list[Tree]:
+        """``n`` CNF derivation trees (leaves are token strings), at most ``max_len`` tokens."""
+        rng = np.random.default_rng(seed)
+        (bcdf, bl, br), (ecdf, ev), scdf = self._tables()
+        N = self.N
+        out: list[Tree] = []
+        attempts = 0
+        while len(out) < n:
+            attempts += 1
+            if attempts > 1000 * n:
+                raise CompileError(f"could not sample {n} trees of at most {max_len} tokens; raise max_len")
+            first = min(int(np.searchsorted(scdf, rng.random() * scdf[-1], side="right")), len(scdf) - 1)
+            if first == 0:
+                out.append(Tree(self.start, []))
+                continue
+            code = N + first - 1 if first <= self.T else first - 1 - self.T
+            root = Tree("", [])
+            stack, pending = [(root, code)], 1
+            while stack and pending <= max_len:
+                node, code = stack.pop()
+                if code < N:
+                    node.label = self.nonterminals[code]
+                    r = int(_draw(bcdf, np.array([code]), rng)[0])
+                    kids = [Tree("", []), Tree("", [])]
+                    node.children = kids
+                    stack += [(kids[1], int(br[r])), (kids[0], int(bl[r]))]
+                    pending += 1
+                else:
+                    node.label = self.preterminals[code - N]
+                    v = int(ev[_draw(ecdf, np.array([code - N]), rng)[0]])
+                    node.children = [self.vocab.tokens[v]]
+            if not stack:
+                out.append(root)
+        return out
+
+
+def _block_cdf(rows: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Cumulative probabilities of entries grouped by (sorted) ``rows``, shifted so row r
+    occupies ``(r, r + 1]``: searching ``r + u`` draws from row r."""
+    if len(p) == 0:
+        return np.zeros(0)
+    totals = np.bincount(rows, weights=p)
+    csum = np.cumsum(p)
+    before = np.concatenate([[0.0], np.cumsum(totals)])[rows]
+    cdf = (csum - before) / totals[rows] + rows
+    last = np.r_[rows[1:] != rows[:-1], True]
+    cdf[last] = rows[last] + 1.0
+    return cdf
+
+
+def _draw(cdf: np.ndarray, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One entry index per row in ``rows``, drawn from the row's distribution."""
+    x = np.minimum(rows + rng.random(len(rows)), np.nextafter(rows + 1.0, 0))
+    return np.searchsorted(cdf, x, side="right")
+
+
+# ---------------------------------------------------------------------- compilation
+def compile_pcfg(
+    source: Grammar | CNFGrammar,
+    vocab: Vocab | None = None,
+    limits: Limits | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> RuleTensors:
+    """Compile a parsed grammar (checked, then converted to CNF) or a :class:`CNFGrammar`.
+
+    Without ``vocab``, the vocabulary is ``Vocab.words`` of the literal terminals plus
+    every string of each regex terminal (which must then match finitely many, at most
+    10,000). With ``vocab``, each literal must be a token of it and each regex terminal
+    emits uniformly over the tokens its pattern matches (at least one)."""
+    cnf = source if isinstance(source, CNFGrammar) else to_cnf(source, check=True)
+    limits = limits or Limits()
+    dfas = {name: rule_dfa(imp.bank, imp.rule, limits) for name, imp in cnf.imports.items()}
+    if vocab is None:
+        vocab = _default_vocab(cnf, dfas)
+    E = _emissions(cnf, vocab, dfas)  # (K, V)
+
+    def log(x) -> torch.Tensor:
+        with np.errstate(divide="ignore"):
+            return torch.from_numpy(np.array(np.log(np.asarray(x, dtype=np.float64)))).to(dtype)
+
+    S = cnf.N + cnf.T
+    binary = torch.full((cnf.N, S, S), float("-inf"), dtype=dtype)
+    if len(cnf.binary_prob):
+        a, b, c = torch.from_numpy(cnf.binary_index).T
+        binary[a, b, c] = log(cnf.binary_prob)  # rule keys are unique
+    return RuleTensors(
+        root=log(cnf.root),
+        binary=binary,
+        emit=log(cnf.lexical @ E),
+        root_term=log(cnf.root_term),
+        empty=log(cnf.empty),
+        nonterminals=list(cnf.nonterminals),
+        preterminals=list(cnf.preterminals),
+        vocab=vocab,
+        start=cnf.start,
+        path=cnf.path,
+    )
+
+
+def _where(cnf: CNFGrammar, t: Terminal) -> Span:
+    return cnf.terminal_spans.get(t) or Span(cnf.path, 1, 1)
+
+
+def _default_vocab(cnf: CNFGrammar, dfas: dict) -> Vocab:
+    words = [t.value for t in cnf.terminals if t.kind == "literal"]
+    for t in cnf.terminals:
+        if t.kind == "regex":
+            strings = finite_strings(dfas[t.value], DEFAULT_VOCAB_CAP)
+            if strings is None:
+                raise SourceError.at(
+                    _where(cnf, t),
+                    f"regex terminal {t.value} matches infinitely many strings (or over {DEFAULT_VOCAB_CAP:,}), so a default "
+                    "vocabulary cannot list them; pass a vocabulary (vocab=...)",
+                )
+            words += strings
+    return Vocab.words(words)
+
+
+def _emissions(cnf: CNFGrammar, vocab: Vocab, dfas: dict) -> np.ndarray:
+    from neurosym.compile.automaton import token_delta
+
+    by_surface: dict = {}
+    for i, s in enumerate(vocab.surfaces):
+        if s is not None:
+            by_surface.setdefault(s, i)
+    E = np.zeros((len(cnf.terminals), len(vocab)))
+    for k, t in enumerate(cnf.terminals):
+        if t.kind == "literal":
+            key = t.value.encode("utf-8") if vocab.kind == "bytes" else t.value
+            i = by_surface.get(key)
+            if i is None:
+                raise SourceError.at(_where(cnf, t), f"terminal {t} is not a token of the vocabulary ({vocab!r})")
+            E[k, i] = 1.0
+        else:
+            delta, final = token_delta(dfas[t.value], vocab)
+            row = delta[0]
+            match = (row >= 0) & final[np.maximum(row, 0)]
+            if not match.any():
+                raise SourceError.at(_where(cnf, t), f"regex terminal {t.value} matches no token of the vocabulary ({vocab!r})")
+            E[k, match] = 1.0 / match.sum()
+    return E
+
+
+def finite_strings(dfa, cap: int) -> list[str] | None:
+    """Every string a character DFA accepts, if finitely many (at most ``cap``) and none
+    needs "any other character" (class 0); else ``None``."""
+    from neurosym.compile.dfa import OTHER
+
+    trans, final, members = dfa.trans, dfa.final, dfa.partition.members
+    Q = trans.shape[0]
+    state = np.zeros(Q, dtype=np.int8)  # 0 new, 1 on the path, 2 done
+    count = np.zeros(Q, dtype=object)
+
+    def visit(q: int) -> bool:  # False on a cycle or an OTHER arc
+        state[q] = 1
+        total = int(final[q])
+        for k in np.nonzero(trans[q] >= 0)[0]:
+            if k == OTHER:
+                return False
+            r = int(trans[q, k])
+            if state[r] == 1 or (state[r] == 0 and not visit(r)):
+                return False
+            total += len(members[k]) * count[r]
+        count[q] = total
+        state[q] = 2
+        return True
+
+    if not visit(0) or count[0] > cap:
+        return None
+    out: list[str] = []
+    stack = [(0, "")]
+    while stack:
+        q, prefix = stack.pop()
+        if final[q]:
+            out.append(prefix)
+        for k in reversed(np.nonzero(trans[q] >= 0)[0]):
+            for ch in reversed(members[k]):
+                stack.append((int(trans[q, k]), prefix + ch))
+    return sorted(out, key=lambda s: (len(s), s))
+
+
+def load_pcfg(path: str | Path, vocab: Vocab | None = None, limits: Limits | None = None) -> RuleTensors:
+    """Parse, check and compile a `.pcfg` file (the ``neurosym.load`` loader for ``.pcfg``;
+    ``limits`` caps the regex terminals' DFAs)."""
+    grammar = load_pcfg_grammar(path)
+    check_pcfg(grammar, strict=True)
+    return compile_pcfg(to_cnf(grammar, check=False), vocab, limits or Limits())
+
+
+__all__ = [
+    "Analysis",
+    "CNFGrammar",
+    "Finding",
+    "RuleTensors",
+    "TerminalImport",
+    "Tree",
+    "analyze",
+    "check_pcfg",
+    "compile_pcfg",
+    "finite_strings",
+    "format_summary",
+    "load_pcfg",
+    "sample_sentences",
+    "sample_trees",
+    "summary",
+    "to_cnf",
+]

@@ -1,0 +1,478 @@
+"""Parser for `.pcfg` grammars: lark LALR grammar -> IR (:class:`Grammar`), then a name pass.
+
+The format is NLTK's ``CFG``/``PCFG`` text (``S -> NP VP [1.0]``, ``|`` alternatives,
+``'word'`` / ``"word"`` terminals, empty alternatives for the empty string, ``%start``)
+plus ``#`` comments, ``%normalize``, ``%weights prob|logprob`` and
+``%import "bank.regex" (NAME, ...)`` for regex-bank terminals.
+
+This module reports, at the offending position: syntax errors, bad directives, missing
+or out-of-range probabilities, per-nonterminal sums that are not 1, empty literals,
+undefined nonterminals, rules for imported terminals and a start symbol without rules.
+The analyses that need numbers (unreachable, non-generating, inconsistent) are in
+:mod:`neurosym.compile.grammar`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import NamedTuple
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedInput
+
+from neurosym.dsl import ir
+from neurosym.dsl.errors import lark_error
+from neurosym.errors import NeurosymError, SourceError, Span
+
+SUM_TOLERANCE = 1e-6
+FRIENDLY = {
+    "NAME": "a nonterminal name",
+    "STRING": "a quoted terminal",
+    "PROB": "a [probability]",
+    "ARROW": "'->'",
+    "OR": "'|'",
+    "DIRECTIVE": "a %directive",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "_COMMA": "','",
+}
+DIRECTIVES = ("start", "normalize", "weights", "import")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+
+
+# ---------------------------------------------------------------------- IR
+class Terminal(NamedTuple):
+    """A terminal symbol: ``kind`` is ``"literal"`` (``value`` is the word) or ``"regex"``
+    (``value`` is the imported pattern's name)."""
+
+    kind: str
+    value: str
+
+    def __str__(self) -> str:
+        return self.value if self.kind == "regex" else repr(self.value)
+
+
+@dataclass(frozen=True)
+class NT:
+    """A nonterminal occurrence on a right-hand side."""
+
+    name: str
+    span: Span
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Lit:
+    """A quoted terminal: one token whose text is ``text``."""
+
+    text: str
+    span: Span
+
+    @property
+    def terminal(self) -> Terminal:
+        return Terminal("literal", self.text)
+
+    def __str__(self) -> str:
+        return repr(self.text)
+
+
+@dataclass(frozen=True)
+class RegexTerm:
+    """An imported regex-bank terminal: one token whose text the pattern fully matches."""
+
+    name: str
+    span: Span
+
+    @property
+    def terminal(self) -> Terminal:
+        return Terminal("regex", self.name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Symbol = NT | Lit | RegexTerm
+
+
+@dataclass
+class Production:
+    """One alternative ``lhs -> rhs [prob]``.
+
+    ``prob`` is the probability after ``%weights`` and ``%normalize`` (the alternatives of
+    one nonterminal sum to exactly 1); ``weight`` is the number as written (``None`` if
+    none was). ``span`` is the alternative's first symbol (for an empty one, the ``->``
+    or ``|`` before it); ``lhs_span`` is the rule's left-hand side.
+    """
+
+    lhs: str
+    rhs: tuple[Symbol, ...]
+    prob: float
+    weight: float | None
+    span: Span
+    lhs_span: Span
+    weight_span: Span | None = None
+
+    def __str__(self) -> str:
+        return f"{self.lhs} -> {' '.join(str(s) for s in self.rhs)} [{self.prob!r}]"
+
+
+@dataclass(frozen=True)
+class TerminalImport:
+    """``%import "file" (NAME)``: one pattern of a regex bank used as a terminal."""
+
+    name: str
+    file: str
+    span: Span
+    bank: ir.Bank
+
+    @property
+    def rule(self) -> ir.Rule:
+        return self.bank.patterns[self.name]
+
+
+@dataclass
+class Grammar:
+    """A parsed `.pcfg` file.
+
+    Attributes:
+        path: the file as given (``None`` for text).
+        start: the start nonterminal; ``start_span`` its ``%start`` or first rule.
+        productions: every alternative, in file order.
+        imports: regex terminals by name.
+        normalize: whether ``%normalize`` was given.
+        weights: ``"prob"``, ``"logprob"`` or ``"uniform"`` (no weights written at all:
+            every nonterminal's alternatives are equally likely, as for an NLTK ``CFG``).
+    """
+
+    path: str | None
+    start: str
+    start_span: Span
+    productions: list[Production]
+    imports: dict[str, TerminalImport] = field(default_factory=dict)
+    normalize: bool = False
+    weights: str = "prob"
+
+    @property
+    def nonterminals(self) -> list[str]:
+        """Left-hand sides in order of first appearance."""
+        return list(dict.fromkeys(p.lhs for p in self.productions))
+
+    @property
+    def by_lhs(self) -> dict[str, list[Production]]:
+        out: dict[str, list[Production]] = {}
+        for p in self.productions:
+            out.setdefault(p.lhs, []).append(p)
+        return out
+
+    def first_rule(self, lhs: str) -> Production:
+        return next(p for p in self.productions if p.lhs == lhs)
+
+    @property
+    def terminals(self) -> list[Terminal]:
+        """Every terminal used, in order of first appearance."""
+        return list(dict.fromkeys(s.terminal for p in self.productions for s in p.rhs if not isinstance(s, NT)))
+
+    def terminal_spans(self) -> dict[Terminal, Span]:
+        """Each terminal's first use."""
+        out: dict[Terminal, Span] = {}
+        for p in self.productions:
+            for s in p.rhs:
+                if not isinstance(s, NT):
+                    out.setdefault(s.terminal, s.span)
+        return out
+
+    def __str__(self) -> str:
+        head = [f"%start {self.start}"]
+        files: dict[str, list[str]] = {}
+        for imp in self.imports.values():
+            files.setdefault(imp.file, []).append(imp.name)
+        head += [f'%import "{f}" ({", ".join(names)})' for f, names in files.items()]
+        return "\n".join(head + [str(p) for p in self.productions]) + "\n"
+
+
+# ---------------------------------------------------------------------- parsing
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark.open(str(Path(__file__).with_name("pcfg.lark")), parser="lalr", propagate_positions=True)
+
+
+def load_pcfg_grammar(path: str | Path) -> Grammar:
+    """Parse a `.pcfg` file (imports resolve against its folder)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NeurosymError(f"{p}: no such file") from None
+    except UnicodeDecodeError as err:
+        raise SourceError(f"the file is not UTF-8 ({err.reason})", str(p), 1, 1) from None
+    return parse_pcfg(text, p)
+
+
+def parse_pcfg(text: str, path: str | Path | None = None) -> Grammar:
+    """Parse grammar text; ``path`` names it in errors and anchors ``%import`` (default: the cwd)."""
+    display = None if path is None else str(path)
+    folder = Path.cwd() if path is None else Path(path).resolve().parent
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        tree = _parser().parse(text if text.endswith("\n") else text + "\n")
+    except UnexpectedInput as err:
+        raise lark_error(err, _parser(), display, text, FRIENDLY) from None
+    return _Builder(display, folder).build(tree)
+
+
+class _Alt(NamedTuple):
+    lhs: str
+    lhs_span: Span
+    rhs: tuple
+    weight: str | None
+    weight_span: Span | None
+    span: Span
+
+
+class _Builder:
+    def __init__(self, display: str | None, folder: Path):
+        self.display = display
+        self.folder = folder
+        self.alts: list[_Alt] = []
+        self.start: tuple[str, Span] | None = None
+        self.normalize = False
+        self.weights: tuple[str, Span] | None = None
+        self.imports: dict[str, TerminalImport] = {}
+
+    def span(self, node: Tree | Token) -> Span:
+        if isinstance(node, Token):
+            return Span(self.display, node.line, node.column)
+        return Span(self.display, node.meta.line, node.meta.column)
+
+    def end_span(self, tok: Token) -> Span:
+        """The position of a token's last character (the ``|`` of a multi-line OR)."""
+        return Span(self.display, tok.end_line, tok.end_column - 1)
+
+    # ------------------------------------------------------------------ items
+    def build(self, tree: Tree) -> Grammar:
+        for item in tree.children:
+            if isinstance(item, Tree):
+                {"rule": self.rule, "directive": self.directive, "header": self.header}[item.data](item)
+        return self.finish()
+
+    def header(self, tree: Tree) -> None:
+        """NLTK's ``Grammar with N productions (start state = S)``: a ``%start S``."""
+        tok = tree.children[0]
+        name = str(tok).rsplit("= ", 1)[1][:-1]
+        if self.start is None:
+            self.start = (name, self.span(tok).shifted(str(tok).rindex("= ") + 2))
+
+    def rule(self, tree: Tree) -> None:
+        lhs_tok, before, *rest = tree.children
+        lhs, lhs_span = str(lhs_tok), self.span(lhs_tok)
+        for node in rest:
+            if isinstance(node, Token):  # the OR before the next alternative
+                before = node
+                continue
+            self.alternative(lhs, lhs_span, node, self.end_span(before) if before.type == "OR" else self.span(before))
+
+    def alternative(self, lhs: str, lhs_span: Span, tree: Tree, sep_span: Span) -> None:
+        rhs: list = []
+        weight: str | None = None
+        weight_span: Span | None = None
+        for tok in tree.children:
+            at = self.span(tok)
+            if tok.type == "PROB":
+                if weight is not None:
+                    raise SourceError.at(at, f"a second probability for one alternative (the first is {weight} at column {weight_span.col})")
+                weight, weight_span = str(tok)[1:-1].strip(), at
+            elif tok.type == "STRING":
+                text = _unquote(tok, at)
+                if text == "":
+                    raise SourceError.at(at, "empty terminal ''; write an empty alternative (e.g. A -> 'x' [0.5] | [0.5]) for the empty string")
+                rhs.append(Lit(text, at))
+            else:
+                rhs.append(NT(str(tok), at))
+        symbols = [tok for tok in tree.children if tok.type != "PROB"]
+        span = self.span(symbols[0]) if symbols else sep_span
+        self.alts.append(_Alt(lhs, lhs_span, tuple(rhs), weight, weight_span, span))
+
+    def directive(self, tree: Tree) -> None:
+        head, *args = tree.children
+        at = self.span(head)
+        name = str(head)[1:].strip()
+        if name not in DIRECTIVES:
+            raise SourceError.at(at, f"unknown directive %{name}; expected one of {', '.join('%' + d for d in DIRECTIVES)}")
+        kinds = [a.type if isinstance(a, Token) else "names" for a in args]
+        want = {"start": ["NAME"], "normalize": [], "weights": ["NAME"], "import": ["STRING", "names"]}[name]
+        if kinds != want:
+            usage = {
+                "start": "%start NAME",
+                "normalize": "%normalize",
+                "weights": "%weights prob|logprob",
+                "import": '%import "file.regex" (NAME, ...)',
+            }[name]
+            bad = args[len(want)] if len(args) > len(want) and kinds[: len(want)] == want else (args[0] if args else head)
+            raise SourceError.at(self.span(bad) if bad is not head else at, f"bad %{name} directive; write {usage}")
+        if name == "start":
+            if self.start is not None:
+                raise SourceError.at(at, f"a second %start (the first is at line {self.start[1].line})")
+            self.start = (str(args[0]), self.span(args[0]))
+        elif name == "normalize":
+            self.normalize = True
+        elif name == "weights":
+            value, vat = str(args[0]), self.span(args[0])
+            if value not in ("prob", "logprob"):
+                raise SourceError.at(vat, f"unknown weight kind {value!r}; expected prob or logprob")
+            if self.weights is not None and self.weights[0] != value:
+                raise SourceError.at(vat, f"%weights {value} contradicts %weights {self.weights[0]} at line {self.weights[1].line}")
+            self.weights = (value, vat)
+        else:
+            self.import_(args[0], args[1])
+
+    def import_(self, file_tok: Token, names: Tree) -> None:
+        from neurosym.dsl.regex_bank import load_regex_bank
+
+        at = self.span(file_tok)
+        rel = _unquote(file_tok, at)
+        target = (self.folder / rel).resolve()
+        if not target.is_file():
+            raise SourceError.at(at, f"no such file {rel}")
+        shown = rel if self.display is None else str(Path(self.display).parent / rel)
+        bank = load_regex_bank(shown if Path(shown).resolve() == target else target)
+        for tok in names.children:
+            if tok.type != "NAME":
+                continue
+            name, nat = str(tok), self.span(tok)
+            if name not in bank.patterns:
+                have = ", ".join(bank.patterns) or "no patterns"
+                raise SourceError.at(nat, f"{rel} does not define {name} (it defines {have})")
+            if name in self.imports:
+                raise SourceError.at(nat, f"{name} is imported twice (first at line {self.imports[name].span.line})")
+            self.imports[name] = TerminalImport(name, rel, nat, bank)
+
+    # ------------------------------------------------------------------ semantics
+    def finish(self) -> Grammar:
+        if not self.alts:
+            raise SourceError("the grammar has no rules (expected lines like S -> NP VP [1.0])", self.display, 1, 1)
+        kind = self.weights[0] if self.weights else "prob"
+        written = any(a.weight is not None for a in self.alts)
+        normalize = self.normalize or not written
+        if not written:
+            kind = "uniform"
+        values = [self.value(a, kind, normalize) for a in self.alts]
+        lhs_of = {}
+        for a in self.alts:
+            lhs_of.setdefault(a.lhs, a.lhs_span)
+            if a.lhs in self.imports:
+                imp = self.imports[a.lhs]
+                raise SourceError.at(a.lhs_span, f"{a.lhs} is a regex terminal (imported at line {imp.span.line}); it cannot have rules")
+        probs = self.normalized(values, kind, normalize)
+        prods = []
+        for a, p, w in zip(self.alts, probs, values):
+            rhs = tuple(self.resolve(s, lhs_of) for s in a.rhs)
+            prods.append(Production(a.lhs, rhs, p, None if a.weight is None else w, a.span, a.lhs_span, a.weight_span))
+        if self.start is not None:
+            start, start_span = self.start
+            if start not in lhs_of:
+                hint = " (it is a regex terminal)" if start in self.imports else ""
+                raise SourceError.at(start_span, f"start symbol {start} has no rules{hint}")
+        else:
+            start, start_span = self.alts[0].lhs, self.alts[0].lhs_span
+        return Grammar(self.display, start, start_span, prods, dict(self.imports), self.normalize, kind)
+
+    def resolve(self, sym, lhs_of: dict) -> Symbol:
+        if not isinstance(sym, NT) or sym.name in lhs_of:
+            return sym
+        if sym.name in self.imports:
+            return RegexTerm(sym.name, sym.span)
+        hint = ""
+        if sym.name.isupper() and sym.name.replace("_", "").isalnum():
+            hint = '; to use a regex-bank pattern as a terminal, add %import "file.regex" (' + sym.name + ")"
+        raise SourceError.at(sym.span, f"undefined nonterminal {sym.name} (no rule has it on the left){hint}")
+
+    def value(self, a: _Alt, kind: str, normalize: bool) -> float:
+        """The alternative's weight as a number, range-checked (1.0 / 0.0 when unwritten)."""
+        if a.weight is None:
+            if not normalize:
+                raise SourceError.at(a.span, f"this alternative of {a.lhs} has no probability; write one like [0.5] or add %normalize")
+            return 0.0 if kind == "logprob" else 1.0
+        at = a.weight_span
+        try:
+            v = float(a.weight)
+        except ValueError:
+            raise SourceError.at(at, f"expected a number in [...], got {a.weight!r}") from None
+        if math.isnan(v):
+            raise SourceError.at(at, "a probability cannot be NaN")
+        if kind == "logprob":
+            if v == math.inf or (v > 0 and not normalize):
+                raise SourceError.at(at, f"log-probability {a.weight} is out of range: it must be <= 0 (a probability <= 1)")
+            return v
+        if not normalize and not 0.0 <= v <= 1.0:
+            raise SourceError.at(at, f"probability {a.weight} is out of range [0, 1]")
+        if normalize and not 0.0 <= v < math.inf:
+            raise SourceError.at(at, f"weight {a.weight} is out of range: %normalize weights must be non-negative and finite")
+        return v
+
+    def normalized(self, values: list[float], kind: str, normalize: bool) -> list[float]:
+        """Per-LHS probabilities summing to exactly 1 (sums off by more than 1e-6 are errors
+        unless ``%normalize``)."""
+        groups: dict[str, list[int]] = {}
+        for i, a in enumerate(self.alts):
+            groups.setdefault(a.lhs, []).append(i)
+        out = [0.0] * len(values)
+        for lhs, idx in groups.items():
+            vs = [values[i] for i in idx]
+            if kind == "logprob":
+                top = max(vs)
+                ps = [0.0 if top == -math.inf else math.exp(v - top) for v in vs] if normalize else [math.exp(v) for v in vs]
+            else:
+                ps = vs
+            total = math.fsum(ps)
+            first = self.alts[idx[0]].lhs_span
+            if normalize:
+                if total == 0.0:
+                    raise SourceError.at(first, f"every weight of {lhs} is 0, so %normalize cannot rescale them")
+            elif abs(total - 1.0) > SUM_TOLERANCE:
+                raise SourceError.at(first, f"the probabilities of {lhs} sum to {total:.10g}, not 1 (fix them or add %normalize)")
+            for i, p in zip(idx, ps):
+                out[i] = p / total
+        return out
+
+
+def _unquote(tok: Token, at: Span) -> str:
+    """A quoted terminal's text. Escapes ``\\n \\t \\r \\\\ \\" \\' \\0 \\uXXXX`` are
+    decoded; any other backslash is kept as written (NLTK reads quotes verbatim)."""
+    raw = str(tok)[1:-1]
+    out, i = [], 0
+    while i < len(raw):
+        c = raw[i]
+        if c != "\\" or i + 1 >= len(raw):
+            out.append(c)
+            i += 1
+            continue
+        nxt = raw[i + 1]
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif nxt == "u" and len(raw) >= i + 6 and all(h in "0123456789abcdefABCDEF" for h in raw[i + 2 : i + 6]):
+            out.append(chr(int(raw[i + 2 : i + 6], 16)))
+            i += 6
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+__all__ = [
+    "Grammar",
+    "Lit",
+    "NT",
+    "Production",
+    "RegexTerm",
+    "Symbol",
+    "Terminal",
+    "TerminalImport",
+    "load_pcfg_grammar",
+    "parse_pcfg",
+]
