@@ -78,7 +78,7 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
     else:
         for r in results:
             if r["ok"]:
-                click.echo(f"{r['file']}: ok ({r['patterns']} patterns, {r['states']} states)")
+                click.echo(f"{r['file']}: ok ({r['what']})")
             else:
                 click.echo(r["error"], err=True)
     if failed:
@@ -86,11 +86,28 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
 
 
 def _summary(obj) -> dict:
+    """Sizes of any compiled object, plus a one-line ``what``."""
+    from neurosym.compile.features import FeatureBank
+    from neurosym.compile.grammar import RuleTensors
     from neurosym.compile.regex import RegexBank
+    from neurosym.compile.weighted import WeightedAutomaton
 
     if isinstance(obj, RegexBank):
-        return {"patterns": len(obj), "states": int(obj.offsets[-1]), "vocab_size": len(obj.vocab)}
-    return {"patterns": 1, "states": obj.num_states, "vocab_size": len(obj.vocab)}
+        out = {"kind": "regex", "patterns": len(obj), "states": int(obj.offsets[-1]), "vocab_size": len(obj.vocab)}
+        out["what"] = f"{out['patterns']} patterns, {out['states']} states"
+    elif isinstance(obj, WeightedAutomaton):
+        out = {"kind": "fsg", "states": obj.num_states, "vocab_size": len(obj.vocab), "ppl_floor": obj.entropy().ppl_floor}
+        out["what"] = f"{out['states']} states, {out['vocab_size']} tokens, perplexity floor {out['ppl_floor']:.4g}"
+    elif isinstance(obj, RuleTensors):
+        out = {"kind": "pcfg", "nonterminals": obj.N, "preterminals": obj.T, "vocab_size": len(obj.vocab)}
+        out["what"] = f"CNF with {obj.N} nonterminals, {obj.T} preterminals, {len(obj.vocab)} tokens"
+    elif isinstance(obj, FeatureBank):
+        out = {"kind": "lexicon", "features": len(obj.names), "vocab_size": len(obj.vocab), "roles": obj.roles}
+        out["what"] = f"{len(obj.names)} feature columns over {len(obj.vocab)} tokens"
+    else:
+        out = {"kind": "automaton", "patterns": 1, "states": obj.num_states, "vocab_size": len(obj.vocab)}
+        out["what"] = f"{obj.num_states} states"
+    return out
 
 
 @main.command(name="compile")
@@ -109,31 +126,104 @@ def compile_cmd(file: Path, vocab_spec: str | None, output: Path, max_states: in
     obj = neurosym.load(file, vocab, max_states=max_states, time_limit=time_limit)
     save(obj, output)
     summary = {"file": str(file), "output": str(output), **_summary(obj)}
-    click.echo(json.dumps(summary) if as_json else f"wrote {output}: {summary['patterns']} patterns, {summary['states']} states, vocab {summary['vocab_size']}")
+    click.echo(json.dumps(summary) if as_json else f"wrote {output}: {summary['what']}")
 
 
 @main.command()
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--pattern", "names", multiple=True, help="Only these patterns (repeatable).")
-@click.option("--samples", default=5, show_default=True, help="Accepted sample strings per pattern.")
-@click.option("--draw", type=click.Path(path_type=Path), default=None, help="Draw the automaton to out.png or out.dot (one pattern: the first, or --pattern).")
+@click.option("--pattern", "names", multiple=True, help="Regex banks: only these patterns (repeatable).")
+@click.option("--word", "words", multiple=True, help="Lexicons: show these words in the term tables (repeatable).")
+@click.option("--samples", default=5, show_default=True, help="Sample strings, sentences or trees to show.")
+@click.option("--seed", default=0, show_default=True, help="Seed for the samples.")
+@click.option("--draw", type=click.Path(path_type=Path), default=None, help="Draw the automaton or FSG to out.png/.svg/.pdf or out.dot.")
 @with_limits
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
-def inspect(file: Path, names: tuple[str, ...], samples: int, draw: Path | None, max_states: int, time_limit: float, as_json: bool) -> None:
-    """Show states, finals, character classes and sample strings of FILE (a grammar or an artifact)."""
-    from neurosym.inspect import describe_bank, draw_automaton, format_report, load_any
+def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], samples: int, seed: int, draw: Path | None, max_states: int, time_limit: float, as_json: bool) -> None:
+    """Describe FILE: a regex bank or artifact (states, classes, samples), an FSG (entropy,
+    perplexity floor, cycles, samples), a PCFG (rule counts, consistency, CNF, sample
+    trees) or a lexicon (features, classes, term tables)."""
+    from neurosym import describe
 
-    bank = load_any(file, max_states=max_states, time_limit=time_limit)
-    unknown = [n for n in names if n not in bank.patterns]
-    if unknown:
-        raise NeurosymError(f"{file}: no pattern named {', '.join(unknown)}; the bank has {', '.join(bank.names)}")
-    report = describe_bank(bank, list(names) or None, samples)
-    click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else format_report(report))
+    limits = _limits(max_states, time_limit)
+    kind = file.suffix
+    if kind in (".fsg", ".pcfg", ".lex") and not file.is_file():
+        raise NeurosymError(f"{file}: no such file")
+    if kind == ".fsg":
+        report, text = _report(describe.describe_fsg(file, limits, samples, seed), describe.format_fsg)
+        drawn = describe.draw_fsg(file, draw) if draw is not None else None
+    elif kind == ".pcfg":
+        report, text = _report(describe.describe_pcfg(file, samples, seed), describe.format_pcfg)
+        drawn = _no_drawing(draw, "a PCFG")
+    elif kind == ".lex":
+        report, text = _report(describe.describe_lexicon(file, list(words) or None), describe.format_lexicon)
+        drawn = _no_drawing(draw, "a lexicon")
+    else:
+        from neurosym.inspect import describe_bank, draw_automaton, format_report, load_any
+
+        bank = load_any(file, max_states=limits.max_states, time_limit=limits.time_limit)
+        unknown = [n for n in names if n not in bank.patterns]
+        if unknown:
+            raise NeurosymError(f"{file}: no pattern named {', '.join(unknown)}; the bank has {', '.join(bank.names)}")
+        report, text = _report(describe_bank(bank, list(names) or None, samples), format_report)
+        drawn = draw_automaton(bank.patterns[names[0] if names else bank.names[0]], draw) if draw is not None else None
+    click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else text)
+    if drawn is not None and not as_json:
+        click.echo(f"drew {file} to {drawn}")
+
+
+def _report(report: dict, fmt) -> tuple[dict, str]:
+    return report, fmt(report)
+
+
+def _no_drawing(draw: Path | None, what: str) -> None:
     if draw is not None:
-        auto = bank.patterns[names[0] if names else bank.names[0]]
-        draw_automaton(auto, draw)
-        if not as_json:
-            click.echo(f"drew {auto.name} to {draw}")
+        raise NeurosymError(f"--draw draws automata and FSGs, not {what}")
+    return None
+
+
+@main.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("-n", "n", default=10, show_default=True, help="How many samples.")
+@click.option("--seed", default=0, show_default=True, help="Random seed (same seed, same samples).")
+@click.option("--max-len", default=60, show_default=True, help="Longest sample in tokens (longer draws are redrawn).")
+@click.option("--trees", is_flag=True, help="PCFGs: print bracketed derivation trees instead of sentences.")
+@click.option("--pattern", "pattern", default=None, help="Regex banks: the pattern to sample (default: the first).")
+@with_limits
+@click.option("--json", "as_json", is_flag=True, help="A JSON list instead of one sample per line.")
+def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: str | None, max_states: int, time_limit: float, as_json: bool) -> None:
+    """Draw N samples from FILE: sentences of an FSG or PCFG (from the grammar's own
+    distribution), or strings of a regex bank's pattern (uniform random walks)."""
+    import neurosym
+
+    if n < 0:
+        raise NeurosymError(f"-n must be >= 0, got {n}")
+    kind = file.suffix
+    if trees and kind != ".pcfg":
+        raise NeurosymError("--trees applies to PCFGs only")
+    if kind == ".fsg":
+        auto = neurosym.load(file, max_states=max_states, time_limit=time_limit)
+        out = [" ".join(auto.vocab.tokens[i] for i in s) for s in auto.sample(n, max_len=max_len, seed=seed)]
+    elif kind == ".pcfg":
+        from neurosym.compile.grammar import check_pcfg, sample_trees
+        from neurosym.dsl.pcfg import load_pcfg_grammar
+
+        if not file.is_file():
+            raise NeurosymError(f"{file}: no such file")
+        grammar = load_pcfg_grammar(file)
+        check_pcfg(grammar, strict=True)
+        drawn = sample_trees(grammar, n, seed=seed, max_len=max_len, limits=_limits(max_states, time_limit))
+        out = [str(t) if trees else " ".join(t.leaves()) for t in drawn]
+    elif kind == ".regex":
+        bank = neurosym.load(file, max_states=max_states, time_limit=time_limit)
+        name = pattern or bank.names[0]
+        if name not in bank.patterns:
+            raise NeurosymError(f"{file}: no pattern named {name}; the bank has {', '.join(bank.names)}")
+        out = bank.patterns[name].char_dfa.sample(n, max_len=max_len, seed=seed)
+    elif kind == ".lex":
+        raise NeurosymError(f"{file}: a lexicon describes tokens and does not generate sentences; sample its FSG instead")
+    else:
+        raise NeurosymError(f"{file}: cannot sample a {kind or 'file without extension'!r} file; expected .fsg, .pcfg or .regex")
+    click.echo(json.dumps(out, ensure_ascii=False) if as_json else "\n".join(out))
 
 
 @main.group()

@@ -1,6 +1,7 @@
 # sentiment.lex — the semantic-fusion recipe lexicon (docs/lexicon.md).
 # Sentences of the recipe corpus look like
-#     Alice finishes the very good task . He reviews the paper !
+#     Alice finishes the very good task . She reviews the extremely bad paper !
+# (grammars/clause.fsg generates them)
 # The FSG that generates them tags arcs with roles: subject (the subject noun or
 # pronoun), object (every token of the object phrase: the, intensifier, adjective,
 # noun) and head (the head noun of the object phrase, i.e. the noun the adjective
@@ -12,12 +13,16 @@
 
 # ---- word classes
 %class SUBJ    Alice Bob Carol Dave Eve
+%class SUBJ_F  Alice Carol Eve
+%class SUBJ_M  Bob Dave
 %class VERB    finishes reviews trains starts cooks
 %class OBJ     task paper model project meal
 %class INTENS  slightly moderately very extremely
 %class ADJ_POS good great excellent pleasant wonderful
 %class ADJ_NEG bad poor terrible unpleasant awful
 %class PRON    He She They It he she they it
+%class PRON_F  She
+%class PRON_M  He
 %class DET     the
 %class PUNCT   . ! , ?
 

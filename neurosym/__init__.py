@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from neurosym.compile.automaton import Automaton
+from neurosym.compile.features import FeatureBank, load_lexicon
 from neurosym.compile.fsg import load_fsg
+from neurosym.compile.grammar import RuleTensors, load_pcfg
 from neurosym.compile.weighted import Entropy, WeightedAutomaton
 from neurosym.compile.regex import Limits, RegexBank, compile_regex, load_regex
 from neurosym.errors import CompileError, ConfigError, NeurosymError, SourceError
@@ -20,14 +22,15 @@ from neurosym.vocab import Vocab
 
 __version__ = "0.1.0"
 
-LOADERS = {".regex": load_regex, ".fsg": load_fsg}
+LOADERS = {".regex": load_regex, ".fsg": load_fsg, ".pcfg": load_pcfg, ".lex": load_lexicon}
 
 
 def load(path: str | Path, vocab: Vocab | None = None, **limits):
     """Parse and compile a grammar file, chosen by its extension.
 
-    ``.regex`` gives a :class:`RegexBank`, ``.fsg`` a :class:`WeightedAutomaton`. ``limits`` (``max_states``, ``time_limit``)
-    cap the compilation.
+    ``.regex`` gives a :class:`RegexBank`, ``.fsg`` a :class:`WeightedAutomaton`,
+    ``.pcfg`` a :class:`RuleTensors` and ``.lex`` a :class:`FeatureBank`. ``limits``
+    (``max_states``, ``time_limit``) cap the compilation of automata.
     """
     path = Path(path)
     loader = LOADERS.get(path.suffix)
@@ -42,11 +45,13 @@ def load(path: str | Path, vocab: Vocab | None = None, **limits):
 __all__ = [
     "Automaton",
     "CompileError",
-    "Entropy",
     "ConfigError",
+    "Entropy",
+    "FeatureBank",
     "Limits",
     "NeurosymError",
     "RegexBank",
+    "RuleTensors",
     "SourceError",
     "Vocab",
     "WeightedAutomaton",

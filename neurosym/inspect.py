@@ -139,12 +139,21 @@ def to_dot(auto: Automaton) -> str:
 
 def draw_automaton(auto: Automaton, path: str | Path) -> Path:
     """Write ``auto`` as DOT text (``.dot``) or a matplotlib drawing (``.png``/``.svg``/``.pdf``)."""
+    path = Path(path)
+    if path.suffix == ".dot":
+        from neurosym.compile.artifact import atomic_write_bytes
+
+        atomic_write_bytes(path, to_dot(auto).encode())
+        return path
+    nodes, labels = labelled_edges(auto)
+    return draw_labelled([q for q, _ in nodes], {q for q, fin in nodes if fin}, labels, path, f"{auto.name or 'automaton'} (start 0, finals shaded)")
+
+
+def draw_labelled(nodes: list, finals: set, labels: dict[tuple, str], path: str | Path, title: str) -> Path:
+    """Draw a labelled directed graph with matplotlib to ``.png``/``.svg``/``.pdf`` (atomically)."""
     from neurosym.compile.artifact import atomic_write_bytes
 
     path = Path(path)
-    if path.suffix == ".dot":
-        atomic_write_bytes(path, to_dot(auto).encode())
-        return path
     if path.suffix not in (".png", ".svg", ".pdf"):
         raise NeurosymError(f"{path}: cannot draw to {path.suffix or 'a file without extension'!r}; use .dot, .png, .svg or .pdf")
     import io
@@ -155,11 +164,9 @@ def draw_automaton(auto: Automaton, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
     import networkx as nx
 
-    nodes, labels = labelled_edges(auto)
     g = nx.DiGraph()
-    g.add_nodes_from(q for q, _ in nodes)
+    g.add_nodes_from(nodes)
     g.add_edges_from(labels)
-    finals = {q for q, fin in nodes if fin}
     # numpy-only layouts (kamada_kawai and large spring layouts need scipy)
     pos = nx.spring_layout(g, seed=0) if len(g) <= 200 else nx.circular_layout(g)
     side = max(4.0, 3.0 * len(g) ** 0.5)
@@ -168,7 +175,7 @@ def draw_automaton(auto: Automaton, path: str | Path) -> Path:
     nx.draw_networkx_labels(g, pos, ax=ax)
     nx.draw_networkx_edges(g, pos, ax=ax, arrows=True, connectionstyle="arc3,rad=0.15")
     nx.draw_networkx_edge_labels(g, pos, edge_labels=labels, ax=ax, font_size=7)
-    ax.set_title(f"{auto.name or 'automaton'} (start 0, finals shaded)")
+    ax.set_title(title)
     ax.axis("off")
     buf = io.BytesIO()
     fig.savefig(buf, format=path.suffix[1:], bbox_inches="tight")

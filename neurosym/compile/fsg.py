@@ -278,7 +278,7 @@ def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limi
     total += final
     scale = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0) if g.normalize else np.ones(n)
     eps = np.zeros((n, n))
-    token_arcs: list[tuple[int, int, int, float, str | None]] = []  # src, token, dst, prob, role
+    token_arcs: list[tuple[int, int, int, float, tuple[str, ...]]] = []  # src, token, dst, prob, roles
     for arc, ids in zip(g.arcs, ids_of):
         p = g.probability(arc.weight) * scale[index[arc.src]]
         if p == 0:
@@ -288,7 +288,7 @@ def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limi
             eps[s, d] += p
             continue
         share = p / len(ids)
-        token_arcs.extend((s, t, d, share, arc.role) for t in ids)
+        token_arcs.extend((s, t, d, share, arc.roles) for t in ids)
     final = final * scale
     try:
         closure = np.linalg.inv(np.eye(n) - eps)
@@ -301,10 +301,10 @@ def _determinize(g: FsgGrammar, vocab: Vocab, closure: np.ndarray, token_arcs, f
     """Weighted subset construction over posterior distributions of grammar states."""
     n = closure.shape[0]
     # effective arcs: from q, via <eps>* to q', then a token arc q' -t-> q''
-    by_src: dict[int, list[tuple[int, int, float, str | None]]] = defaultdict(list)
+    by_src: dict[int, list[tuple[int, int, float, tuple[str, ...]]]] = defaultdict(list)
     for s, t, d, p, role in token_arcs:
         by_src[s].append((t, d, p, role))
-    eff: list[list[tuple[int, int, float, str | None]]] = []
+    eff: list[list[tuple[int, int, float, tuple[str, ...]]]] = []
     for q in range(n):
         row = []
         for mid in np.nonzero(closure[q] > 0)[0].tolist():
@@ -332,8 +332,8 @@ def _determinize(g: FsgGrammar, vocab: Vocab, closure: np.ndarray, token_arcs, f
         for q, w in dist.items():
             for t, d, p, role in eff[q]:
                 mass[t][d] += w * p
-                if role is not None:
-                    roles[t][role] += w * p
+                for r in role:
+                    roles[t][r] += w * p
         row: dict[int, tuple[int, float]] = {}
         for t, nxt in mass.items():
             m = sum(nxt.values())
@@ -357,7 +357,7 @@ def _determinize(g: FsgGrammar, vocab: Vocab, closure: np.ndarray, token_arcs, f
     Q, V = len(subsets), len(vocab)
     delta = torch.full((Q, V), -1, dtype=torch.long)
     logp = torch.full((Q, V), -math.inf, dtype=torch.float64)
-    role_names = sorted({a.role for a in g.arcs if a.role})
+    role_names = sorted({r for a in g.arcs for r in a.roles})
     tables = {r: torch.zeros((Q, V), dtype=torch.float64) for r in role_names}
     for q, row in enumerate(arcs):
         if row:

@@ -30,7 +30,7 @@ FRIENDLY = {
     "CLASS": "@CLASS or @feature:term",
     "KEY": "an attribute (key=value)",
 }
-ARC_ATTRIBUTES = {"role": "a role name such as subject", "threshold": "a number in [0, 1]"}
+ARC_ATTRIBUTES = {"role": "a role name such as subject, or several joined by + (object+head)", "threshold": "a number in [0, 1]"}
 IMPORT_KINDS = {".regex": "regex", ".lex": "lex"}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
 _UPPER = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
@@ -70,7 +70,11 @@ class Arc:
     span: Span  # the source state
     dst_span: Span
     weight_span: Span | None = None
-    role: str | None = None
+    role: str | None = None  # one role, or several joined by '+'
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(self.role.split("+")) if self.role else ()
     threshold: float | None = None
 
 
@@ -79,6 +83,7 @@ class Final:
     state: str
     weight: float
     span: Span
+    weight_span: Span | None = None
 
 
 @dataclass
@@ -216,8 +221,8 @@ class _Builder:
         arc = Arc(str(src), str(dst), label, weight, self.span(src), self.span(dst), self.span(weight_tok) if weight_tok else None)
         for key, value in (a.children for a in attrs):
             if key == "role":
-                if not _ROLE.match(str(value)):
-                    raise self.fail(value, f"expected a role name (letters, digits, _), got {str(value)!r}")
+                if not all(_ROLE.match(part) for part in str(value).split("+")):
+                    raise self.fail(value, f"expected role names (letters, digits, _) joined by +, got {str(value)!r}")
                 if label.kind == "eps":
                     raise self.fail(key, "an <eps> arc reads no token, so it cannot mark a role; put role= on a token arc")
                 arc.role = str(value)
@@ -240,7 +245,7 @@ class _Builder:
             if f.state == str(state):
                 raise self.fail(state, f"state {str(state)!r} is declared final twice (first at line {f.span.line})")
         weight = self.weight(weight_tok) if weight_tok is not None else self.one()
-        self.g.finals.append(Final(str(state), weight, self.span(state)))
+        self.g.finals.append(Final(str(state), weight, self.span(state), self.span(weight_tok) if weight_tok is not None else None))
 
     def label(self, t: Tree) -> Label:
         (tok,) = t.children
@@ -300,7 +305,7 @@ class _Builder:
                 raise SourceError.at(at, f"weight {arc.weight:g} is out of range: a probability must be in [0, 1] (or add %normalize)")
         for f in self.g.finals:
             if self.g.probability(f.weight) > 1.0 + 1e-9:
-                raise SourceError.at(f.span, f"final weight {f.weight:g} is out of range: a probability must be in [0, 1] (or add %normalize)")
+                raise SourceError.at(f.weight_span or f.span, f"final weight {f.weight:g} is out of range: a probability must be in [0, 1] (or add %normalize)")
 
 
 def _unquote(tok: Token, at: Span) -> str:

@@ -382,27 +382,31 @@ class Lexicon:
 
     def format_summary(self) -> str:
         """``summary()`` as a readable table."""
-        s = self.summary()
-        lines = [f"lexicon {s['path'] or '<string>'}: {s['entries']} entries, {s['words']} words, {s['valued_words']} with values" + (f", {s['duplicates']} repeated entries (last wins)" if s["duplicates"] else "")]
-        lines.append(f"{len(s['columns'])} columns: {', '.join(s['columns'])}")
-        lines.append("features:")
-        for f in s["features"]:
-            extra = f" range={f['range'][0]:g}..{f['range'][1]:g}" if f["range"] else ""
-            if "terms" in f:
-                extra += f" terms={','.join(f['terms'])} kernel={f['kernel']} centers={','.join(f'{c:g}' for c in f['centers'])}"
-            if f.get("rule"):
-                extra += f" = {f['rule']}"
-            if f["entries"] is not None:
-                extra += f" ({f['entries']} words)"
-            lines.append(f"  {f['name']:<16} {f['kind']:<9}{extra}")
-        if s["classes"]:
-            lines.append("classes: " + ", ".join(f"{n} ({k})" for n, k in s["classes"].items()))
-        if s["modifiers"]:
-            lines.append("modifiers: " + ", ".join(f"{w} ({m['kind']} {m['amount']:g} on {m['on']})" for w, m in s["modifiers"].items()))
-        return "\n".join(lines)
+        return format_lexicon_summary(self.summary())
 
     def _where(self) -> str:
         return f"{self.path}: " if self.path else ""
+
+
+def format_lexicon_summary(s: dict) -> str:
+    """A :meth:`Lexicon.summary` dict as a readable table."""
+    lines = [f"lexicon {s['path'] or '<string>'}: {s['entries']} entries, {s['words']} words, {s['valued_words']} with values" + (f", {s['duplicates']} repeated entries (last wins)" if s["duplicates"] else "")]
+    lines.append(f"{len(s['columns'])} columns: {', '.join(s['columns'])}")
+    lines.append("features:")
+    for f in s["features"]:
+        extra = f" range={f['range'][0]:g}..{f['range'][1]:g}" if f["range"] else ""
+        if "terms" in f:
+            extra += f" terms={','.join(f['terms'])} kernel={f['kernel']} centers={','.join(f'{c:g}' for c in f['centers'])}"
+        if f.get("rule"):
+            extra += f" = {f['rule']}"
+        if f["entries"] is not None:
+            extra += f" ({f['entries']} words)"
+        lines.append(f"  {f['name']:<16} {f['kind']:<9}{extra}")
+    if s["classes"]:
+        lines.append("classes: " + ", ".join(f"{n} ({k})" for n, k in s["classes"].items()))
+    if s["modifiers"]:
+        lines.append("modifiers: " + ", ".join(f"{w} ({m['kind']} {m['amount']:g} on {m['on']})" for w, m in s["modifiers"].items()))
+    return "\n".join(lines)
 
 
 def _suggest(name: str, known) -> str:
