@@ -34,4 +34,4 @@ def test_python_examples_run(doc, text):
 
 def test_docs_exist_for_every_format_and_subsystem():
     names = {d.name for d in DOCS}
-    assert {"regex.md", "automata.md"} <= names
+    assert {"regex.md", "automata.md", "fsg.md", "pcfg.md", "lexicon.md", "fuzzy.md"} <= names

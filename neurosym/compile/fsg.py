@@ -26,6 +26,7 @@ import networkx as nx
 import numpy as np
 import torch
 
+from neurosym.compile.grammar import DEFAULT_VOCAB_CAP, finite_strings
 from neurosym.compile.regex import Limits, compile_bank, to_automaton
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import Arc, FsgGrammar, Label, load_fsg_file
@@ -196,7 +197,11 @@ class _Imports:
                     return list(lex.class_words(label.text))
                 return list(lex.term_words(label.text, label.term, threshold))
             except NeurosymError as err:
-                raise SourceError.at(label.span, str(err)) from None
+                message = str(err)
+                prefix = f"{lex.path}: " if lex.path else ""
+                if prefix and message.startswith(prefix):  # the label's position says where
+                    message = message[len(prefix) :]
+                raise SourceError.at(label.span, f"{message} (in {Path(lex.path).name if lex.path else 'the lexicon'})") from None
         what = "class" if label.kind == "class" else "feature"
         if not self.lexicons:
             raise SourceError.at(label.span, f"{label} needs a lexicon: add %import \"file.lex\"")
@@ -218,9 +223,10 @@ def _token_sets(g: FsgGrammar, imports: _Imports, vocab: Vocab | None) -> tuple[
         if lab.kind == "literal":
             words_of.append([lab.text])
         elif lab.kind in ("class", "term"):
-            words = imports.words(lab, arc.threshold if arc.threshold is not None else g.threshold)
+            threshold = arc.threshold if arc.threshold is not None else g.threshold
+            words = imports.words(lab, threshold)
             if not words:
-                raise SourceError.at(lab.span, f"{lab} has no words" + (f" at threshold {arc.threshold or g.threshold}" if lab.kind == "term" else ""))
+                raise SourceError.at(lab.span, f"{lab} has no words" + (f" at threshold {threshold:g}" if lab.kind == "term" else ""))
             words_of.append(words)
         elif lab.kind == "terminal":
             if lab.text not in imports.terminals:
@@ -230,11 +236,22 @@ def _token_sets(g: FsgGrammar, imports: _Imports, vocab: Vocab | None) -> tuple[
             words_of.append([])
     if vocab is None:
         seen: dict[str, None] = {}
-        for ws in words_of:
-            for w in ws or ():
+        for arc, ws in zip(g.arcs, words_of):
+            if ws is None:  # a regex terminal: its strings, when they are few
+                ws = finite_strings(imports.terminals[arc.label.text], DEFAULT_VOCAB_CAP)
+                if ws is None:
+                    raise SourceError.at(
+                        arc.label.span,
+                        f"regex terminal {arc.label.text} matches infinitely many strings (or over {DEFAULT_VOCAB_CAP:,}), so a "
+                        "default vocabulary cannot list them; pass a vocabulary (vocab=...)",
+                    )
+            for w in ws:
                 seen.setdefault(w, None)
         vocab = Vocab.words(list(seen))
-    by_surface = {s: i for i, s in enumerate(vocab.surfaces) if isinstance(s, str)}
+    by_surface: dict = {}
+    for i, surface in enumerate(vocab.surfaces):
+        if surface is not None:
+            by_surface.setdefault(surface, i)
     ids_of: list[list[int]] = []
     for arc, ws in zip(g.arcs, words_of):
         if ws is None:
@@ -242,9 +259,10 @@ def _token_sets(g: FsgGrammar, imports: _Imports, vocab: Vocab | None) -> tuple[
             continue
         ids = []
         for w in dict.fromkeys(ws):
-            if w not in by_surface:
+            key = w.encode("utf-8") if vocab.kind == "bytes" else w
+            if key not in by_surface:
                 raise SourceError.at(arc.label.span, f"{w!r} (from {arc.label}) is not a token of the vocabulary {vocab!r}")
-            ids.append(by_surface[w])
+            ids.append(by_surface[key])
         ids_of.append(ids)
     return vocab, ids_of
 

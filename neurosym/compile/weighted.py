@@ -28,10 +28,13 @@ class Entropy:
     """The exact entropy of the distribution over sentences a grammar generates.
 
     ``per_sentence``: H(X) in nats. ``expected_length``: E[|X|] in tokens.
-    ``per_token``: H(X) / E[|X|], the entropy rate any model's per-token cross-entropy
-    on a large sample is bounded by; ``ppl_floor = exp(per_token)``. When an
-    end-of-sentence token is predicted too, the floor is ``ppl_floor_with_eos``
-    (H / (E[|X|] + 1)).
+    ``per_token``: H(X) / E[|X|]; ``ppl_floor = exp(per_token)``. A model that assigns
+    probabilities to whole sentences, where they end included, has per-token
+    cross-entropy at least H(X) / N on a large sample, N being the tokens counted per
+    sentence: E[|X|] when the end is folded into the last word's prediction
+    (``ppl_floor``), E[|X|] + 1 when an end-of-sentence token is predicted and counted
+    (``ppl_floor_with_eos``, the usual LM set-up). A model never charged for where
+    sentences end is bounded only by (H(X) - H(|X|)) / E[|X|].
     """
 
     per_sentence: float
@@ -107,6 +110,8 @@ class WeightedAutomaton(Automaton):
         Causal by construction: position t depends on tokens 0..t only. A position in a
         rejected prefix has no role."""
         ids = torch.as_tensor(ids, dtype=torch.long)
+        if ids.dim() == 1:
+            return {r: m[0] for r, m in self.roles(ids.unsqueeze(0)).items()}
         B, L = ids.shape
         states = self.run(ids)
         before = torch.cat([torch.full((B, 1), self.start, dtype=torch.long), states[:, :-1]], dim=1)

@@ -30,7 +30,7 @@ FRIENDLY = {
     "CLASS": "@CLASS or @feature:term",
     "KEY": "an attribute (key=value)",
 }
-ARC_ATTRIBUTES = {"role": "a role name such as subject, or several joined by + (object+head)", "threshold": "a number in [0, 1]"}
+ARC_ATTRIBUTES = {"role": "a role name such as subject, or several joined by + (object+head)", "threshold": "a number in (0, 1]"}
 IMPORT_KINDS = {".regex": "regex", ".lex": "lex"}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
 _UPPER = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
@@ -71,11 +71,11 @@ class Arc:
     dst_span: Span
     weight_span: Span | None = None
     role: str | None = None  # one role, or several joined by '+'
+    threshold: float | None = None
 
     @property
     def roles(self) -> tuple[str, ...]:
         return tuple(self.role.split("+")) if self.role else ()
-    threshold: float | None = None
 
 
 @dataclass
@@ -290,9 +290,10 @@ class _Builder:
         return value
 
     def fraction(self, tok: Token, what: str) -> float:
-        value = self.number(tok, f"a number in [0, 1] for {what}")
-        if not 0.0 <= value <= 1.0:
-            raise self.fail(tok, f"{what} {str(tok)} is out of range: expected a number in [0, 1]")
+        """A membership threshold: a number in (0, 1] (0 would admit every word)."""
+        value = self.number(tok, f"a number in (0, 1] for {what}")
+        if not 0.0 < value <= 1.0:
+            raise self.fail(tok, f"{what} {str(tok)} is out of range: expected a number in (0, 1]")
         return value
 
     def _check_weights(self) -> None:
@@ -301,11 +302,15 @@ class _Builder:
             return
         for arc in self.g.arcs:
             if arc.weight_span is not None and self.g.probability(arc.weight) > 1.0 + 1e-9:
-                at = arc.weight_span
-                raise SourceError.at(at, f"weight {arc.weight:g} is out of range: a probability must be in [0, 1] (or add %normalize)")
+                raise SourceError.at(arc.weight_span, f"weight {arc.weight:g} is out of range: {self._expected()}")
         for f in self.g.finals:
             if self.g.probability(f.weight) > 1.0 + 1e-9:
-                raise SourceError.at(f.weight_span or f.span, f"final weight {f.weight:g} is out of range: a probability must be in [0, 1] (or add %normalize)")
+                raise SourceError.at(f.weight_span or f.span, f"final weight {f.weight:g} is out of range: {self._expected()}")
+
+    def _expected(self) -> str:
+        if self.g.weights == "logprob":
+            return "a log-probability must be <= 0 (or add %normalize)"
+        return "a probability must be in [0, 1] (or add %normalize)"
 
 
 def _unquote(tok: Token, at: Span) -> str:

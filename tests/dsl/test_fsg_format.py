@@ -109,3 +109,41 @@ def test_recipe_grammar_loads_and_has_the_issue_words():
     assert roles["subject"][0].nonzero().flatten().tolist() == [0, 7]
     assert roles["head"][0].nonzero().flatten().tolist() == [5, 11]
     assert roles["object"][0].nonzero().flatten().tolist() == [2, 3, 4, 5, 9, 10, 11]
+
+
+def test_threshold_zero_and_logprob_messages(tmp_path):
+    err = error_of(tmp_path, "%threshold 0\n0 1 a 1.0\n1 1.0\n")
+    assert (err.line, err.col) == (1, 12) and "(0, 1]" in str(err)
+    err = error_of(tmp_path, "%weights logprob\n0 1 a 0.5\n1 0\n")
+    assert (err.line, err.col) == (2, 7) and "log-probability must be <= 0" in str(err)
+
+
+def test_unknown_term_error_names_the_place_once(tmp_path):
+    (tmp_path / "s.lex").write_text(LEX, encoding="utf-8")
+    err = error_of(tmp_path, '%import "s.lex"\n0 1 @polarity:huge 1.0\n1 1.0\n')
+    assert str(err).count(str(tmp_path)) == 1 and "(in s.lex)" in str(err)
+
+
+def test_finite_regex_terminals_join_the_default_vocabulary(tmp_path):
+    (tmp_path / "t.regex").write_text("DIGIT: /[0-3]/\nNUM: /[0-9]+/\n", encoding="utf-8")
+    (tmp_path / "g.fsg").write_text('%import "t.regex" (DIGIT)\n0 1 DIGIT 1.0\n1 1.0\n', encoding="utf-8")
+    w = neurosym.load(tmp_path / "g.fsg")
+    assert [t for t in w.vocab.tokens if not t.startswith("<")] == ["0", "1", "2", "3"]
+    (tmp_path / "h.fsg").write_text('%import "t.regex" (NUM)\n0 1 NUM 1.0\n1 1.0\n', encoding="utf-8")
+    err = error_of(tmp_path, (tmp_path / "h.fsg").read_text(), "h.fsg")
+    assert "infinitely many" in str(err) and (err.line, err.col) == (2, 5)
+
+
+def test_byte_level_vocabularies_match_literals():
+    from neurosym.vocab import Vocab
+
+    bpe = Vocab(["<pad>", "a", "b", "ab"], [None, b"a", b"b", b"ab"], "bytes")
+    w = compile_fsg(parse_fsg("0 1 a 0.5\n0 1 b 0.5\n1 1.0\n"), vocab=bpe)
+    lp = w.log_prob(__import__("torch").tensor([[1]]))
+    assert float(lp[0].exp()) == pytest.approx(0.5)
+
+
+def test_roles_of_one_sentence():
+    w = compile_fsg(parse_fsg("0 1 a 1.0 role=subject\n1 2 b 1.0\n2 1.0\n"))
+    ids = __import__("torch").tensor([w.vocab.id("a"), w.vocab.id("b")])
+    assert w.roles(ids)["subject"].tolist() == [True, False]
