@@ -157,6 +157,9 @@ def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], samples:
     elif kind == ".lex":
         report, text = _report(describe.describe_lexicon(file, list(words) or None), describe.format_lexicon)
         drawn = _no_drawing(draw, "a lexicon")
+    elif kind == ".safetensors" and _artifact_kind(file) in ("pcfg", "features"):
+        report, text = _report(describe.describe_artifact(file, samples, seed), describe.format_artifact)
+        drawn = _no_drawing(draw, "a PCFG or lexicon artifact")
     else:
         from neurosym.inspect import describe_bank, draw_automaton, format_report, load_any
 
@@ -169,6 +172,12 @@ def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], samples:
     click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else text)
     if drawn is not None and not as_json:
         click.echo(f"drew {file} to {drawn}")
+
+
+def _artifact_kind(file: Path) -> str | None:
+    from neurosym.compile.artifact import artifact_kind
+
+    return artifact_kind(file)
 
 
 def _report(report: dict, fmt) -> tuple[dict, str]:

@@ -142,3 +142,32 @@ def format_lexicon(r: dict) -> str:
             value = "" if row["value"] is None else f"{row['value']:g}"
             lines.append("  " + f"{row['word']:<16}{value:>8}" + "".join(f"{m:>9.4f}" for m in row["memberships"]))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- artifacts
+def describe_artifact(path: str | Path, samples: int = 5, seed: int = 0) -> dict:
+    """Sizes and samples of a saved PCFG (``RuleTensors``) or lexicon (``FeatureBank``) artifact."""
+    from neurosym.compile.artifact import load_artifact
+    from neurosym.compile.features import FeatureBank
+
+    obj = load_artifact(path)
+    if isinstance(obj, FeatureBank):
+        return {"path": str(path), "kind": "features", "columns": obj.names, "vocab_size": len(obj.vocab), "roles": obj.roles}
+    sents = obj.sample(samples, seed=seed)
+    return {
+        "path": str(path),
+        "kind": "pcfg",
+        "start": obj.start,
+        "nonterminals": obj.N,
+        "preterminals": obj.T,
+        "vocab_size": len(obj.vocab),
+        "samples": [" ".join(obj.vocab.tokens[i] for i in s) for s in sents],
+    }
+
+
+def format_artifact(r: dict) -> str:
+    if r["kind"] == "features":
+        roles = f"; roles: {', '.join(r['roles'])}" if r["roles"] else ""
+        return f"{r['path']}: feature bank, {len(r['columns'])} columns over {r['vocab_size']} tokens{roles}\n  columns: {', '.join(r['columns'])}"
+    lines = [f"{r['path']}: PCFG rule tensors, start {r['start']}, {r['nonterminals']} nonterminals, {r['preterminals']} preterminals, {r['vocab_size']} tokens", "  samples:"]
+    return "\n".join(lines + [f"    {s}" for s in r["samples"]])

@@ -120,3 +120,13 @@ def test_errors_in_new_formats_are_one_line_with_position(runner, tmp_path):
     r = run(runner, "sample", CLAUSE, "-n", 1)  # unaffected
     r = run(runner, "check", bad, code=2)
     assert f"{bad}:2:" in r.output and "range" in r.output
+
+
+@pytest.mark.parametrize("source, words", [(CLAUSE, "22 states"), (ARITH, "CNF with"), (SENTIMENT, "22 feature columns")])
+def test_compile_and_inspect_artifacts_of_every_kind(runner, tmp_path, source, words):
+    out = tmp_path / "a.safetensors"
+    r = run(runner, "compile", source, "-o", out)
+    assert words in r.output and out.is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    r = run(runner, "inspect", out)
+    assert str(out) in r.output or "bank:" in r.output

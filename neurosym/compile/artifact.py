@@ -1,10 +1,22 @@
-"""Saving, loading and caching compiled automata.
+"""Saving, loading and caching compiled automata, grammars and feature banks.
 
-An artifact is one ``.safetensors`` file: the tensors (transition tables, finals,
-weights, the character DFAs) plus a JSON header under the metadata key ``neurosym``
-(format version, names, the vocabulary, character classes). Files are written
-atomically: to a temporary file in the same folder, fsynced, then renamed, so a
-killed process never leaves a half-written artifact.
+An artifact is one ``.safetensors`` file: the tensors plus a JSON header under the
+metadata key ``neurosym`` (format, format version, kind, names, the vocabulary, ...).
+The header's ``kind`` says what the file holds:
+
+* ``"automaton"``: one :class:`Automaton` (``0.delta``, ``0.final``, its character DFA);
+* ``"bank"``: a :class:`RegexBank` (``weights`` and each pattern's ``i.delta`` ...);
+* ``"fsg"``: a :class:`WeightedAutomaton` (``delta``, ``final``, ``log_probs``,
+  ``final_log_probs`` and one ``role.<name>`` table per role, all float64);
+* ``"pcfg"``: a :class:`RuleTensors` (``root``, ``binary``, ``emit``, ``root_term``,
+  ``empty`` in their own dtype; the symbol names, start symbol and path in the header);
+* ``"features"``: a :class:`FeatureBank`. Its rules need the lexicon itself, so the
+  header holds the lexicon's source texts (the file and every include, as read), and
+  loading re-parses them (never the files on disk) and rebuilds the bank; ``table`` is
+  stored too, and the rebuilt bank must reproduce it exactly.
+
+Files are written atomically: to a temporary file in the same folder, fsynced, then
+renamed, so a killed process never leaves a half-written artifact.
 
 The cache keys an artifact by the sha256 of every source file it was built from
 (the bank, its imports and word lists), the vocabulary's hash, the limits and the
@@ -18,6 +30,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Union
 
 import numpy as np
 import torch
@@ -27,13 +40,20 @@ from safetensors.torch import save as st_save
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import CharDFA, Partition
+from neurosym.compile.features import FeatureBank
+from neurosym.compile.grammar import RuleTensors
 from neurosym.compile.regex import Limits, RegexBank, compile_bank
+from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl import ir
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
 FORMAT = "neurosym-automata"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the new kinds added fields only; "automaton" and "bank" files are unchanged
+KINDS = ("automaton", "bank", "fsg", "pcfg", "features")
+RULE_TENSORS = ("root", "binary", "emit", "root_term", "empty")
+
+Artifact = Union[Automaton, RegexBank, WeightedAutomaton, RuleTensors, FeatureBank]
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -52,16 +72,35 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
-def to_bytes(obj: Automaton | RegexBank) -> bytes:
-    """Serialise an automaton or a bank (tensors + JSON header) to safetensors bytes."""
+def _own(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy (safetensors refuses views that share storage)."""
+    return t.detach().cpu().contiguous().clone()
+
+
+def to_bytes(obj: Artifact) -> bytes:
+    """Serialise an automaton, bank, weighted automaton (FSG), rule tensors (PCFG) or
+    feature bank (lexicon) to safetensors bytes: tensors + JSON header."""
+    if isinstance(obj, WeightedAutomaton):  # before Automaton: it is one
+        tensors, header = _fsg_to_tensors(obj)
+    elif isinstance(obj, RuleTensors):
+        tensors, header = _pcfg_to_tensors(obj)
+    elif isinstance(obj, FeatureBank):
+        tensors, header = _features_to_tensors(obj)
+    elif isinstance(obj, (RegexBank, Automaton)):
+        tensors, header = _automata_to_tensors(obj)
+    else:
+        raise NeurosymError(f"cannot save a {type(obj).__name__}; expected an Automaton, RegexBank, WeightedAutomaton, RuleTensors or FeatureBank")
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, **header}
+    return st_save(tensors, metadata={"neurosym": json.dumps(header)})
+
+
+def _automata_to_tensors(obj: Automaton | RegexBank) -> tuple[dict[str, torch.Tensor], dict]:
     if isinstance(obj, RegexBank):
         autos, kind = list(obj.patterns.values()), "bank"
         weights = obj.weights
-    elif isinstance(obj, Automaton):
+    else:
         autos, kind = [obj], "automaton"
         weights = torch.ones(1)
-    else:
-        raise NeurosymError(f"cannot save a {type(obj).__name__}; expected an Automaton or a RegexBank")
     tensors: dict[str, torch.Tensor] = {"weights": weights.float().contiguous()}
     partitions = []
     for i, a in enumerate(autos):
@@ -74,8 +113,6 @@ def to_bytes(obj: Automaton | RegexBank) -> bytes:
         else:
             partitions.append(None)
     header = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
         "kind": kind,
         "names": [a.name for a in autos],
         "sources": [a.source for a in autos],
@@ -83,19 +120,80 @@ def to_bytes(obj: Automaton | RegexBank) -> bytes:
         "partitions": partitions,
         "vocab": autos[0].vocab.to_json() if autos else obj.vocab.to_json(),
     }
-    return st_save(tensors, metadata={"neurosym": json.dumps(header)})
+    return tensors, header
 
 
-def from_bytes(data: bytes, origin: str = "<bytes>") -> Automaton | RegexBank:
+def _fsg_to_tensors(w: WeightedAutomaton) -> tuple[dict[str, torch.Tensor], dict]:
+    tensors = {
+        "delta": _own(w.delta),
+        "final": _own(w.final),
+        "log_probs": _own(w.log_probs.double()),
+        "final_log_probs": _own(w.final_log_probs.double()),
+    }
+    for role, table in w.role_tables.items():
+        tensors[f"role.{role}"] = _own(table.double())
+    header = {"kind": "fsg", "name": w.name, "source": w.source, "roles": list(w.role_tables), "vocab": w.vocab.to_json()}
+    return tensors, header
+
+
+def _pcfg_to_tensors(r: RuleTensors) -> tuple[dict[str, torch.Tensor], dict]:
+    tensors = {k: _own(getattr(r, k)) for k in RULE_TENSORS}
+    header = {
+        "kind": "pcfg",
+        "nonterminals": list(r.nonterminals),
+        "preterminals": list(r.preterminals),
+        "start": r.start,
+        "path": None if r.path is None else str(r.path),
+        "vocab": r.vocab.to_json(),
+    }
+    return tensors, header
+
+
+def _features_to_tensors(bank: FeatureBank) -> tuple[dict[str, torch.Tensor], dict]:
+    lex = bank.lexicon
+    if lex.source_key is None or lex.source_key not in lex.sources:
+        raise NeurosymError("cannot save this FeatureBank: its lexicon was not parsed from text (load_lexicon, parse_lexicon), so there are no sources to store")
+    header = {
+        "kind": "features",
+        "path": lex.path,
+        "lexicon": {"sources": dict(lex.sources), "key": lex.source_key, "format": lex.source_format, "folder": lex.source_folder},
+        "ignore_case": bool(bank.ignore_case),
+        "bos": bank.bos,
+        "pad": bank.pad,
+        "columns": list(bank.names),
+        "vocab": bank.vocab.to_json(),
+    }
+    return {"table": _own(bank.table)}, header
+
+
+def from_bytes(data: bytes, origin: str = "<bytes>") -> Artifact:
     """Inverse of :func:`to_bytes`."""
     try:
         tensors = st_load(data)
         header = _read_header(data)
-    except (SafetensorError, ValueError, KeyError) as err:
+    except (SafetensorError, ValueError, KeyError, TypeError) as err:
         raise NeurosymError(f"{origin}: not a neurosym artifact ({err})") from None
+    if not isinstance(header, dict):
+        raise NeurosymError(f"{origin}: not a neurosym artifact (its header is not a JSON object)")
     if header.get("format") != FORMAT or header.get("format_version") != FORMAT_VERSION:
         raise NeurosymError(f"{origin}: artifact format {header.get('format')!r} v{header.get('format_version')} is not {FORMAT!r} v{FORMAT_VERSION}")
-    vocab = Vocab.from_json(header["vocab"])
+    kind = header.get("kind")
+    if kind not in KINDS:
+        raise NeurosymError(f"{origin}: unknown artifact kind {kind!r}; this neurosym reads {', '.join(KINDS)}")
+    try:
+        vocab = Vocab.from_json(header["vocab"])
+        if kind == "fsg":
+            return _fsg_from_tensors(tensors, header, vocab, origin)
+        if kind == "pcfg":
+            return _pcfg_from_tensors(tensors, header, vocab)
+        if kind == "features":
+            return _features_from_tensors(tensors, header, vocab, origin)
+        return _automata_from_tensors(tensors, header, vocab)
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as err:
+        raise NeurosymError(f"{origin}: the {kind} artifact is malformed ({type(err).__name__}: {err})") from None
+
+
+def _automata_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab) -> Automaton | RegexBank:
     autos = []
     for i, (name, source, members) in enumerate(zip(header["names"], header["sources"], header["partitions"])):
         char_dfa = None
@@ -108,21 +206,70 @@ def from_bytes(data: bytes, origin: str = "<bytes>") -> Automaton | RegexBank:
     return RegexBank({a.name: a for a in autos}, tensors["weights"], vocab, path=header.get("path"))
 
 
+def _fsg_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab, origin: str) -> WeightedAutomaton:
+    roles = {r: tensors[f"role.{r}"] for r in header["roles"]}
+    w = WeightedAutomaton(tensors["delta"], tensors["log_probs"], tensors["final_log_probs"], vocab, roles, name=header.get("name"), source=header.get("source"))
+    if not torch.equal(w.final, tensors["final"].bool()):
+        raise NeurosymError(f"{origin}: artifact is inconsistent: the stored finals differ from the states with a stopping probability")
+    return w
+
+
+def _pcfg_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab) -> RuleTensors:
+    return RuleTensors(
+        **{k: tensors[k] for k in RULE_TENSORS},
+        nonterminals=list(header["nonterminals"]),
+        preterminals=list(header["preterminals"]),
+        vocab=vocab,
+        start=header["start"],
+        path=header.get("path"),
+    )
+
+
+def _features_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab, origin: str) -> FeatureBank:
+    from neurosym.dsl.lexicon import _Loader
+
+    src = header["lexicon"]
+    try:
+        lexicon = _Loader.from_sources(src["sources"]).reparse(src["key"], header.get("path"), src.get("format", "lex"), src.get("folder"))
+        bank = FeatureBank(lexicon, vocab, ignore_case=bool(header["ignore_case"]), bos=header["bos"], pad=header["pad"])
+    except NeurosymError as err:
+        raise NeurosymError(f"{origin}: artifact is inconsistent: its stored lexicon does not rebuild ({err})") from None
+    stored = tensors["table"]
+    same = bank.table.shape == stored.shape and bank.table.dtype == stored.dtype and bool(((bank.table == stored) | (bank.table.isnan() & stored.isnan())).all())
+    if not same or bank.names != list(header.get("columns", bank.names)):
+        raise NeurosymError(f"{origin}: artifact is inconsistent: the feature table rebuilt from its lexicon differs from the stored one")
+    return bank
+
+
 def _read_header(data: bytes) -> dict:
     n = int.from_bytes(data[:8], "little")
     meta = json.loads(data[8 : 8 + n])["__metadata__"]
     return json.loads(meta["neurosym"])
 
 
-def save(obj: Automaton | RegexBank, path: str | Path) -> Path:
+def artifact_kind(path: str | Path) -> str | None:
+    """The ``kind`` in a saved artifact's header (automaton, bank, fsg, pcfg, features),
+    or None when the file is missing or not an artifact. Reads the header only."""
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if not 0 < n < 1 << 30:
+                return None
+            meta = json.loads(f.read(n))["__metadata__"]
+        return json.loads(meta["neurosym"]).get("kind")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save(obj: Artifact, path: str | Path) -> Path:
     """Save atomically to ``path`` (a ``.safetensors`` file)."""
     path = Path(path)
     atomic_write_bytes(path, to_bytes(obj))
     return path
 
 
-def load_artifact(path: str | Path) -> Automaton | RegexBank:
-    """Load a file written by :func:`save`."""
+def load_artifact(path: str | Path) -> Artifact:
+    """Load a file written by :func:`save` (see the module docstring for the kinds)."""
     path = Path(path)
     try:
         data = path.read_bytes()

@@ -96,6 +96,7 @@ class FeatureBank(nn.Module):
         super().__init__()
         self.lexicon = lexicon
         self.vocab = vocab
+        self.ignore_case, self.bos, self.pad = ignore_case, bos, pad  # kept for saving (neurosym.compile.artifact)
         self.features: list[Feature] = list(lexicon.outputs)
         self.names: list[str] = [c for f in self.features for c in f.columns]
         self.bos_id = vocab.tokens.index(bos) if bos in vocab.tokens else None

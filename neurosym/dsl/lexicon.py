@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -279,6 +280,15 @@ class Lexicon:
     values: dict[str, dict[str, float]] = field(default_factory=dict)
     duplicates: list[Entry] = field(default_factory=list)  # raw-format lines that repeat a word
     formats: list[str] = field(default_factory=list)  # raw formats loaded (vader, afinn)
+    # Every text the lexicon was read from (the file itself, `.lex` includes and raw
+    # VADER / AFINN includes), keyed by resolved path ("<string>" for parsed text), so
+    # it can be re-parsed without the files (see ``_Loader.from_sources``). The main
+    # text's key is ``source_key``, its format ``source_format``; ``source_folder`` is
+    # the folder its includes resolve against.
+    sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    source_key: str | None = field(default=None, repr=False, compare=False)
+    source_format: str = field(default="lex", repr=False, compare=False)
+    source_folder: str | None = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -489,10 +499,53 @@ def _check_format(fmt: str, at: Span | None = None) -> None:
 
 
 class _Loader:
-    """Loads lexicons recursively; include cycles reported."""
+    """Loads lexicons recursively; include cycles reported.
 
-    def __init__(self) -> None:
+    Every text it reads (the main file, `.lex` includes, raw VADER / AFINN includes) is
+    kept in ``sources`` (resolved path -> text) and copied into the Lexicon it returns.
+    ``reader`` (a path -> text function) replaces the disk; :meth:`from_sources` makes a
+    loader that re-parses a lexicon from its recorded sources, without any file."""
+
+    def __init__(self, reader: Callable[[Path], str] | None = None) -> None:
         self.loading: set[str] = set()
+        self.sources: dict[str, str] = {}
+        self.reader = reader
+
+    @classmethod
+    def from_sources(cls, sources: Mapping[str, str]) -> "_Loader":
+        """A loader that reads from ``sources`` (as in ``Lexicon.sources``) and never from
+        disk; a path that is not among them is a NeurosymError."""
+        texts = dict(sources)
+
+        def reader(path: Path) -> str:
+            try:
+                return texts[str(path)]
+            except KeyError:
+                raise NeurosymError(f"{path}: not among the lexicon's stored sources ({', '.join(sorted(texts)) or 'none'})") from None
+
+        return cls(reader)
+
+    def resolve(self, path: Path) -> Path:
+        """An include's key: the resolved path on disk; with a ``reader``, the path
+        normalised without touching the disk (the recorded keys were resolved already)."""
+        return Path(os.path.normpath(path)) if self.reader is not None else path.resolve()
+
+    def read(self, path: Path) -> str:
+        """The text of ``path`` (from disk or the ``reader``), recorded in ``sources``."""
+        text = self.reader(path) if self.reader is not None else path.read_text(encoding="utf-8")
+        self.sources[str(path)] = text
+        return text
+
+    def reparse(self, key: str, display: str | None, fmt: str = "lex", folder: str | Path | None = None) -> Lexicon:
+        """The lexicon whose main text is recorded under ``key`` (``Lexicon.source_key``),
+        its includes resolved against ``folder`` (default: ``key``'s folder)."""
+        _check_format(fmt)
+        text = self.read(Path(key))
+        self.loading.add(key)
+        try:
+            return self.parse(text, display=display, key=key, folder=Path(folder) if folder is not None else Path(key).parent, fmt=fmt)
+        finally:
+            self.loading.discard(key)
 
     def load(self, path: Path, display: str, fmt: str, at: Span | None = None) -> Lexicon:
         _check_format(fmt, at)
@@ -500,7 +553,7 @@ class _Loader:
         if key in self.loading:
             raise SourceError.at(at or Span(display, 1, 1), f"include cycle: {display} includes itself (directly or indirectly)")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = self.read(path)
         except (FileNotFoundError, IsADirectoryError):
             if at is not None:
                 raise SourceError.at(at, f"no such file {display}") from None
@@ -514,9 +567,12 @@ class _Loader:
             self.loading.discard(key)
 
     def parse(self, text: str, display: str | None, key: str, folder: Path, fmt: str) -> Lexicon:
+        self.sources[key] = text
         lex = Lexicon(display)
+        lex.source_key, lex.source_format, lex.source_folder = key, fmt, str(folder)
         if fmt in RAW_FORMATS:
             _read_raw(lex, text, fmt, display, first_line=1, declare_at=Span(display, 1, 1))
+            lex.sources = dict(self.sources)
             return lex
         m = _FORMAT_LINE.search(text)
         header, raw, raw_line = (text[: m.end()], text[m.end() :], text.count("\n", 0, m.end()) + 1) if m else (text, "", 0)
@@ -531,6 +587,7 @@ class _Loader:
         if builder.raw_format is not None:
             _read_raw(lex, raw, builder.raw_format, display, first_line=raw_line, declare_at=builder.raw_format_span)
         builder.finish()
+        lex.sources = dict(self.sources)  # after the includes, so they are all there
         return lex
 
 
@@ -826,11 +883,11 @@ class _Builder:
         if fmt is None:
             raise self.fail(file_tok, f"say how to read {rel}: add format=vader or format=afinn (or name a .lex file)")
         _check_format(fmt, fmt_opt[1] if fmt_opt else at)
-        target = (self.folder / rel).resolve()
+        target = self.loader.resolve(self.folder / rel)
         display = rel if self.display is None else str(Path(self.display).parent / rel)
         if fmt in RAW_FORMATS:
             try:
-                text = target.read_text(encoding="utf-8")
+                text = self.loader.read(target)  # recorded in the lexicon's sources
             except (FileNotFoundError, IsADirectoryError):
                 raise self.fail(file_tok, f"no such file {rel}") from None
             except UnicodeDecodeError as err:
