@@ -1,4 +1,4 @@
-"""Corpora sampled from the recipe FSG: held-out words, LM batches, roles and features."""
+"""Corpora sampled from the recipe FSG: held-out words, seeded batches, causal features."""
 
 from pathlib import Path
 
@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import neurosym
-from neurosym.data.corpora import batches, choose_holdout, lm_batch, sample_sentences
+from neurosym.data.corpora import batches, choose_holdout, sample_sentences
 from neurosym.errors import NeurosymError
+from neurosym.lm.fusion import make_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,35 +41,15 @@ def test_holding_out_everything_is_an_error(clause):
     assert [len(v) for v in h.values()] == [3, 3] and h == choose_holdout({"P": list("abcde"), "N": list("vwxyz")}, 3, seed=0)
 
 
-def test_lm_batch_layout_roles_and_features(clause):
-    auto, bank = clause
-    words = "Alice finishes the very good task . She cooks the bad meal !".split()
-    short = "Bob trains the great model ?".split()
-    b = lm_batch([[auto.vocab.id(w) for w in words], [auto.vocab.id(w) for w in short]], auto, bank)
-    V = auto.vocab
-    assert b.inputs.shape == b.targets.shape == (2, len(words) + 1)
-    assert b.lengths.tolist() == [len(words) + 1, len(short) + 1]
-    assert [V.tokens[i] for i in b.inputs[1, : b.lengths[1]]] == ["<bos>", *short]
-    assert [V.tokens[i] for i in b.targets[1, : b.lengths[1]]] == [*short, "<eos>"]
-    assert (b.inputs[1, b.lengths[1] :] == V.id("<pad>")).all() and (b.targets[1, b.lengths[1] :] == V.id("<pad>")).all()
-    # roles sit on the input position that holds the word
-    assert b.roles["subject"][0].nonzero().flatten().tolist() == [1, 8]
-    assert b.roles["head"][1].nonzero().flatten().tolist() == [5]
-    assert b.features.shape == (2, len(words) + 1, len(bank.names))
-    assert b.features[1, b.lengths[1] :].abs().sum() == 0  # pads carry no features
-    col = bank.names.index("coref_subject")
-    assert b.features[0, 8, col] == 1 and b.features[0, 1, col] == 0
-
-
-def test_features_in_batches_are_causal(clause):
+def test_held_out_corpus_batches_have_causal_features(clause):
     auto, bank = clause
     s = sample_sentences(auto, 2, seed=5)
-    b1 = lm_batch(s, auto, bank)
+    b1 = make_batch(s, auto, bank)
     t = 4
     s2 = [x[:t] + sample_sentences(auto, 1, seed=9)[0][t:] for x in s]
-    b2 = lm_batch(s2, auto, bank)
+    b2 = make_batch(s2, auto, bank)
     n = t + 1  # inputs 0..t hold <bos> and words 0..t-1
-    assert torch.equal(b1.features[:, :n], b2.features[:, :n])
+    assert torch.equal(b1["features"][:, :n], b2["features"][:, :n])
 
 
 def test_batches_cover_every_sentence_once():

@@ -1,0 +1,255 @@
+"""A small causal Transformer language model with plug-in points.
+
+One readable file, nanoGPT-style:
+
+    ids (B, L) ──embed──> e (B, L, D) ──adapter(e, **inputs)──> (+ sinusoidal positions)
+        ──dropout──> n_layers x pre-LN block ──final LayerNorm──> hidden (B, L, D)
+        ──tied output projection──> logits (B, L, V);   heads[name](hidden) -> extras[name]
+
+* The token embedding and the output projection share one Parameter (``lm_head.weight
+  is tok_emb.weight``). Embeddings are drawn with std ``D**-0.5`` and multiplied by
+  ``sqrt(D)`` (Vaswani et al.), so ``e`` has entries of order 1, comparable to the
+  sinusoidal positions, while the tied logits ``hidden @ W^T`` start with std ~1.
+* Positions: ``"sinusoidal"`` adds the fixed sin/cos table to the (adapted) embeddings;
+  ``"rotary"`` adds nothing and rotates queries and keys inside every attention layer.
+  Either way the adapter sees position-free token embeddings.
+* Attention is always causal (``F.scaled_dot_product_attention(is_causal=True)``), so
+  the output at position t depends on ``ids[:, :t+1]`` (and on ``inputs`` at positions
+  ``<= t`` when the adapter is per-position) only. There is no key-padding mask: padding
+  is expected only at the *end* of a row, where causality already hides it from every
+  real position; the outputs at pad positions are garbage and the losses and metrics
+  ignore them (targets there are ``pad_id``). Left padding would need a mask.
+
+Plug-in points, so variants need no edit here:
+
+* ``adapter``: an ``nn.Module`` called as ``adapter(e (B, L, D), **inputs) -> (B, L, D)``
+  before the blocks; ``inputs`` are the extra keyword arguments of :meth:`CausalLM.forward`
+  (``features=``, ``control=``, ...). Without an adapter the extra inputs are ignored,
+  so one batch format feeds the baseline and the fused model alike.
+* ``heads``: ``{name: nn.Module}``, each called on the final hidden states (B, L, D);
+  their outputs come back in ``LMOutput.extras[name]``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from neurosym.errors import ConfigError
+
+Positions = Literal["sinusoidal", "rotary"]
+
+
+# ---------------------------------------------------------------------- configuration
+@dataclass
+class LMConfig:
+    """Hyper-parameters of :class:`CausalLM`; checked on construction.
+
+    Every bad value raises :class:`~neurosym.errors.ConfigError` whose message starts
+    with ``LMConfig.<field>``.
+    """
+
+    vocab_size: int
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 256
+    dropout: float = 0.1
+    max_len: int = 64
+    positions: Positions = "sinusoidal"
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"LMConfig.{name} must be a positive integer, got {value!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            raise ConfigError(f"LMConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if self.positions not in ("sinusoidal", "rotary"):
+            raise ConfigError(f"LMConfig.positions must be 'sinusoidal' or 'rotary', got {self.positions!r}")
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"LMConfig.d_model ({self.d_model}) must be divisible by LMConfig.n_heads ({self.n_heads})")
+        if self.positions == "rotary" and self.head_dim % 2:
+            raise ConfigError(
+                f"LMConfig.d_model / n_heads = {self.head_dim} must be even for rotary positions "
+                f"(d_model={self.d_model}, n_heads={self.n_heads})"
+            )
+        if isinstance(self.pad_id, bool) or not isinstance(self.pad_id, int) or not 0 <= self.pad_id < self.vocab_size:
+            raise ConfigError(f"LMConfig.pad_id must be a token id in [0, vocab_size={self.vocab_size}), got {self.pad_id!r}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass
+class LMOutput:
+    """What :meth:`CausalLM.forward` returns.
+
+    logits: (B, L, V) next-token scores (position t predicts token t + 1).
+    hidden: (B, L, D) final hidden states (after the final LayerNorm).
+    extras: ``{head name: head(hidden)}``.
+    """
+
+    logits: Tensor
+    hidden: Tensor
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------- positions
+def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
+    """(max_len, d_model): ``PE[p, 2i] = sin(p / 10000^(2i/D))``, ``PE[p, 2i+1] = cos(...)``."""
+    half = (d_model + 1) // 2
+    freq = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) * 2 / d_model)  # (half,)
+    angle = torch.arange(max_len, dtype=torch.float32)[:, None] * freq[None, :]  # (max_len, half)
+    pe = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, 2 * half)
+    return pe[:, :d_model]
+
+
+def rotary_tables(max_len: int, head_dim: int, base: float = 10000.0) -> tuple[Tensor, Tensor]:
+    """cos, sin (max_len, head_dim // 2) for rotating (x1, x2) halves of each head."""
+    freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (hd/2,)
+    angle = torch.arange(max_len, dtype=torch.float32)[:, None] * freq[None, :]
+    return angle.cos(), angle.sin()
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate x (B, H, L, hd) by position: the pairs (x[..., i], x[..., i + hd/2]) turn by
+    angle ``p * base^(-2i/hd)``; cos, sin are (L, hd/2). Scores q·k then depend on the
+    positions only through their difference."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+# ---------------------------------------------------------------------- blocks
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention: x (B, L, D) -> (B, L, D)."""
+
+    def __init__(self, config: LMConfig):
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
+        self.proj = nn.Linear(config.d_model, config.d_model)
+        self.dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor, rotary: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        B, L, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)
+        q, k, v = (t.view(B, L, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, L, hd)
+        if rotary is not None:
+            cos, sin = rotary
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        y = y.transpose(1, 2).reshape(B, L, D)
+        return self.resid_dropout(self.proj(y))
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: D -> d_ff -> GELU -> D."""
+
+    def __init__(self, config: LMConfig):
+        super().__init__()
+        self.fc = nn.Linear(config.d_model, config.d_ff)
+        self.proj = nn.Linear(config.d_ff, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-LN Transformer block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``."""
+
+    def __init__(self, config: LMConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.d_model)
+        self.attn = CausalSelfAttention(config)
+        self.ln2 = nn.LayerNorm(config.d_model)
+        self.mlp = MLP(config)
+
+    def forward(self, x: Tensor, rotary: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), rotary)
+        return x + self.mlp(self.ln2(x))
+
+
+# ---------------------------------------------------------------------- the model
+class CausalLM(nn.Module):
+    """Decoder-only Transformer LM with a tied embedding, an optional input ``adapter``
+    and optional output ``heads`` (see the module docstring)."""
+
+    def __init__(self, config: LMConfig, adapter: nn.Module | None = None, heads: Mapping[str, nn.Module] | None = None):
+        super().__init__()
+        self.config = config
+        D = config.d_model
+        self.tok_emb = nn.Embedding(config.vocab_size, D)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_f = nn.LayerNorm(D)
+        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # tied: one Parameter
+        if config.positions == "sinusoidal":
+            self.register_buffer("pos_table", sinusoidal_table(config.max_len, D), persistent=False)
+        else:
+            cos, sin = rotary_tables(config.max_len, config.head_dim)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
+        self._init_weights()
+        # plug-ins keep their own initialisation
+        self.adapter = adapter
+        self.heads = nn.ModuleDict(dict(heads or {}))
+
+    def _init_weights(self) -> None:
+        """GPT-2 style: Linear ~ N(0, 0.02), zero biases, residual projections scaled by
+        1/sqrt(2 n_layers); embeddings ~ N(0, 1/D) (they are multiplied by sqrt(D))."""
+        for name, p in self.named_parameters():
+            if name == "tok_emb.weight":
+                nn.init.normal_(p, std=self.config.d_model**-0.5)
+            elif name.endswith("proj.weight"):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * self.config.n_layers))
+            elif name.endswith(".weight") and p.dim() == 2:
+                nn.init.normal_(p, std=0.02)
+            elif name.endswith(".bias"):
+                nn.init.zeros_(p)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """Number of parameters, each tied Parameter counted once (adapter and heads included)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def embed(self, ids: Tensor) -> Tensor:
+        """Scaled token embeddings: ids (B, L) -> (B, L, D)."""
+        return self.tok_emb(ids) * math.sqrt(self.config.d_model)
+
+    def forward(self, ids: Tensor, **inputs: Any) -> LMOutput:
+        """ids (B, L) long -> :class:`LMOutput` (logits (B, L, V), hidden (B, L, D), extras).
+
+        ``inputs`` (e.g. ``features=`` (B, L, F), ``control=`` (B, C)) go to the adapter
+        as keyword arguments; without an adapter they are ignored."""
+        B, L = ids.shape
+        if L > self.config.max_len:
+            raise ConfigError(f"sequence length {L} exceeds LMConfig.max_len={self.config.max_len}")
+        x = self.embed(ids)  # (B, L, D)
+        if self.adapter is not None:
+            x = self.adapter(x, **inputs)
+        rotary = None
+        if self.config.positions == "sinusoidal":
+            x = x + self.pos_table[:L]
+        else:
+            rotary = (self.rope_cos[:L], self.rope_sin[:L])
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x, rotary)
+        hidden = self.ln_f(x)
+        logits = self.lm_head(hidden)  # (B, L, V)
+        extras = {name: head(hidden) for name, head in self.heads.items()}
+        return LMOutput(logits=logits, hidden=hidden, extras=extras)
+
+
+__all__ = ["Block", "CausalLM", "CausalSelfAttention", "LMConfig", "LMOutput", "MLP", "apply_rotary", "rotary_tables", "sinusoidal_table"]
