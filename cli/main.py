@@ -235,6 +235,56 @@ def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: st
     click.echo(json.dumps(out, ensure_ascii=False) if as_json else "\n".join(out))
 
 
+@main.command()
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("--resume", is_flag=True, help="Continue the run from its last checkpoint (exactly).")
+def train(config: Path, resume: bool) -> None:
+    """Train from a TOML CONFIG (its [run] task names what to train). Under torchrun,
+    trains with distributed data parallel."""
+    from neurosym.lm.train import train_from_file
+
+    result = train_from_file(config, resume=resume)
+    figures = ", ".join(f"{k} {v:.4g}" for k, v in result.eval.items() if isinstance(v, float))
+    click.echo(f"{result.run_dir}: {result.steps} steps, final loss {result.loss:.4f}" + (f"; {figures}" if figures else ""))
+
+
+@main.command()
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Image file (default RUN/curves.png).")
+def plot(run: Path, output: Path | None) -> None:
+    """Plot a run's metrics (train loss, learning rate, evaluation metrics)."""
+    from neurosym.lm.plot import plot_run
+
+    click.echo(f"wrote {plot_run(run, output)}")
+
+
+@main.group()
+def reproduce() -> None:
+    """Recipes that train and report against the published figures."""
+
+
+@reproduce.command(name="semantic-fusion")
+@click.option("--seeds", default=3, show_default=True, help="Model seeds (the corpus is fixed).")
+@click.option("--epochs", default=None, type=int, help="Override the recipe's 6 epochs (for a quick look).")
+@click.option("--out-dir", default="runs/semantic-fusion", show_default=True, type=click.Path(path_type=Path), help="Where the runs go.")
+@click.option("--resume", is_flag=True, help="Resume interrupted runs (finished ones are reused).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def reproduce_semantic_fusion(seeds: int, epochs: int | None, out_dir: Path, resume: bool, as_json: bool) -> None:
+    """Baseline vs semantic-fusion LM on the clause.fsg corpus: PPL, seen-only PPL, focus CE
+    and semantic MSE (mean ± std over seeds) next to the paper's figures and the exact floor."""
+    from neurosym.experiments.semantic_fusion import format_report, reproduce as run_recipe
+    from neurosym.lm.plot import plot_run
+
+    if seeds < 1:
+        raise NeurosymError(f"--seeds must be >= 1, got {seeds}")
+    say = None if as_json else (lambda line: click.echo(line, err=True))
+    report = run_recipe(seeds=seeds, out_dir=out_dir, epochs=epochs, progress=say, resume=resume)
+    for kind in ("baseline", "fusion"):
+        for r in report[kind]["runs"]:
+            r["plot"] = str(plot_run(r["run_dir"]))
+    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that print ours vs a reference in one run."""

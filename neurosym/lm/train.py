@@ -1,0 +1,580 @@
+"""A small, generic training loop: AdamW, warmup + cosine, clipping, exact resume, DDP.
+
+The trainer knows nothing about language models. A *task* supplies them::
+
+    class MyTask:
+        def build_model(self, config) -> nn.Module: ...
+        def train_batches(self, epoch, generator) -> Iterable[batch]: ...   # global batches
+        def loss(self, model, batch) -> tuple[Tensor, dict[str, float]]: ...
+        def evaluate(self, model) -> dict[str, float]: ...                  # optional
+        def steps_per_epoch(self) -> int: ...                               # optional
+
+    result = Trainer(config, MyTask()).fit()           # and .fit(resume=True) after a crash
+
+A run lives in ``out_dir/name``: ``config.json``, ``metrics.jsonl``, ``last.pt`` (and
+``step-N.pt`` with ``log.keep_checkpoints``). docs/training.md describes each piece.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import math
+import os
+import random
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from tqdm.auto import tqdm
+
+from neurosym.errors import ConfigError, NeurosymError
+from neurosym.lm.checkpoint import (
+    LAST,
+    CheckpointError,
+    atomic_write,
+    load_checkpoint,
+    remove_stale_temps,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from neurosym.lm.config import Config, load_config
+
+METRICS = "metrics.jsonl"
+CONFIG_FILE = "config.json"
+TRAIN_KEYS = {"kind", "step", "epoch", "loss", "lr", "grad_norm", "seconds"}
+EVAL_KEYS = {"kind", "step", "epoch", "seconds"}
+# Settings that may change between a run and its resumption without changing the result.
+RESUME_MAY_CHANGE = {"log", "run.name", "run.out_dir", "run.device"}
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the trainer needs from a task (``evaluate`` and ``steps_per_epoch`` are optional).
+
+    * ``build_model(config)`` returns the module to train (on the CPU; the trainer moves it).
+    * ``train_batches(epoch, generator)`` returns the epoch's *global* batches in order. It
+      must draw all its randomness from ``generator`` so that the same generator state gives
+      the same batches; every epoch should have the same number of batches. A batch is a
+      tensor or a (nested) tuple/list/dict of tensors whose first dimension is the batch.
+    * ``loss(model, batch)`` returns the mean loss over the batch (a 0-d tensor) and a dict
+      of floats to log; under DDP it gets this rank's rows of the batch.
+    * ``evaluate(model)`` returns a dict of floats; it runs at each epoch end on rank 0,
+      under ``torch.no_grad()`` with the model in eval mode.
+    """
+
+    def build_model(self, config: Config) -> nn.Module: ...
+
+    def train_batches(self, epoch: int, generator: torch.Generator) -> Iterable[Any]: ...
+
+    def loss(self, model: nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, float]]: ...
+
+
+@dataclass
+class FitResult:
+    run_dir: Path
+    steps: int  # optimizer steps taken in total (including before a resume)
+    loss: float  # training loss of the last step (the global batch's, under DDP)
+    eval: dict[str, float] = field(default_factory=dict)  # the last evaluate() result
+
+
+# ---------------------------------------------------------------- optimizer and schedule
+
+
+def schedule_factor(step: int, *, total_steps: int, warmup_steps: int, kind: str = "cosine") -> float:
+    """The learning-rate multiplier for optimizer step ``step`` (counting from 0).
+
+    Linear warmup ``(step + 1) / warmup_steps`` reaches 1 at the last warmup step; then
+    ``cosine`` decays as ``0.5 * (1 + cos(pi * p))`` and ``linear`` as ``1 - p``, where
+    ``p = (step - warmup_steps) / (total_steps - warmup_steps)`` goes from 0 to 1, so the
+    multiplier is 0 at ``step == total_steps`` (one past the last step). ``constant`` stays 1.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if kind == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    if kind == "linear":
+        return 1.0 - progress
+    if kind == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    raise ValueError(f"unknown schedule {kind!r}")
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups: weight decay on matrices (ndim >= 2, embeddings included), none on
+    vectors and scalars (biases, LayerNorm/RMSNorm gains). Decided by shape alone, so it
+    works for any model; embeddings are decayed because they are often tied to the output
+    projection (the nanoGPT rule)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
+def seed_all(seed: int) -> None:
+    """Seed Python's ``random``, NumPy's global generator and torch (CPU and CUDA)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+# ---------------------------------------------------------------- distributed helpers
+
+
+@dataclass
+class _Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    owns_group: bool = False  # we initialised the process group, so we destroy it
+
+
+def _setup_distributed(device: str) -> tuple[_Dist, torch.device]:
+    """Join the process group torchrun describes (RANK/WORLD_SIZE/LOCAL_RANK), if any."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    initialized = dist.is_available() and dist.is_initialized()
+    if world <= 1 and not initialized:
+        return _Dist(), torch.device(device)
+    cuda = device.startswith("cuda")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    owns = False
+    if not initialized:
+        dist.init_process_group(backend="nccl" if cuda else "gloo")
+        owns = True
+    if cuda:
+        torch.cuda.set_device(local_rank)
+        dev = torch.device("cuda", local_rank)
+    else:
+        dev = torch.device(device)
+    return _Dist(dist.get_rank(), dist.get_world_size(), local_rank, owns), dev
+
+
+def _first_tensor(batch: Any) -> torch.Tensor | None:
+    if isinstance(batch, torch.Tensor):
+        return batch
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for x in batch:
+            t = _first_tensor(x)
+            if t is not None:
+                return t
+    return None
+
+
+def _map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return fn(batch)
+    if isinstance(batch, dict):
+        return type(batch)((k, _map_tensors(v, fn)) for k, v in batch.items())
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return type(batch)(*(_map_tensors(v, fn) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_map_tensors(v, fn) for v in batch)
+    return batch
+
+
+def shard_batch(batch: Any, rank: int, world: int) -> tuple[Any, float]:
+    """This rank's rows of a global batch, and its share ``rows / global rows``.
+
+    Every tensor whose first dimension is the batch size is cut with ``tensor_split``
+    (near-equal contiguous slices); other values are passed whole.
+    """
+    if world == 1:
+        return batch, 1.0
+    first = _first_tensor(batch)
+    if first is None or first.ndim == 0:
+        raise NeurosymError("under DDP every batch needs a tensor whose first dimension is the batch")
+    rows = first.shape[0]
+    if rows < world:
+        raise NeurosymError(f"a batch of {rows} rows cannot be split across {world} processes")
+    part = _map_tensors(batch, lambda t: t.tensor_split(world)[rank] if t.ndim and t.shape[0] == rows else t)
+    return part, _first_tensor(part).shape[0] / rows
+
+
+# ---------------------------------------------------------------- metrics
+
+
+class _Means:
+    """Running sums of the logged values since the last metrics line (saved in checkpoints)."""
+
+    def __init__(self, state: dict[str, Any] | None = None):
+        self.sums: dict[str, float] = dict(state["sums"]) if state else {}
+        self.count: int = state["count"] if state else 0
+
+    def add(self, values: dict[str, float]) -> None:
+        for k, v in values.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+        self.count += 1
+
+    def pop(self) -> dict[str, float]:
+        out = {k: v / self.count for k, v in self.sums.items()} if self.count else {}
+        self.sums, self.count = {}, 0
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"sums": dict(self.sums), "count": self.count}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # strict JSON has no NaN/inf
+    return value
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metrics lines up to ``step`` (a resumed run rewrites what came after)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line)["step"] <= step:
+                kept.append(line + "\n")
+        except (ValueError, KeyError, TypeError):
+            continue  # a line torn by a kill
+    atomic_write(path, lambda f: f.write("".join(kept).encode("utf-8")))
+
+
+def _config_differences(saved: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
+    diffs = []
+    for key in sorted(set(saved) | set(current)):
+        name = f"{prefix}{key}"
+        if name in RESUME_MAY_CHANGE:
+            continue
+        a, b = saved.get(key), current.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs += _config_differences(a, b, name + ".")
+        elif a != b:
+            diffs.append(f"{name} (checkpoint {json.dumps(a)}, config {json.dumps(b)})")
+    return diffs
+
+
+# ---------------------------------------------------------------- the trainer
+
+
+class Trainer:
+    """Trains ``task``'s model as ``config`` says; see the module docstring and docs/training.md.
+
+    ``callbacks`` are called as ``callback(trainer, step)`` after every optimizer step,
+    once that step's metrics line and checkpoint (if due) are written. An exception from a
+    callback ends ``fit`` (the last checkpoint stays, so ``fit(resume=True)`` continues).
+    """
+
+    def __init__(self, config: Config | dict | str | Path, task: Task, callbacks: Iterable[Callable] = ()):
+        if isinstance(config, (str, Path)):
+            config = load_config(config)
+        elif isinstance(config, dict):
+            config = Config.from_dict(config)
+        for name in ("build_model", "train_batches", "loss"):
+            if not callable(getattr(task, name, None)):
+                raise TypeError(f"task {type(task).__name__} has no {name}() method (see neurosym.lm.train.Task)")
+        self.config = config
+        self.task = task
+        self.callbacks = list(callbacks)
+        self.run_dir = config.run_dir
+        self.model: nn.Module | None = None  # the unwrapped model (DDP wraps a copy of the reference)
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
+        self.device = torch.device(config.run.device)
+        self.rank, self.world_size = 0, 1
+        self.step = self.epoch = self.position = 0
+        self.steps_per_epoch = self.total_steps = 0
+        self.last_loss = math.nan
+        self.last_eval: dict[str, float] = {}
+
+    # ------------------------------------------------------------ public
+
+    def fit(self, resume: bool = False) -> FitResult:
+        """Train to the end (or continue from ``run_dir/last.pt`` with ``resume=True``)."""
+        deterministic_before = torch.are_deterministic_algorithms_enabled()
+        self._dist, self.device = _setup_distributed(self.config.run.device)
+        self.rank, self.world_size = self._dist.rank, self._dist.world
+        try:
+            if self.config.run.deterministic:
+                os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+                torch.use_deterministic_algorithms(True)
+                torch.backends.cudnn.benchmark = False
+            return self._fit(resume)
+        finally:
+            torch.use_deterministic_algorithms(deterministic_before)
+            if self._dist.owns_group:
+                dist.destroy_process_group()
+
+    # ------------------------------------------------------------ setup
+
+    def _fit(self, resume: bool) -> FitResult:
+        cfg, main = self.config, self.rank == 0
+        state = self._read_checkpoint() if resume else None
+        if not resume and (self.run_dir / LAST).exists():
+            raise NeurosymError(
+                f"{self.run_dir}: this run already has a checkpoint; resume it (--resume) or choose another run.name"
+            )
+        self._barrier()  # every rank has looked at the folder before rank 0 writes to it
+        if main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temps(self.run_dir)
+            text = json.dumps(cfg.to_dict(), indent=2) + "\n"
+            atomic_write(self.run_dir / CONFIG_FILE, lambda f: f.write(text.encode("utf-8")))
+            if state is None:
+                (self.run_dir / METRICS).unlink(missing_ok=True)  # a run killed before its first checkpoint
+            else:
+                _truncate_metrics(self.run_dir / METRICS, state["step"])
+
+        seed_all(cfg.run.seed)
+        model = self.task.build_model(cfg)
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"build_model() returned {type(model).__name__}, not an nn.Module")
+        self.model = model.to(self.device)
+        self.steps_per_epoch = self._count_steps()
+        self.total_steps = self.steps_per_epoch * cfg.optim.epochs
+        seed_all(cfg.run.seed + self.rank)  # training randomness (dropout) differs between ranks
+
+        o = cfg.optim
+        self.optimizer = torch.optim.AdamW(param_groups(self.model, o.weight_decay), lr=o.lr, betas=o.betas)
+        total, warmup, kind = self.total_steps, o.warmup_for(self.total_steps), o.schedule
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: schedule_factor(s, total_steps=total, warmup_steps=warmup, kind=kind)
+        )
+        self._data_gen = torch.Generator().manual_seed(cfg.run.seed)
+        self._epoch_start_state = self._data_gen.get_state()
+        self._means = _Means()
+        self._elapsed = 0.0
+        if state is not None:
+            self._restore(state)
+
+        wrapped: nn.Module = self.model
+        if self.world_size > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            wrapped = nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        self._barrier()
+        return self._loop(wrapped)
+
+    def _read_checkpoint(self) -> dict[str, Any]:
+        path = self.run_dir / LAST
+        if not path.exists():
+            raise CheckpointError(f"{path}: nothing to resume (no checkpoint); start the run without --resume")
+        state = load_checkpoint(path)
+        diffs = _config_differences(state["config"], self.config.to_dict())
+        if diffs:
+            raise ConfigError(
+                f"{self.config.source or self.run_dir}: the config differs from the one {path} was trained with: "
+                + "; ".join(diffs)
+                + " (resume with the same settings, or start a new run.name)"
+            )
+        return state
+
+    def _count_steps(self) -> int:
+        count = getattr(self.task, "steps_per_epoch", None)
+        if callable(count):
+            return int(count())
+        batches = self.task.train_batches(0, torch.Generator().manual_seed(self.config.run.seed))
+        try:
+            return len(batches)
+        except TypeError:
+            return sum(1 for _ in batches)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        if state["total_steps"] != self.total_steps:
+            raise CheckpointError(
+                f"{self.run_dir / LAST}: written for {state['total_steps']} steps, but the task now gives "
+                f"{self.total_steps} ({self.steps_per_epoch} per epoch); the data changed"
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        self._data_gen.set_state(state["data_rng"])
+        self._epoch_start_state = state["data_rng"]
+        self._means = _Means(state["means"])
+        self._elapsed = state["elapsed"]
+        self.last_loss, self.last_eval = state["last_loss"], dict(state["last_eval"])
+        rngs = state["rng"]
+        if len(rngs) != self.world_size:
+            warnings.warn(
+                f"checkpoint written by {len(rngs)} process(es), resumed by {self.world_size}: "
+                "training continues but will not repeat the original run exactly",
+                stacklevel=3,
+            )
+        set_rng_state(rngs[self.rank % len(rngs)])
+
+    # ------------------------------------------------------------ the loop
+
+    def _loop(self, wrapped: nn.Module) -> FitResult:
+        cfg, main = self.config, self.rank == 0
+        self._t0 = time.perf_counter() - self._elapsed
+        self._metrics = open(self.run_dir / METRICS, "a", encoding="utf-8") if main else None
+        bar = tqdm(total=self.total_steps, initial=self.step, desc=cfg.run.name, unit="step",
+                   disable=not (cfg.log.progress and main), dynamic_ncols=True)
+        end = object()
+        try:
+            self.model.train()
+            while self.epoch < cfg.optim.epochs:
+                self._data_gen.set_state(self._epoch_start_state)
+                batches = iter(self.task.train_batches(self.epoch, self._data_gen))
+                batches = itertools.islice(batches, self.position, None)  # already trained on
+                upcoming = next(batches, end)
+                if upcoming is end:  # an epoch without batches
+                    self._end_epoch()
+                while upcoming is not end:
+                    batch, upcoming = upcoming, next(batches, end)
+                    self._train_step(wrapped, batch)
+                    bar.update(1)
+                    if self.step % cfg.log.every == 0 or self.step == self.total_steps:
+                        line = self._log_train()
+                        bar.set_postfix(loss=f"{line['loss']:.4g}", lr=f"{line['lr']:.2e}", refresh=False)
+                    if upcoming is end:
+                        self._end_epoch()  # evaluate, then checkpoint at the start of the next epoch
+                    elif self.step % cfg.log.checkpoint_every == 0:
+                        self._checkpoint()
+                    for callback in self.callbacks:
+                        callback(self, self.step)
+        finally:
+            bar.close()
+            if self._metrics is not None:
+                self._metrics.close()
+        return FitResult(self.run_dir, self.step, self.last_loss, dict(self.last_eval))
+
+    def _train_step(self, wrapped: nn.Module, batch: Any) -> None:
+        part, share = shard_batch(batch, self.rank, self.world_size)
+        part = _map_tensors(part, lambda t: t.to(self.device))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, logs = self.task.loss(wrapped, part)
+        if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
+            raise TypeError("task.loss() must return (0-d loss tensor, dict of floats)")
+        clash = TRAIN_KEYS & set(logs)
+        if clash:
+            raise ValueError(f"task.loss() logs reserved metric name(s) {sorted(clash)}")
+        # DDP averages gradients over ranks; weighting each rank's mean loss by its share of
+        # the rows makes that average the gradient of the global batch's mean loss.
+        (loss if self.world_size == 1 else loss * (share * self.world_size)).backward()
+        clip = self.config.optim.clip
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip if clip > 0 else math.inf)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        self.position += 1
+
+        names = sorted(logs)
+        values = torch.tensor([loss.item()] + [float(logs[k]) for k in names], dtype=torch.float64)
+        if self.world_size > 1:  # the global batch's means: rank means weighted by row share
+            values = (values * share).to(self.device)
+            dist.all_reduce(values)
+            values = values.cpu()
+        means = dict(zip(["loss", *names], values.tolist()))
+        self.last_loss = means["loss"]
+        self._means.add({**means, "grad_norm": float(grad_norm)})
+        self._lr = lr
+
+    def _log_train(self) -> dict[str, Any]:
+        means = self._means.pop()
+        line = {"kind": "train", "step": self.step, "epoch": self.epoch, "loss": means.pop("loss"),
+                "lr": self._lr, "grad_norm": means.pop("grad_norm"), "seconds": self._seconds(), **means}
+        self._write(line)
+        return line
+
+    def _end_epoch(self) -> None:
+        evaluate = getattr(self.task, "evaluate", None)
+        if callable(evaluate):
+            if self.rank == 0:
+                metrics = self._evaluate(evaluate)
+                clash = EVAL_KEYS & set(metrics)
+                if clash:
+                    raise ValueError(f"task.evaluate() returns reserved metric name(s) {sorted(clash)}")
+                self.last_eval = metrics
+                self._write({"kind": "eval", "step": self.step, "epoch": self.epoch,
+                             "seconds": self._seconds(), **metrics})
+            self._barrier()
+        self.epoch += 1
+        self.position = 0
+        self._epoch_start_state = self._data_gen.get_state()  # the next epoch starts here
+        self._checkpoint()
+
+    def _evaluate(self, evaluate: Callable) -> dict[str, float]:
+        """``evaluate(model)`` in eval mode, without gradients, leaving the training RNG untouched."""
+        saved = rng_state()
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                return {k: float(v) for k, v in evaluate(self.model).items()}
+        finally:
+            self.model.train()
+            set_rng_state(saved)
+
+    def _checkpoint(self) -> None:
+        rngs = [rng_state()]
+        if self.world_size > 1:
+            rngs = [None] * self.world_size
+            dist.all_gather_object(rngs, rng_state())
+        if self.rank != 0:
+            return
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "position": self.position,
+            "steps_per_epoch": self.steps_per_epoch,
+            "total_steps": self.total_steps,
+            "data_rng": self._epoch_start_state,
+            "rng": rngs,
+            "means": self._means.state_dict(),
+            "elapsed": self._seconds(),
+            "last_loss": self.last_loss,
+            "last_eval": dict(self.last_eval),
+            "world_size": self.world_size,
+            "config": self.config.to_dict(),
+        }
+        save_checkpoint(self.run_dir, state, keep_step=self.config.log.keep_checkpoints)
+
+    # ------------------------------------------------------------ small helpers
+
+    def _seconds(self) -> float:
+        return round(time.perf_counter() - self._t0, 3)
+
+    def _write(self, line: dict[str, Any]) -> None:
+        if self._metrics is not None:
+            self._metrics.write(json.dumps({k: _jsonable(v) for k, v in line.items()}) + "\n")
+            self._metrics.flush()
+
+    def _barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier()
+
+
+# ---------------------------------------------------------------- entry points for the CLI
+
+
+def resolve_task(config: Config) -> Task:
+    """Build the task named by ``run.task = "package.module:factory"``: ``factory(config)``."""
+    spec = config.run.task
+    where = f"{config.source}: " if config.source else ""
+    if spec is None:
+        raise ConfigError(f'{where}run.task is not set; add task = "package.module:factory" to [run]')
+    module_name, _, attr = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"{where}run.task: cannot import {module_name!r}: {err}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"{where}run.task: {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj(config)
+
+
+def train_from_file(path: str | Path, resume: bool = False) -> FitResult:
+    """``neurosym train CONFIG.toml [--resume]``: load, build the task, train."""
+    config = load_config(path)
+    return Trainer(config, resolve_task(config)).fit(resume=resume)
