@@ -163,15 +163,16 @@ def task(config: Config) -> SemanticFusionTask:
 RECIPE_OPTIM = {"lr": 3e-4, "weight_decay": 0.01, "warmup": 0.1, "clip": 1.0, "batch_size": 64, "epochs": 6}
 
 
-def recipe_config(kind: str, seed: int, out_dir: str | Path = "runs", epochs: int | None = None, **data) -> Config:
-    """The shipped recipe (configs/semantic_fusion.toml) for one model kind and seed."""
+def recipe_config(kind: str, seed: int, out_dir: str | Path = "runs", epochs: int | None = None, model: dict | None = None, **data) -> Config:
+    """The shipped recipe (configs/semantic_fusion.toml) for one model kind and seed;
+    ``model`` and ``data`` entries override the recipe's."""
     optim = dict(RECIPE_OPTIM)
     if epochs is not None:
         optim["epochs"] = epochs
     return Config.from_dict(
         {
             "run": {"name": f"semantic-fusion-{kind}-seed{seed}", "out_dir": str(out_dir), "seed": seed, "task": "neurosym.experiments.semantic_fusion:task"},
-            "model": {"kind": kind},
+            "model": {**(model or {}), "kind": kind},
             "data": data,
             "optim": optim,
             "log": {"every": 50, "checkpoint_every": 200, "progress": False},
@@ -179,7 +180,15 @@ def recipe_config(kind: str, seed: int, out_dir: str | Path = "runs", epochs: in
     )
 
 
-def reproduce(seeds: int = 3, out_dir: str | Path = "runs/semantic-fusion", epochs: int | None = None, progress=print, resume: bool = False, **data) -> dict:
+def reproduce(
+    seeds: int = 3,
+    out_dir: str | Path = "runs/semantic-fusion",
+    epochs: int | None = None,
+    progress=print,
+    resume: bool = False,
+    model: dict | None = None,
+    **data,
+) -> dict:
     """Train the baseline and the fusion model for ``seeds`` seeds; return the report dict
     (``floor_ppl``, per-model means, spreads and per-seed figures, the paper's figures)."""
     from neurosym.lm.train import Trainer
@@ -188,7 +197,7 @@ def reproduce(seeds: int = 3, out_dir: str | Path = "runs/semantic-fusion", epoc
     floor = None
     for seed in range(seeds):
         for kind in ("baseline", "fusion"):
-            config = recipe_config(kind, seed, out_dir, epochs, **data)
+            config = recipe_config(kind, seed, out_dir, epochs, model, **data)
             t = task(config)
             floor = t.floor()
             started = time.monotonic()

@@ -1,0 +1,75 @@
+"""The semantic-fusion recipe end to end on a small corpus (the full run is a `slow` test)."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from neurosym.cli.main import main
+from neurosym.errors import ConfigError
+from neurosym.experiments.semantic_fusion import format_report, recipe_config, reproduce, task
+from neurosym.lm.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "aux_hidden": 16}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_shipped_config_loads_and_builds_the_task():
+    cfg = load_config(ROOT / "configs" / "semantic_fusion.toml")
+    assert cfg.optim.batch_size == 64 and cfg.optim.epochs == 6 and cfg.model["d_model"] == 128
+    t = task(recipe_config("fusion", 0, train=300, valid=50))
+    vocab = t.auto.vocab
+    held = {vocab.id(w) for ws in t.holdout.values() for w in ws}
+    assert len(held) == 6 and not any(i in held for s in t.train_sentences for i in s)
+    assert any(i in held for s in t.valid_sentences for i in s)  # validation follows the full grammar
+    assert t.floor() == pytest.approx(t.auto.entropy().ppl_floor_with_eos)
+    model = t.build_model(None)
+    batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
+    loss, logs = t.loss(model, batch)
+    assert loss.requires_grad and set(logs) == {"ce", "aux", "uniformizer"}
+
+
+def test_bad_recipe_keys_are_named():
+    with pytest.raises(ConfigError, match="kindd"):
+        task(recipe_config("fusion", 0, model={"kindd": 1}))
+    with pytest.raises(ConfigError, match="holdout"):
+        task(recipe_config("fusion", 0, holdout="three"))
+
+
+def test_reproduce_reports_both_models_above_the_floor(tmp_path):
+    r = reproduce(seeds=2, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=256, valid=64)
+    assert set(r["baseline"]) >= {"ppl", "seen_ppl", "focus_ce", "ppl_std", "runs"}
+    assert "sem_mse" in r["fusion"] and "sem_mse" not in r["baseline"]
+    assert len(r["fusion"]["runs"]) == 2 and r["all_at_or_above_floor"]
+    assert all(run["ppl"] >= r["floor_ppl"] for k in ("baseline", "fusion") for run in r[k]["runs"])
+    text = format_report(r)
+    assert "| baseline |" in text and "exact floor" in text and f"{r['floor_ppl']:.4f}" in text
+    json.dumps(r)  # the --json report is plain JSON
+    assert math.isfinite(r["fusion_minus_baseline"]["ppl"])
+
+
+def test_train_command_and_plot(tmp_path):
+    cfg = (ROOT / "configs" / "semantic_fusion.toml").read_text()
+    cfg = cfg.replace('out_dir = "runs"', f'out_dir = "{tmp_path.as_posix()}"').replace("train = 8000", "train = 128").replace("valid = 1200", "valid = 32")
+    cfg = cfg.replace("epochs = 6", "epochs = 1").replace("d_model = 128", "d_model = 32").replace("n_layers = 4", "n_layers = 1").replace("d_ff = 256", "d_ff = 64")
+    (tmp_path / "c.toml").write_text(cfg)
+    runner = CliRunner()
+    r = runner.invoke(main, ["train", str(tmp_path / "c.toml")])
+    assert r.exit_code == 0, r.output
+    assert "final loss" in r.output and "ppl" in r.output
+    r = runner.invoke(main, ["plot", str(tmp_path / "semantic-fusion")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "semantic-fusion" / "curves.png").is_file()
+    r = runner.invoke(main, ["train", str(tmp_path / "c.toml")])
+    assert r.exit_code == 2 and "--resume" in r.output  # a finished run is not overwritten
