@@ -303,5 +303,17 @@ def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json
     click.echo(json.dumps(results, indent=2) if as_json else format_results(results))
 
 
+@bench.command(name="wfsa")
+@click.option("--threads", default=None, type=int, help="Torch threads (default: torch's).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
+def bench_wfsa(threads: int | None, as_json: bool) -> None:
+    """RegexLayer over 100 regexes on a 64 x 128 batch: tokens/s forward and forward+backward,
+    and the ratio to a dense matmul recurrence with as many weights."""
+    from neurosym.bench.wfsa import format_results, run
+
+    results = run(progress=not as_json, threads=threads)
+    click.echo(json.dumps(results, indent=2) if as_json else format_results(results))
+
+
 if __name__ == "__main__":
     main()
