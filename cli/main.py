@@ -303,6 +303,33 @@ def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json
     click.echo(json.dumps(results, indent=2) if as_json else format_results(results))
 
 
+@bench.command(name="inside")
+@click.option("--batch", default=8, show_default=True, help="Sentences per batch.")
+@click.option("--lengths", default="20,40", show_default=True, help="Comma-separated sentence lengths.")
+@click.option("--sizes", default="16,32,64", show_default=True, help="Comma-separated N = T.")
+@click.option("--repeats", default=3, show_default=True, help="Timed runs per configuration (the median is reported).")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds before a run is abandoned.")
+@click.option("--memory-cap-gb", default=20.0, show_default=True, help="Address-space cap per process (at most 75% of available memory).")
+@click.option("--threads", type=int, default=None, help="Torch threads per process (default: torch's).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
+def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str, timeout: float, memory_cap_gb: float, threads: int | None, as_json: bool) -> None:
+    """Inside algorithm forward+backward: ours vs pytorch-struct's SentCFG (seconds, ratio, peak memory)."""
+    from neurosym.bench.inside import format_results, run
+
+    def ints(text: str, what: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(x) for x in text.split(","))
+        except ValueError:
+            raise NeurosymError(f"--{what}: expected comma-separated integers, got {text!r}") from None
+
+    results = run(
+        batch=batch, lengths=ints(lengths, "lengths"), sizes=ints(sizes, "sizes"), repeats=repeats, device=device,
+        timeout=timeout, memory_cap_gb=memory_cap_gb, threads=threads, progress=not as_json,
+    )
+    click.echo(json.dumps(results, indent=2) if as_json else format_results(results))
+
+
 @bench.command(name="wfsa")
 @click.option("--threads", default=None, type=int, help="Torch threads (default: torch's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")

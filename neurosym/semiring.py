@@ -1,0 +1,207 @@
+"""Semirings for dynamic programs written once (after pytorch-struct).
+
+A dynamic program such as the inside algorithm only adds (``plus``, ``sum``),
+multiplies (``times``) and contracts (``matmul``); which semiring it runs in decides
+what it computes:
+
+* :class:`LogSemiring` (logsumexp, +): log partition functions; gradients are
+  marginals.
+* :class:`MaxSemiring` (max, +): best scores; gradients are 0/1 indicators of the
+  best structure.
+
+Both work on log-potentials, where ``zero = -inf`` (impossible) and ``one = 0``.
+Semirings are plain classes used as namespaces: pass the class itself
+(``inside(..., semiring=MaxSemiring)``).
+
+``LogSemiring.matmul`` never materialises the (..., i, k, j) broadcast: it shifts both
+operands by maxima (balanced over k, see :class:`_LogMatmul`), exponentiates, calls a
+real ``torch.matmul`` and takes the log back. ``exp`` stays in range, but a term
+``a[i, k] + b[k, j]`` more than about 87 (float32) or 708 (float64) below the shift
+``x[i] + y[j]`` underflows to 0, and a result made only of such terms comes out
+``-inf``. Use float64 when the scores of one contraction span more than that. A right
+operand used for many products can be prepared (exponentiated) once: ``prepare(b)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+NEG_INF = float("-inf")
+MAX_CHUNK = 2**24  # elements of the (..., i, k, j) broadcast the max semiring holds at once
+
+
+# ---------------------------------------------------------------------- the log matmul
+def _max(x: Tensor, dim: int) -> Tensor:
+    """The (detached) max of ``x`` over ``dim``, kept as a size-1 dim; 0 for an all
+    ``-inf`` slice, so that subtracting it never makes ``-inf - -inf``."""
+    m = x.detach().amax(dim, keepdim=True)
+    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+
+
+@dataclass(frozen=True)
+class LogOperand:
+    """A right operand ``b`` (..., K, J) of :meth:`LogSemiring.matmul`, exponentiated
+    once for many products: ``exp = exp(b - t - y)`` with ``t[k] = max_j b[k, j]`` and
+    ``y[j] = max_k b[k, j] - t[k]`` (so ``exp <= 1``). Indexing slices the batch dims."""
+
+    exp: Tensor  # (..., K, J)
+    t: Tensor  # (..., K, 1); -inf for an all -inf row
+    y: Tensor  # (..., 1, J)
+
+    def __getitem__(self, index) -> "LogOperand":
+        index = index if isinstance(index, tuple) else (index,)
+        return LogOperand(self.exp[index], self.t[index], self.y[index])
+
+
+class _Exp(torch.autograd.Function):
+    """``b -> (exp(b - t - y), t, y)``; only the first output is differentiable, and its
+    gradient becomes ``b``'s once, however many products used it."""
+
+    @staticmethod
+    def forward(ctx, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        t = b.amax(-1, keepdim=True)
+        t_fin = torch.where(torch.isfinite(t), t, torch.zeros_like(t))
+        y = _max(b - t_fin, -2)
+        b_exp = (b - t_fin).sub_(y).exp_()
+        ctx.mark_non_differentiable(t, y)
+        ctx.save_for_backward(b_exp)
+        return b_exp, t, y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor, _t, _y) -> Tensor:
+        (b_exp,) = ctx.saved_tensors
+        return (grad * b_exp).nan_to_num_(0.0, 0.0, 0.0)  # exp 0 (b = -inf) times inf: no gradient
+
+
+class _LogMatmul(torch.autograd.Function):
+    """``c = log(exp(a) @ exp(b))`` for a prepared ``b`` (see :class:`LogOperand`):
+
+        a[i, k] + b[k, j] = (a[i, k] + t[k] - x[i]) + (b[k, j] - t[k] - y[j]) + x[i] + y[j]
+
+    with ``x[i] = max_k a[i, k] + t[k]``: both brackets are <= 0, so their exponentials
+    multiply in a real matmul, and moving ``t[k]`` (the best of row k of ``b``) to the
+    left balances the two sides split point by split point. (Shifting each side by its
+    own max over k is not enough for CKY: a left child's score grows with the split
+    point while the right child's shrinks, so ``max_k a + max_k b`` can sit hundreds of
+    nats above every term.) Saves ``exp(a + t - x)``, the operand and ``c``."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b_exp: Tensor, t: Tensor, y: Tensor) -> Tensor:
+        a_exp = a + t.mT
+        x = _max(a_exp, -1)
+        a_exp.sub_(x).exp_()
+        c = (a_exp @ b_exp).log_().add_(x).add_(y)  # log 0 = -inf
+        ctx.save_for_backward(a_exp, b_exp, x, y, c)
+        ctx.a_shape = a.shape
+        return c
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple:
+        a_exp, b_exp, x, y, c = ctx.saved_tensors
+        # dc[i, j] / da[i, k] = exp(a[i, k] + b[k, j] - c[i, j]) = a_exp[i, k] * b_exp[k, j] * exp(x[i] + y[j] - c[i, j]);
+        # where c underflowed (-inf or subnormal) the last factor overflows: no gradient there
+        w = (x - c).add_(y).exp_().mul_(grad).nan_to_num_(0.0, 0.0, 0.0)
+        grad_a = (w @ b_exp.mT).mul_(a_exp).nan_to_num_(0.0, 0.0, 0.0).sum_to_size(ctx.a_shape)
+        if b_exp.dim() == 2 and a_exp.dim() > 2:  # one shared right operand: fold the batch into rows
+            grad_b = a_exp.reshape(-1, a_exp.shape[-1]).T @ w.reshape(-1, w.shape[-1])
+        else:
+            grad_b = (a_exp.mT @ w).sum_to_size(b_exp.shape)
+        return grad_a, grad_b, None, None
+
+
+# ---------------------------------------------------------------------- semirings
+class Semiring:
+    """The interface: ``zero``, ``one``, ``plus``, ``sum``, ``times``, ``matmul`` and
+    ``prepare``. All ops broadcast like torch."""
+
+    zero: float = NEG_INF
+    one: float = 0.0
+
+    @classmethod
+    def plus(cls, a: Tensor, b: Tensor) -> Tensor:
+        """Semiring addition of two tensors."""
+        return cls.sum(torch.stack(torch.broadcast_tensors(a, b)), 0)
+
+    @staticmethod
+    def sum(x: Tensor, dim: int = -1) -> Tensor:
+        """Semiring sum over ``dim`` (removed)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def times(a: Tensor, b: Tensor) -> Tensor:
+        """Semiring product: ``a + b`` in both log-space semirings."""
+        return a + b
+
+    @staticmethod
+    def matmul(a: Tensor, b) -> Tensor:
+        """(..., I, K) x (..., K, J) -> (..., I, J): ``sum_k a[..., i, k] * b[..., k, j]``;
+        ``b`` may be a tensor or ``prepare(tensor)``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def prepare(b: Tensor):
+        """``b`` as a right operand of :meth:`matmul` for many products; slicing it
+        slices the batch dims. (The identity unless a semiring has work to share.)"""
+        return b
+
+
+class LogSemiring(Semiring):
+    """(logsumexp, +, -inf, 0): log partition functions; gradients are marginals."""
+
+    @staticmethod
+    def sum(x: Tensor, dim: int = -1) -> Tensor:
+        """``logsumexp`` over ``dim``; an all ``-inf`` slice gives ``-inf`` and a zero
+        gradient (``torch.logsumexp`` gives NaN there)."""
+        m = _max(x, dim)
+        s = torch.exp(x - m).sum(dim, keepdim=True)
+        ok = s > 0
+        return (torch.where(ok, torch.log(torch.where(ok, s, 1.0)), NEG_INF) + m).squeeze(dim)
+
+    @staticmethod
+    def matmul(a: Tensor, b: Tensor | LogOperand) -> Tensor:
+        """``log sum_k exp(a[..., i, k] + b[..., k, j])`` by a real ``torch.matmul`` of
+        shifted exponentials (never the (..., i, k, j) broadcast); all ``-inf`` rows or
+        columns give ``-inf``, never NaN."""
+        b = b if isinstance(b, LogOperand) else LogSemiring.prepare(b)
+        return _LogMatmul.apply(a, b.exp, b.t, b.y)
+
+    @staticmethod
+    def prepare(b: Tensor) -> LogOperand:
+        """``b`` exponentiated once (shifted into range) for many products."""
+        return LogOperand(*_Exp.apply(b))
+
+
+class MaxSemiring(Semiring):
+    """(max, +, -inf, 0): best scores; gradients are 0/1 indicators of the argmax
+    (ties go to the first maximum, so each max passes its gradient to one entry)."""
+
+    @staticmethod
+    def sum(x: Tensor, dim: int = -1) -> Tensor:
+        """``max`` over ``dim``."""
+        return x.max(dim).values
+
+    @staticmethod
+    def matmul(a: Tensor, b: Tensor) -> Tensor:
+        """``max_k a[..., i, k] + b[..., k, j]``, materialising the (..., i, k, j)
+        broadcast for a block of rows i at a time (at most ``MAX_CHUNK`` elements)."""
+        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        rows, k, j = a.shape[-2], a.shape[-1], b.shape[-1]
+        step = max(1, MAX_CHUNK // max(1, math.prod(batch) * k * j))
+        if rows == 0 or k == 0:
+            fill = NEG_INF if k == 0 else 0.0
+            return a.new_full((*batch, rows, j), fill)
+        blocks = [
+            (a[..., r : r + step, :, None] + b[..., None, :, :]).max(-2).values
+            for r in range(0, rows, step)
+        ]
+        return torch.cat(blocks, -2)
+
+
+__all__ = ["LogOperand", "LogSemiring", "MaxSemiring", "Semiring"]

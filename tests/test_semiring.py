@@ -1,0 +1,189 @@
+"""Semirings against naive broadcast-and-reduce references (float64), with -inf entries,
+badly balanced operands, shared right operands and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import neurosym.semiring as semiring_module
+from neurosym.semiring import LogSemiring, MaxSemiring
+
+NEG = float("-inf")
+DT = torch.float64
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: intra-op threads only add start-up and contention."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def naive_log_matmul(a, b):
+    return torch.logsumexp(a[..., :, :, None] + b[..., None, :, :], -2)
+
+
+def naive_max_matmul(a, b):
+    return (a[..., :, :, None] + b[..., None, :, :]).amax(-2)
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, dtype=DT, generator=torch.Generator().manual_seed(seed))
+
+
+def with_holes(x, p=0.3, seed=1):
+    """``x`` with a fraction ``p`` of entries set to -inf, plus one all -inf row and column."""
+    x = x.clone()
+    x[torch.rand(x.shape, generator=torch.Generator().manual_seed(seed)) < p] = NEG
+    x[..., 0, :] = NEG
+    x[..., :, -1] = NEG
+    return x
+
+
+def check_close(ours, ref, tol=1e-9):
+    assert ours.shape == ref.shape
+    assert torch.equal(torch.isneginf(ours), torch.isneginf(ref))
+    fin = torch.isfinite(ref)
+    assert not torch.isnan(ours).any()
+    assert torch.allclose(ours[fin], ref[fin], rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------------- log semiring: values
+@pytest.mark.parametrize("shape_a, shape_b", [((4, 5), (5, 3)), ((2, 4, 5), (2, 5, 3)), ((2, 3, 4, 5), (5, 6)), ((1, 4, 5), (3, 5, 2))])
+def test_log_matmul_matches_naive(shape_a, shape_b):
+    a, b = randn(*shape_a, seed=0) * 3, randn(*shape_b, seed=1) * 3
+    check_close(LogSemiring.matmul(a, b), naive_log_matmul(a, b))
+
+
+def test_log_matmul_with_minus_inf_entries_rows_and_columns():
+    a, b = with_holes(randn(3, 6, 7, seed=2), seed=3), with_holes(randn(3, 7, 5, seed=4), seed=5)
+    a[1] = NEG  # a whole batch entry
+    out = LogSemiring.matmul(a, b)
+    check_close(out, naive_log_matmul(a, b))
+    assert torch.isneginf(out[:, 0]).all() and torch.isneginf(out[..., -1]).all() and torch.isneginf(out[1]).all()
+
+
+def test_log_matmul_balances_opposite_trends():
+    """The inside pass's case: left scores grow with k and right scores shrink, so the
+    two maxima over k sit at opposite ends, far above every term a[i, k] + b[k, j]."""
+    k = torch.arange(30, dtype=DT)
+    a = randn(4, 30, seed=6) + 40 * k  # (I, K)
+    b = randn(30, 5, seed=7) - 40 * k[:, None]  # (K, J)
+    check_close(LogSemiring.matmul(a, b), naive_log_matmul(a, b))
+    check_close(LogSemiring.matmul(a.float(), b.float()).double(), naive_log_matmul(a, b), tol=1e-4)
+
+
+def test_log_matmul_large_offsets():
+    a, b = randn(2, 3, 4, seed=8) + 500, randn(2, 4, 3, seed=9) - 900
+    check_close(LogSemiring.matmul(a, b), naive_log_matmul(a, b))
+
+
+def test_prepared_operand_is_reused_and_sliced():
+    b = with_holes(randn(5, 6, 4, seed=10), seed=11)
+    prepared = LogSemiring.prepare(b)
+    for seed in (12, 13):
+        a = randn(5, 3, 6, seed=seed)
+        check_close(LogSemiring.matmul(a, prepared), naive_log_matmul(a, b))
+    a = randn(2, 3, 6, seed=14)
+    check_close(LogSemiring.matmul(a, prepared[1:3]), naive_log_matmul(a, b[1:3]))
+    assert MaxSemiring.prepare(b) is b
+
+
+# ---------------------------------------------------------------------- log semiring: gradients
+def finite_entries(a, b, op):
+    """``op`` as a function of the finite entries of ``a`` and ``b`` only (the -inf ones
+    stay fixed), returning its finite outputs: gradcheck cannot perturb -inf."""
+    ma, mb = torch.isfinite(a), torch.isfinite(b)
+    keep = torch.isfinite(op(a, b))
+
+    def f(x, y):
+        A = torch.full_like(a, NEG).masked_scatter(ma, x)
+        B = torch.full_like(b, NEG).masked_scatter(mb, y)
+        return op(A, B)[keep]
+
+    return f, (a[ma].clone().requires_grad_(), b[mb].clone().requires_grad_())
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)), ((2, 2, 3, 4), (2, 1, 4, 5))])
+def test_log_matmul_gradcheck(shape_a, shape_b):
+    a, b = randn(*shape_a, seed=14).requires_grad_(), randn(*shape_b, seed=15).requires_grad_()
+    assert torch.autograd.gradcheck(LogSemiring.matmul, (a, b))
+
+
+def test_log_matmul_gradcheck_with_minus_inf():
+    a, b = with_holes(randn(2, 4, 5, seed=16), seed=17), with_holes(randn(2, 5, 4, seed=18), seed=19)
+    assert torch.autograd.gradcheck(*finite_entries(a, b, LogSemiring.matmul))
+
+
+def test_log_matmul_gradients_match_naive_and_have_no_nan():
+    a, b = with_holes(randn(3, 5, 6, seed=20), seed=21), with_holes(randn(3, 6, 4, seed=22), seed=23)
+    a.requires_grad_(), b.requires_grad_()
+    out = LogSemiring.matmul(a, b)
+    g = randn(*out.shape, seed=24)
+    ga, gb = torch.autograd.grad(out, (a, b), g)
+    assert not ga.isnan().any() and not gb.isnan().any()
+    # reference: d out[i, j] / d a[i, k] = exp(a[i, k] + b[k, j] - out[i, j]) over finite outputs
+    ref = naive_log_matmul(a.detach(), b.detach())
+    w = torch.exp(a.detach()[..., :, :, None] + b.detach()[..., None, :, :] - ref[..., :, None, :])
+    w = torch.where(torch.isfinite(ref)[..., :, None, :], w, 0.0).nan_to_num(0.0)
+    assert torch.allclose(ga, (w * g[..., :, None, :]).sum(-1), atol=1e-12)
+    assert torch.allclose(gb, (w * g[..., :, None, :]).sum(-3), atol=1e-12)
+
+
+def test_prepared_operand_gradients_sum_over_uses():
+    b = randn(4, 5, 3, seed=25).requires_grad_()
+    a1, a2 = randn(2, 4, 4, 5, seed=26).requires_grad_(), randn(2, 3, 5, seed=27).requires_grad_()
+    p = LogSemiring.prepare(b)
+    ours = torch.autograd.grad(LogSemiring.matmul(a1, p).sum() + LogSemiring.matmul(a2, p[1:3]).exp().sum(), (a1, a2, b))
+    ref = torch.autograd.grad(naive_log_matmul(a1, b).sum() + naive_log_matmul(a2, b[1:3]).exp().sum(), (a1, a2, b))
+    for x, y in zip(ours, ref):
+        assert torch.allclose(x, y, atol=1e-10)
+
+
+def test_log_sum_and_plus():
+    x = with_holes(randn(4, 6, seed=28), seed=29).requires_grad_()
+    out = LogSemiring.sum(x, -1)
+    assert torch.isneginf(out[0])  # the all -inf row
+    assert torch.allclose(out[1:], torch.logsumexp(x.detach(), -1)[1:])
+    (g,) = torch.autograd.grad(out.sum(), x)
+    assert not g.isnan().any() and torch.all(g[0] == 0)
+    assert torch.allclose(g[1:], torch.softmax(x.detach()[1:], -1))
+    a, b = randn(3, seed=30), torch.tensor([NEG, 0.5, NEG], dtype=DT)
+    assert torch.allclose(LogSemiring.plus(a, b), torch.logaddexp(a, b))
+    assert torch.isneginf(LogSemiring.plus(torch.tensor(NEG), torch.tensor(NEG)))
+    assert torch.equal(LogSemiring.times(a, b), a + b)
+    assert LogSemiring.zero == NEG and LogSemiring.one == 0.0
+    assert torch.autograd.gradcheck(lambda y: LogSemiring.sum(y, 0), (randn(5, 3, seed=31).requires_grad_(),))
+
+
+# ---------------------------------------------------------------------- max semiring
+@pytest.mark.parametrize("chunk", [2**24, 7])
+def test_max_matmul_matches_naive(monkeypatch, chunk):
+    monkeypatch.setattr(semiring_module, "MAX_CHUNK", chunk)
+    a, b = with_holes(randn(2, 5, 6, seed=32), seed=33), with_holes(randn(6, 4, seed=34), seed=35)
+    assert torch.equal(MaxSemiring.matmul(a, b), naive_max_matmul(a, b))
+
+
+def test_max_matmul_gradcheck_and_indicator_gradients():
+    a, b = randn(2, 3, 4, seed=36).requires_grad_(), randn(2, 4, 5, seed=37).requires_grad_()
+    assert torch.autograd.gradcheck(MaxSemiring.matmul, (a, b))
+    # ties: every output passes its gradient to exactly one (a, b) pair
+    a, b = torch.zeros(3, 4, dtype=DT, requires_grad=True), torch.zeros(4, 2, dtype=DT, requires_grad=True)
+    ga, gb = torch.autograd.grad(MaxSemiring.matmul(a, b).sum(), (a, b))
+    assert set(ga.unique().tolist()) <= {0.0, 1.0, 2.0} and ga.sum() == 6 and gb.sum() == 6
+    assert torch.all((ga > 0).sum(-1) == 1)
+
+
+def test_max_sum_plus_and_indicator():
+    x = randn(3, 5, seed=38).requires_grad_()
+    out = MaxSemiring.sum(x, -1)
+    assert torch.equal(out, x.detach().amax(-1))
+    (g,) = torch.autograd.grad(out.sum(), x)
+    assert torch.equal(g, torch.nn.functional.one_hot(x.detach().argmax(-1), 5).to(DT))
+    tie = torch.zeros(4, dtype=DT, requires_grad=True)
+    (g,) = torch.autograd.grad(MaxSemiring.sum(tie, 0), tie)
+    assert g.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert torch.equal(MaxSemiring.plus(torch.tensor([1.0, NEG]), torch.tensor([0.0, 2.0])), torch.tensor([1.0, 2.0]))
