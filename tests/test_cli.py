@@ -99,12 +99,21 @@ def test_cli_is_not_installed_as_a_top_level_module():
 
 
 def test_readme_main_command(runner):
-    """README: `neurosym inspect grammars/dates.regex --pattern DATE`."""
+    """README: `neurosym reproduce semantic-fusion --seeds 3` (run for real by a slow test)."""
     readme = (ROOT / "README.md").read_text()
-    assert "neurosym inspect grammars/dates.regex --pattern DATE" in readme
-    r = runner.invoke(main, ["inspect", str(ROOT / "grammars" / "dates.regex"), "--pattern", "DATE"])
+    assert "neurosym reproduce semantic-fusion --seeds 3" in readme
+    r = runner.invoke(main, ["reproduce", "semantic-fusion", "--help"])
+    assert r.exit_code == 0 and "--seeds" in r.output
+
+
+@pytest.mark.slow
+def test_readme_main_command_runs(runner, tmp_path):
+    """The recipe itself, one seed: every PPL at or above the exact floor."""
+    r = runner.invoke(main, ["reproduce", "semantic-fusion", "--seeds", "1", "--out-dir", str(tmp_path), "--json"])
     assert r.exit_code == 0, r.output
-    assert "DATE  (weight 2)" in r.output and "samples:" in r.output
+    report = json.loads(r.output[r.output.index("{") :])
+    assert report["all_at_or_above_floor"]
+    assert report["baseline"]["ppl"] >= report["floor_ppl"] and report["fusion"]["ppl"] >= report["floor_ppl"]
 
 
 def test_debug_shows_the_traceback(runner, tmp_path):
