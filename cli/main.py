@@ -285,6 +285,46 @@ def reproduce_semantic_fusion(seeds: int, epochs: int | None, out_dir: Path, res
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
 
 
+def _read_examples(path: Path | None) -> list[str]:
+    """One example per line (a blank line is the empty string)."""
+    if path is None:
+        return []
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise NeurosymError(f"{path}: no such file") from None
+    except UnicodeDecodeError as err:
+        raise NeurosymError(f"{path}: not UTF-8 ({err.reason})") from None
+
+
+@main.command()
+@click.option("--pos", "pos_file", type=click.Path(path_type=Path), required=True, help="Positive examples, one per line.")
+@click.option("--neg", "neg_file", type=click.Path(path_type=Path), default=None, help="Negative examples, one per line.")
+@click.option("--method", type=click.Choice(["beam", "evolve", "reinforce"]), default="beam", show_default=True)
+@click.option("--time", "time_budget", default=10.0, show_default=True, help="Time budget in seconds.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--lam", default=0.02, show_default=True, help="Weight of the regex size in the objective.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Append the result to this .regex bank.")
+@click.option("--name", default=None, help="The pattern's name in the bank (with -o).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
+def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, seed: int, lam: float, output: Path | None, name: str | None, as_json: bool) -> None:
+    """Synthesise a small regex accepting every positive and no negative example."""
+    from neurosym.synth import synthesize, write_to_bank
+
+    if (output is None) != (name is None):
+        raise NeurosymError("-o/--output and --name go together")
+    pos, neg = _read_examples(pos_file), _read_examples(neg_file)
+    res = synthesize(pos, neg, method=method, time_budget=time_budget, seed=seed, lam=lam, progress=not as_json)
+    if output is not None:
+        write_to_bank(output, name, res.pattern)
+    if as_json:
+        click.echo(json.dumps({"pattern": res.pattern, "solved": res.solved, "size": res.size, "score": res.score, "seconds": res.seconds, "method": res.method}))
+        return
+    click.echo(f"/{res.pattern}/  solved: {'yes' if res.solved else 'no'}  size {res.size}  score {res.score:.3f}  {res.seconds:.2f} s ({res.method})")
+    if output is not None:
+        click.echo(f"appended {name} to {output}")
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that print ours vs a reference in one run."""
@@ -328,6 +368,21 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
         timeout=timeout, memory_cap_gb=memory_cap_gb, threads=threads, progress=not as_json,
     )
     click.echo(json.dumps(results, indent=2) if as_json else format_results(results))
+
+
+@bench.command(name="synth")
+@click.option("--methods", default="beam,evolve,reinforce", show_default=True, help="Comma-separated methods.")
+@click.option("--time-budget", default=60.0, show_default=True, help="Seconds per problem.")
+@click.option("--regel-time-budget", default=None, type=float, help="Seconds per Regel problem (default: --time-budget).")
+@click.option("--regel-limit", default=None, type=int, help="Only the first N Regel problems.")
+@click.option("--suites", default="alpharegex,regel", show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Also write the results as JSON to this file.")
+def bench_synth(methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, seed: int, json_path: Path | None) -> None:
+    """Regex synthesis on the AlphaRegex and Regel problems: solved counts, seconds, F1."""
+    from neurosym.synth.cli import bench_synth_command
+
+    click.echo(bench_synth_command(methods, time_budget, regel_time_budget, regel_limit, suites, seed, json_path))
 
 
 @bench.command(name="wfsa")

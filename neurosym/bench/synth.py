@@ -1,0 +1,444 @@
+"""``neurosym bench synth``: regex synthesis on the AlphaRegex and Regel benchmarks.
+
+* **AlphaRegex** (``shared/data/alpharegex``, 25 problems over {0, 1}): each file is a
+  description, ``++`` and the positives, ``--`` and the negatives; ``X`` stands for
+  both symbols and is expanded (``1X`` -> ``10``, ``11``). A problem is *solved* when
+  the regex accepts every positive and no negative. Reported per method: solved
+  count, seconds per problem (median, max).
+* **Regel** (``shared/data/regel``: ``so/`` 122 StackOverflow and ``deepregex/`` 200
+  problems): examples ``"s",+`` / ``"s",-`` and a ground truth in Regel's DSL. Only
+  problems whose ground truth avoids ``and``, ``not`` and ``notcc`` (intersection and
+  complement) are used; their ground truth is translated to a Python regex
+  (:func:`regel_to_regex`: ``concat or optional star repeat repeatatleast
+  repeatrange contain startwith endwith`` and the classes ``<num> <let> <low> <cap>
+  <any> <alphanum> <vow> <hex> <num1-9> <spec>``; DeepRegex's constants ``<m0>``,
+  ``<m1>``, ... are the quoted strings of the description, in order). Reported:
+  consistent count (every example right), *equivalent* count (the synthesised DFA
+  equals the ground truth's DFA exactly — Regel's notion of success), and the mean F1
+  on fresh strings labelled by the ground truth with ``re.fullmatch``: samples of the
+  ground truth's and the candidate's languages plus random edits of the examples.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import string
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from neurosym.errors import NeurosymError
+from neurosym.synth import regex_ast as ra
+
+# ---------------------------------------------------------------------- AlphaRegex
+
+
+def expand_x(line: str) -> list[str]:
+    """Every string ``line`` stands for, ``X`` being 0 or 1."""
+    out = [""]
+    for c in line:
+        out = [o + x for o in out for x in ("01" if c == "X" else c)]
+    return out
+
+
+def load_alpharegex(folder: str | Path | None = None) -> list[dict]:
+    """The AlphaRegex problems: ``name, description, positives, negatives``."""
+    folder = Path(folder) if folder is not None else _shared("alpharegex") / "benchmarks"
+    problems = []
+    for path in sorted(folder.iterdir(), key=lambda p: (int(re.match(r"no(\d+)", p.name).group(1)), p.name)):
+        desc, pos, neg, mode = [], [], [], None
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            line = raw.strip()
+            if line == "++":
+                mode = pos
+            elif line == "--":
+                mode = neg
+            elif mode is None:
+                desc.append(line)
+            elif line:
+                mode.extend(expand_x(line))
+        problems.append(
+            {"name": path.name, "description": " ".join(desc).strip(), "positives": sorted(set(pos)), "negatives": sorted(set(neg))}
+        )
+    return problems
+
+
+# ---------------------------------------------------------------------- Regel
+
+REGEL_CLASSES = {
+    "num": string.digits,
+    "let": string.ascii_letters,
+    "low": string.ascii_lowercase,
+    "cap": string.ascii_uppercase,
+    "alphanum": string.ascii_letters + string.digits,
+    "vow": "AEIOUaeiou",
+    "hex": string.digits + "abcdefABCDEF",
+    "num1-9": "123456789",
+    "spec": "-,;.+:!@#_$%&*=^",
+}
+UNSUPPORTED = ("and", "not", "notcc")
+
+
+def _parse_regel(text: str):
+    """Regel DSL text -> nested tuples ``(fn, args...)``, ``("tok", name)`` or ints."""
+    i = 0
+
+    def node():
+        nonlocal i
+        if text[i] == "<":
+            j = text.index(">", i + 2) if text[i + 1] == ">" else text.index(">", i + 1)
+            tok = text[i + 1 : j]
+            i = j + 1
+            return ("tok", tok)
+        m = re.compile(r"\d+").match(text, i)
+        if m:
+            i = m.end()
+            return int(m.group())
+        m = re.compile(r"[a-z]+").match(text, i)
+        if not m or text[m.end()] != "(":
+            raise NeurosymError(f"cannot parse Regel ground truth {text!r} at {i}")
+        fn = m.group()
+        i = m.end() + 1
+        args = [node()]
+        while text[i] == ",":
+            i += 1
+            args.append(node())
+        if text[i] != ")":
+            raise NeurosymError(f"cannot parse Regel ground truth {text!r} at {i}")
+        i += 1
+        return (fn, *args)
+
+    tree = node()
+    if i != len(text):
+        raise NeurosymError(f"trailing text in Regel ground truth {text!r}")
+    return tree
+
+
+def regel_to_ast(gt: str, constants: Sequence[str] = ()) -> ra.Node:
+    """Translate a Regel ground truth without ``and``/``not``/``notcc`` to an AST."""
+    anything = ra.Star(ra.ANY)
+
+    def tr(t) -> ra.Node:
+        if isinstance(t, int):
+            raise NeurosymError("a number where a regex was expected")
+        fn, *args = t
+        if fn == "tok":
+            name = args[0]
+            if name == "any":
+                return ra.ANY
+            if name in REGEL_CLASSES:
+                return ra.Chars(REGEL_CLASSES[name])
+            m = re.fullmatch(r"m(\d+)", name)
+            if m:
+                k = int(m.group(1))
+                if k >= len(constants):
+                    raise NeurosymError(f"no constant for <{name}>")
+                return ra.lit(constants[k])
+            if len(name) == 1:
+                return ra.Chars(name)
+            raise NeurosymError(f"unknown Regel token <{name}>")
+        if fn in UNSUPPORTED:
+            raise NeurosymError(f"{fn}(...) (intersection/complement) is not translated")
+        a = [tr(x) if not isinstance(x, int) else x for x in args]
+        if fn == "concat":
+            return ra.Cat((a[0], a[1]))
+        if fn == "or":
+            return ra.Alt((a[0], a[1]))
+        if fn == "optional":
+            return ra.Opt(a[0])
+        if fn == "star":
+            return ra.Star(a[0])
+        if fn == "repeat":
+            return ra.repeat(a[0], a[1], a[1])
+        if fn == "repeatatleast":
+            return ra.repeat(a[0], a[1], None)
+        if fn == "repeatrange":
+            return ra.repeat(a[0], a[1], a[2])
+        if fn == "contain":
+            return ra.Cat((anything, a[0], anything))
+        if fn == "startwith":
+            return ra.Cat((a[0], anything))
+        if fn == "endwith":
+            return ra.Cat((anything, a[0]))
+        raise NeurosymError(f"unknown Regel function {fn}")
+
+    return ra.simplify(tr(_parse_regel(gt.strip())))
+
+
+def regel_to_regex(gt: str, constants: Sequence[str] = ()) -> str:
+    """A Python regex for a Regel ground truth (see :func:`regel_to_ast`)."""
+    return ra.to_pattern(regel_to_ast(gt, constants))
+
+
+def _unquote(s: str) -> str:
+    return s.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in s else s
+
+
+def load_regel(folder: str | Path | None = None, suites: Sequence[str] = ("so", "deepregex")) -> tuple[list[dict], list[dict]]:
+    """Regel problems as ``(usable, skipped)``; usable ones carry ``regex``, the
+    ground truth as a Python pattern; skipped ones a ``reason``."""
+    folder = Path(folder) if folder is not None else _shared("regel")
+    usable, skipped = [], []
+    for suite in suites:
+        files = sorted((folder / suite).iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else 0)
+        for path in files:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            sections: dict[str, list[str]] = {}
+            cur = None
+            for line in text.splitlines():
+                m = re.fullmatch(r"//\s*(.*?)\s*", line)
+                if m and m.group(1) in ("natural language", "examples", "example", "ex", "gt", "visual format"):
+                    cur = m.group(1)
+                    sections[cur] = []
+                elif cur is not None:
+                    sections[cur].append(line)
+            desc = " ".join(sections.get("natural language", [])).strip()
+            ex_lines = sections.get("examples") or sections.get("example") or sections.get("ex") or []
+            pos, neg = [], []
+            for line in ex_lines:
+                m = re.fullmatch(r'"(.*)",\s*([+-])\s*', line)
+                if m:
+                    (pos if m.group(2) == "+" else neg).append(_unquote(m.group(1)))
+            gt = "".join(sections.get("gt", [])).strip()
+            name = f"{suite}/{path.name}"
+            item = {"name": name, "description": desc, "positives": list(dict.fromkeys(pos)), "negatives": list(dict.fromkeys(neg)), "gt": gt}
+            neg_set = set(item["positives"])
+            item["negatives"] = [s for s in item["negatives"] if s not in neg_set]
+            constants = list(dict.fromkeys(re.findall(r'"([^"]+)"', desc))) if suite == "deepregex" else []
+            try:
+                item["regex"] = regel_to_regex(gt, constants)
+                rx = re.compile(item["regex"])
+                wrong = [s for s in item["positives"] if not rx.fullmatch(s)] + [s for s in item["negatives"] if rx.fullmatch(s)]
+                if wrong:
+                    raise NeurosymError(f"translated ground truth disagrees with {len(wrong)} example(s)")
+                if not item["positives"]:
+                    raise NeurosymError("no positive example")
+            except (NeurosymError, ValueError, IndexError, re.error) as err:
+                item["reason"] = str(err)
+                skipped.append(item)
+                continue
+            usable.append(item)
+    return usable, skipped
+
+
+# ---------------------------------------------------------------------- scoring
+
+
+def equivalent(d1, d2) -> bool:
+    """Whether two character DFAs accept the same language (product BFS)."""
+    chars = set(d1.partition.class_of) | set(d2.partition.class_of)
+    pairs = {(d1.partition.class_of.get(c, 0), d2.partition.class_of.get(c, 0)) for c in chars} | {(0, 0)}
+    seen = {(0, 0)}
+    stack = [(0, 0)]
+    while stack:
+        a, b = stack.pop()
+        fa = a >= 0 and bool(d1.final[a])
+        fb = b >= 0 and bool(d2.final[b])
+        if fa != fb:
+            return False
+        for k1, k2 in pairs:
+            na = int(d1.trans[a, k1]) if a >= 0 else -1
+            nb = int(d2.trans[b, k2]) if b >= 0 else -1
+            if (na, nb) != (-1, -1) and (na, nb) not in seen:
+                seen.add((na, nb))
+                stack.append((na, nb))
+    return True
+
+
+def fresh_strings(problem: dict, candidate_dfa, n: int = 200, seed: int = 0) -> list[str]:
+    """Fresh strings for F1: samples of the ground truth's and the candidate's languages
+    and random edits of the examples (examples themselves excluded)."""
+    from neurosym.compile.regex import pattern_dfa
+
+    rng = np.random.default_rng(seed)
+    gt_dfa = pattern_dfa(problem["regex"])
+    out = set(gt_dfa.sample(n, max_len=24, seed=seed))
+    if candidate_dfa is not None:
+        out |= set(candidate_dfa.sample(n, max_len=24, seed=seed + 1))
+    examples = problem["positives"] + problem["negatives"]
+    alphabet = sorted({c for s in examples for c in s} | set(string.ascii_letters[:6] + string.digits[:4] + " -.@"))
+    for _ in range(n):
+        s = list(examples[int(rng.integers(len(examples)))])
+        for _ in range(int(rng.integers(1, 4))):
+            op = int(rng.integers(3))
+            pos = int(rng.integers(len(s) + 1))
+            c = alphabet[int(rng.integers(len(alphabet)))]
+            if op == 0:
+                s.insert(pos, c)
+            elif op == 1 and s:
+                del s[min(pos, len(s) - 1)]
+            elif s:
+                s[min(pos, len(s) - 1)] = c
+        out.add("".join(s))
+    return sorted(out - set(examples))
+
+
+def f1_score(pattern: str, truth: str, strings: Sequence[str]) -> float:
+    cand, gt = re.compile(pattern), re.compile(truth)
+    tp = fp = fn = 0
+    for s in strings:
+        a, b = bool(cand.fullmatch(s)), bool(gt.fullmatch(s))
+        tp += a and b
+        fp += a and not b
+        fn += b and not a
+    if tp == 0:
+        return 1.0 if fp == 0 and fn == 0 else 0.0
+    return 2 * tp / (2 * tp + fp + fn)
+
+
+# ---------------------------------------------------------------------- runs
+
+
+def _shared(name: str) -> Path:
+    from neurosym.data import shared_data
+
+    return shared_data(name)
+
+
+def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, problems=None, progress: bool = False, log=None) -> dict:
+    from neurosym.synth import synthesize
+
+    problems = problems if problems is not None else load_alpharegex()
+    out = {}
+    for method in methods:
+        rows = []
+        for p in problems:
+            res = synthesize(p["positives"], p["negatives"], method=method, time_budget=time_budget, seed=seed, progress=progress)
+            rows.append({"name": p["name"], "pattern": res.pattern, "solved": res.solved, "seconds": res.seconds, "size": res.size})
+            if log:
+                log(f"alpharegex {method} {p['name']}: {'ok ' if res.solved else 'no '} {res.seconds:6.2f}s /{res.pattern}/")
+        secs = [r["seconds"] for r in rows]
+        out[method] = {
+            "problems": len(rows),
+            "solved": sum(r["solved"] for r in rows),
+            "median_seconds": statistics.median(secs) if secs else 0.0,
+            "max_seconds": max(secs) if secs else 0.0,
+            "solved_median_seconds": statistics.median([r["seconds"] for r in rows if r["solved"]] or [0.0]),
+            "rows": rows,
+        }
+    return out
+
+
+def run_regel(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, limit: int | None = None, suites=("so", "deepregex"), progress: bool = False, log=None) -> dict:
+    from neurosym.compile.regex import pattern_dfa
+    from neurosym.synth import synthesize
+
+    usable, skipped = load_regel(suites=suites)
+    if limit is not None:
+        usable = usable[:limit]
+    out = {"usable": len(usable), "skipped": len(skipped)}
+    for method in methods:
+        rows = []
+        for p in usable:
+            res = synthesize(p["positives"], p["negatives"], method=method, time_budget=time_budget, seed=seed, progress=progress)
+            try:
+                cdfa = pattern_dfa(res.pattern)
+            except NeurosymError:
+                cdfa = None
+            eq = cdfa is not None and equivalent(cdfa, pattern_dfa(p["regex"]))
+            f1 = f1_score(res.pattern, p["regex"], fresh_strings(p, cdfa, seed=seed))
+            rows.append({"name": p["name"], "pattern": res.pattern, "truth": p["regex"], "solved": res.solved, "equivalent": eq, "f1": f1, "seconds": res.seconds})
+            if log:
+                log(f"regel {method} {p['name']}: {'ok ' if res.solved else 'no '} eq={eq} f1={f1:.2f} {res.seconds:6.2f}s /{res.pattern}/ truth /{p['regex']}/")
+        n = len(rows) or 1
+        by_suite = {}
+        for suite in sorted({r["name"].split("/")[0] for r in rows}):
+            sub = [r for r in rows if r["name"].split("/")[0] == suite]
+            by_suite[suite] = {
+                "problems": len(sub),
+                "solved": sum(r["solved"] for r in sub),
+                "equivalent": sum(r["equivalent"] for r in sub),
+                "mean_f1": sum(r["f1"] for r in sub) / len(sub),
+            }
+        out[method] = {
+            "by_suite": by_suite,
+            "problems": len(rows),
+            "solved": sum(r["solved"] for r in rows),
+            "equivalent": sum(r["equivalent"] for r in rows),
+            "success_rate": sum(r["equivalent"] for r in rows) / n,
+            "mean_f1": sum(r["f1"] for r in rows) / n,
+            "median_seconds": statistics.median([r["seconds"] for r in rows] or [0.0]),
+            "rows": rows,
+        }
+    return out
+
+
+def run(
+    methods: Sequence[str] = ("beam", "evolve", "reinforce"),
+    time_budget: float = 60.0,
+    regel_time_budget: float | None = None,
+    seed: int = 0,
+    suites: Sequence[str] = ("alpharegex", "regel"),
+    regel_limit: int | None = None,
+    progress: bool = False,
+    log=None,
+) -> dict:
+    """Run the benchmarks; returns a dict ``{"alpharegex": {method: ...}, "regel": {...}}``.
+
+    Raises :class:`NeurosymError` with a clear message when the shared data is absent."""
+    from neurosym.data import shared_data_dir
+
+    if shared_data_dir() is None:
+        raise NeurosymError(
+            "neurosym bench synth needs the shared data sets (../shared/data/alpharegex and ../shared/data/regel, "
+            "or $NEUROSYM_SHARED_DATA); they are not available here"
+        )
+    t0 = time.monotonic()
+    out: dict = {"time_budget": time_budget, "seed": seed, "methods": list(methods)}
+    if "alpharegex" in suites:
+        out["alpharegex"] = run_alpharegex(methods, time_budget, seed, progress=progress, log=log)
+    if "regel" in suites:
+        out["regel"] = run_regel(methods, regel_time_budget or time_budget, seed, limit=regel_limit, progress=progress, log=log)
+    out["seconds"] = time.monotonic() - t0
+    return out
+
+
+def format_results(results: dict) -> str:
+    """A plain-text table of :func:`run`'s results."""
+    lines = [f"regex synthesis (time budget {results.get('time_budget', '?')} s per problem, seed {results.get('seed', '?')})"]
+    if "alpharegex" in results:
+        lines.append("AlphaRegex: solved = accepts every positive and no negative")
+        lines.append(f"  {'method':10s} {'solved':>8s} {'median s':>9s} {'max s':>8s}")
+        for m, r in results["alpharegex"].items():
+            lines.append(f"  {m:10s} {r['solved']:>4d}/{r['problems']:<3d} {r['median_seconds']:9.2f} {r['max_seconds']:8.2f}")
+    if "regel" in results:
+        rg = results["regel"]
+        lines.append(
+            f"Regel (examples only; {rg['usable']} problems without and/not, {rg['skipped']} skipped): "
+            "consistent = every example right, equivalent = same DFA as the ground truth"
+        )
+        lines.append(f"  {'method':10s} {'consistent':>11s} {'equivalent':>11s} {'success':>8s} {'mean F1':>8s} {'median s':>9s}")
+        for m, r in rg.items():
+            if not isinstance(r, dict):
+                continue
+            lines.append(
+                f"  {m:10s} {r['solved']:>5d}/{r['problems']:<5d} {r['equivalent']:>5d}/{r['problems']:<5d} "
+                f"{100 * r['success_rate']:7.1f}% {r['mean_f1']:8.3f} {r['median_seconds']:9.2f}"
+            )
+            for suite, b in r.get("by_suite", {}).items():
+                lines.append(
+                    f"    {suite:8s} {b['solved']:>5d}/{b['problems']:<5d} {b['equivalent']:>5d}/{b['problems']:<5d} "
+                    f"{100 * b['equivalent'] / max(b['problems'], 1):7.1f}% {b['mean_f1']:8.3f}"
+                )
+    if "seconds" in results:
+        lines.append(f"total {results['seconds']:.0f} s")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "equivalent",
+    "expand_x",
+    "f1_score",
+    "format_results",
+    "fresh_strings",
+    "load_alpharegex",
+    "load_regel",
+    "regel_to_ast",
+    "regel_to_regex",
+    "run",
+    "run_alpharegex",
+    "run_regel",
+]

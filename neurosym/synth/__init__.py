@@ -1,0 +1,164 @@
+"""Regex synthesis from example strings.
+
+::
+
+    from neurosym.synth import synthesize
+    res = synthesize(["0", "10", "110"], ["1", "01"], time_budget=5)
+    res.pattern, res.solved          # e.g. '[01]*0', True
+
+Methods: ``"beam"`` (AlphaRegex-style best-first enumeration with pruning, then a
+local beam search on the edit-distance objective), ``"evolve"`` (a genetic algorithm
+over ASTs) and ``"reinforce"`` (a GRU policy emitting prefix-order tokens, trained by
+REINFORCE). Every result is compiled with :func:`neurosym.compile_regex`; ``solved``
+means it accepts every positive and no negative, checked with the compiled DFA *and*
+with Python's ``re.fullmatch``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from neurosym.errors import NeurosymError
+from neurosym.synth import regex_ast
+from neurosym.synth.bank import write_to_bank
+from neurosym.synth.distance import distances, objective
+from neurosym.synth.regex_ast import parse, simplify, size, to_pattern
+
+METHODS = ("beam", "evolve", "reinforce")
+
+
+@dataclass
+class SynthResult:
+    """The outcome of :func:`synthesize`.
+
+    Attributes:
+        pattern: the regex (Python ``re`` syntax, full-match semantics).
+        score: the objective (lower is better): median edit distance of the positives
+            to the language + ``neg_penalty`` per accepted negative + ``lam * size``
+            (+ a tie-break for the fraction of rejected positives).
+        solved: accepts every positive and no negative (compiled DFA and ``re.fullmatch`` agree).
+        size: AST size (binary-tree nodes).
+        seconds: wall-clock time.
+        method: the method used.
+        distances: edit distance of each positive to the language (0 = accepted).
+        accepted_negatives: the negatives the regex accepts.
+        info: method statistics (states expanded, evaluations, phase, ...).
+    """
+
+    pattern: str
+    score: float
+    solved: bool
+    size: int
+    seconds: float
+    method: str
+    distances: list = field(default_factory=list)
+    accepted_negatives: list = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        mark = "solved" if self.solved else "not solved"
+        return f"/{self.pattern}/ ({mark}, size {self.size}, score {self.score:.3f}, {self.seconds:.2f} s, {self.method})"
+
+
+def _check_examples(positives, negatives) -> tuple[list[str], list[str]]:
+    if isinstance(positives, str) or isinstance(negatives, str):
+        raise NeurosymError("positives and negatives must be sequences of strings, not one string")
+    pos = list(dict.fromkeys(positives))
+    neg = list(dict.fromkeys(negatives))
+    if not pos:
+        raise NeurosymError("synthesis needs at least one positive example")
+    for s in pos + neg:
+        if not isinstance(s, str):
+            raise NeurosymError(f"examples must be strings, got {type(s).__name__}: {s!r}")
+    both = sorted(set(pos) & set(neg))
+    if both:
+        raise NeurosymError(f"examples are both positive and negative: {both[:5]!r}")
+    return pos, neg
+
+
+def evaluate(
+    pattern: str | regex_ast.Node,
+    positives: Sequence[str],
+    negatives: Sequence[str] = (),
+    lam: float = 0.02,
+    neg_penalty: float = 1.0,
+) -> dict:
+    """Compile ``pattern`` with :func:`neurosym.compile_regex` and score it on the examples.
+
+    Returns ``pattern, score, solved, size, distances, accepted_negatives``; ``solved``
+    requires the compiled DFA and ``re.fullmatch`` to agree that every positive is
+    accepted and no negative is."""
+    import neurosym
+
+    node = simplify(parse(pattern) if isinstance(pattern, str) else pattern)
+    text = to_pattern(node)
+    dfa = neurosym.compile_regex(text).char_dfa
+    score, d, _ = objective(dfa, positives, negatives, size(node), lam, neg_penalty)
+    rx = re.compile(text)
+    dfa_ok = all(dfa.accepts(s) for s in positives) and not any(dfa.accepts(s) for s in negatives)
+    re_ok = all(rx.fullmatch(s) for s in positives) and not any(rx.fullmatch(s) for s in negatives)
+    return {
+        "pattern": text,
+        "score": float(score),
+        "solved": bool(dfa_ok and re_ok),
+        "size": size(node),
+        "distances": [float(x) for x in d],
+        "accepted_negatives": [s for s in negatives if dfa.accepts(s)],
+    }
+
+
+def synthesize(
+    positives: Sequence[str],
+    negatives: Sequence[str] = (),
+    method: str = "beam",
+    time_budget: float = 10.0,
+    seed: int = 0,
+    lam: float = 0.02,
+    progress: bool = False,
+    leaves: Sequence[regex_ast.Node] | None = None,
+    **options,
+) -> SynthResult:
+    """Find a regex accepting every positive and no negative example.
+
+    Args:
+        positives, negatives: example strings (duplicates ignored; a string in both is an error).
+        method: ``"beam"``, ``"evolve"`` or ``"reinforce"``.
+        time_budget: seconds (the search stops early once solved).
+        seed: makes ``evolve``, ``reinforce`` and the local beam reproducible.
+        lam: weight of the regex size in the objective.
+        progress: show a tqdm progress bar.
+        leaves: leaf alphabet (default :func:`neurosym.synth.bestfirst.default_leaves`).
+        options: passed to the method (e.g. ``beam_width``, ``population``, ``batch``).
+    """
+    pos, neg = _check_examples(positives, negatives)
+    if method not in METHODS:
+        raise NeurosymError(f"unknown synthesis method {method!r}; expected one of {', '.join(METHODS)}")
+    if time_budget <= 0:
+        raise NeurosymError("time_budget must be positive")
+    t0 = time.monotonic()
+    if method == "beam":
+        from neurosym.synth.beam import search
+    elif method == "evolve":
+        from neurosym.synth.evolve import search
+    else:
+        from neurosym.synth.reinforce import search
+    node, info = search(pos, neg, time_budget=time_budget, seed=seed, lam=lam, progress=progress, leaves=leaves, **options)
+    seconds = time.monotonic() - t0
+    ev = evaluate(node, pos, neg, lam)
+    return SynthResult(
+        pattern=ev["pattern"],
+        score=ev["score"],
+        solved=ev["solved"],
+        size=ev["size"],
+        seconds=seconds,
+        method=method,
+        distances=ev["distances"],
+        accepted_negatives=ev["accepted_negatives"],
+        info=info,
+    )
+
+
+__all__ = ["METHODS", "SynthResult", "distances", "evaluate", "objective", "regex_ast", "synthesize", "write_to_bank"]

@@ -1,0 +1,212 @@
+"""The ``beam`` method: AlphaRegex-style best-first enumeration, then a local beam search.
+
+1. :class:`~neurosym.synth.bestfirst.BestFirst` enumerates partial regexes by cost with
+   AlphaRegex's costs (leaf 20, ``|`` 30, concatenation 5, ``*``/``?`` 20, ``+`` 25,
+   hole 100) and over/under-approximation pruning; it returns as soon as a consistent
+   regex (every positive, no negative) is popped. This part uses ``enum_fraction`` of
+   the time budget.
+2. If none is found, a beam of ``beam_width`` candidates (the enumerator's best
+   complete regexes, the alternation of the positives and "any string") is improved
+   by single edits (:func:`~neurosym.synth.regex_ast.edits`) under the objective
+   ``median distance of positives to the language + penalty per accepted negative +
+   lam * size`` (:func:`~neurosym.synth.distance.objective`) until the budget ends.
+
+Over text alphabets (more than four characters), a solution is then opened at its
+ends while it stays consistent (:func:`generalize`: ``r`` -> ``r.*`` -> ``.*r``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from neurosym.errors import NeurosymError
+from neurosym.synth import regex_ast as ra
+from neurosym.synth.bestfirst import SMALL_ALPHABET, BestFirst, weighted_leaves
+from neurosym.synth.distance import objective
+
+ALPHAREGEX_COSTS = {"L": 20, "|": 30, ".": 5, "*": 20, "?": 20, "+": 25, "H": 100}
+
+
+class Scorer:
+    """Objective of candidate ASTs, with compiled DFAs cached by canonical pattern."""
+
+    def __init__(self, positives, negatives, lam: float, neg_penalty: float = 1.0, max_states: int = 2000):
+        self.positives = list(positives)
+        self.negatives = list(negatives)
+        self.lam = lam
+        self.neg_penalty = neg_penalty
+        self.max_states = max_states
+        self.cache: dict[ra.Node, float] = {}
+        self.evaluations = 0
+
+    def __call__(self, r: ra.Node) -> float:
+        r = ra.simplify(r)
+        s = self.cache.get(r)
+        if s is not None:
+            return s
+        self.evaluations += 1
+        try:
+            dfa = ra.compiled_dfa(r)
+        except NeurosymError:  # a candidate whose DFA is over the caps is worst
+            s = float("inf")
+        else:
+            if dfa.num_states > self.max_states:
+                s = float("inf")
+            else:
+                s = objective(dfa, self.positives, self.negatives, ra.size(r), self.lam, self.neg_penalty)[0]
+        if len(self.cache) > 100_000:
+            self.cache.clear()
+        self.cache[r] = s
+        return s
+
+    def solved(self, r: ra.Node) -> bool:
+        return self(r) <= self.lam * ra.size(ra.simplify(r)) + 1e-9
+
+
+class Progress:
+    """A tqdm bar over the time budget (or a no-op)."""
+
+    def __init__(self, enabled: bool, total: float, desc: str):
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            fmt = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s {postfix}"
+            self.bar = tqdm(total=round(total, 1), desc=desc, bar_format=fmt, leave=False)
+        self.t0 = time.monotonic()
+        self.shown = 0.0
+
+    def tick(self, postfix: str | None = None) -> None:
+        if self.bar is None:
+            return
+        now = round(min(time.monotonic() - self.t0, self.bar.total), 1)
+        if now > self.shown:
+            self.bar.update(now - self.shown)
+            self.shown = now
+        if postfix:
+            self.bar.set_postfix_str(postfix, refresh=False)
+
+    def set_postfix_str(self, s: str) -> None:
+        self.tick(s)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def seeds(positives: Sequence[str], leaves: Sequence[ra.Node]) -> list[ra.Node]:
+    """Simple starting points: "any string" and ``leaf+`` (never the alternation of the
+    positives, which would satisfy the examples without generalising)."""
+    out: list[ra.Node] = []
+    out.extend(ra.Star(x) for x in leaves[-2:])
+    out.extend(ra.Plus(x) for x in leaves[:2])
+    return [ra.simplify(x) for x in out]
+
+
+def local_beam(
+    scorer: Scorer,
+    start: Sequence[ra.Node],
+    leaves: Sequence[ra.Node],
+    t_end: float,
+    rng: np.random.Generator,
+    beam_width: int = 8,
+    max_neighbours: int = 300,
+    max_size: int = 40,
+    progress: Progress | None = None,
+) -> ra.Node:
+    """Beam search over single edits; returns the best candidate seen."""
+    pool = {ra.simplify(x) for x in start}
+    beam = sorted(pool, key=scorer)[:beam_width]
+    best = beam[0]
+    seen = set(pool)
+    while time.monotonic() < t_end and not scorer.solved(best):
+        cands: list[ra.Node] = []
+        for r in beam:
+            nb = [x for x in ra.edits(r, list(leaves)) if x not in seen and ra.size(x) <= max_size]
+            if len(nb) > max_neighbours:
+                idx = rng.choice(len(nb), size=max_neighbours, replace=False)
+                nb = [nb[i] for i in idx]
+            cands.extend(nb)
+        if not cands:
+            break
+        scored = []
+        for x in cands:
+            seen.add(x)
+            scored.append((scorer(x), ra.size(x), ra.to_pattern(x), x))
+            if time.monotonic() > t_end:
+                break
+        merged = {x: s for s, _, _, x in scored}
+        for r in beam:
+            merged[r] = scorer(r)
+        beam = [x for x, _ in sorted(merged.items(), key=lambda kv: (kv[1], ra.size(kv[0]), ra.to_pattern(kv[0])))][
+            :beam_width
+        ]
+        if scorer(beam[0]) < scorer(best):
+            best = beam[0]
+        if progress is not None:
+            progress.tick(f"beam best {scorer(best):.2f} {ra.to_pattern(best)[:30]}")
+    return best
+
+
+def consistent(r: ra.Node, positives: Sequence[str], negatives: Sequence[str]) -> bool:
+    rx = re.compile(ra.to_pattern(r))
+    return all(rx.fullmatch(s) for s in positives) and not any(rx.fullmatch(s) for s in negatives)
+
+
+def generalize(r: ra.Node, positives: Sequence[str], negatives: Sequence[str]) -> ra.Node:
+    """Open a consistent regex at its ends while it stays consistent: ``r`` -> ``r.*``,
+    then ``.*r`` — among regexes the examples cannot tell apart, prefer the one that
+    also accepts longer texts around a match (most text patterns are "contains" or
+    "starts with" rules, as in Regel's benchmarks). Used for text alphabets only."""
+    anything = ra.Star(ra.ANY)
+    for make in (lambda x: ra.Cat((x, anything)), lambda x: ra.Cat((anything, x))):
+        cand = ra.simplify(make(r))
+        if cand != r and consistent(cand, positives, negatives):
+            r = cand
+    return r
+
+
+def search(
+    positives: Sequence[str],
+    negatives: Sequence[str] = (),
+    time_budget: float = 10.0,
+    seed: int = 0,
+    lam: float = 0.02,
+    progress: bool = False,
+    leaves: Sequence[ra.Node] | None = None,
+    beam_width: int = 8,
+    enum_fraction: float = 0.85,
+    costs: dict | None = None,
+    open_ends: bool | None = None,
+) -> tuple[ra.Node, dict]:
+    """Run the ``beam`` method; returns ``(best regex, info)``."""
+    t0 = time.monotonic()
+    t_end = t0 + time_budget
+    weighted = [(x, ALPHAREGEX_COSTS["L"]) for x in leaves] if leaves is not None else weighted_leaves(positives, negatives)
+    leaves = [x for x, _ in weighted]
+    bar = Progress(progress, time_budget, "synth beam")
+    try:
+        bf = BestFirst(positives, negatives, leaves=weighted, costs=costs or ALPHAREGEX_COSTS)
+        found = bf.search(time_budget * enum_fraction, progress=bar)
+        info = {"expanded": bf.expanded, "generated": bf.generated, "classes": len(bf.vecs), "phase": "enumerate"}
+        if open_ends is None:
+            open_ends = len({c for x in list(positives) + list(negatives) for c in x}) > SMALL_ALPHABET
+        if found is not None:
+            if open_ends:
+                found = generalize(found, positives, negatives)
+            return found, info
+        scorer = Scorer(positives, negatives, lam)
+        start = bf.candidates()[: 2 * beam_width] + seeds(positives, leaves)
+        rng = np.random.default_rng(seed)
+        best = local_beam(scorer, start, leaves, t_end, rng, beam_width, progress=bar)
+        info.update(phase="local beam", evaluations=scorer.evaluations)
+        return best, info
+    finally:
+        bar.close()
+
+
+__all__ = ["ALPHAREGEX_COSTS", "Progress", "Scorer", "local_beam", "search", "seeds"]

@@ -1,0 +1,173 @@
+"""Exact Levenshtein distance from strings to the language of a character DFA.
+
+``d(s, L) = min over w in L of lev(s, w)`` by a dynamic program over (position, state),
+vectorised over states and over a batch of strings (padded, with lengths):
+
+* ``D[0] = closure(start)``; from ``D[i]`` to ``D[i+1]`` reading ``s[i]``:
+  a *match* follows an arc labelled with ``s[i]``'s class (cost 0), a *substitution*
+  follows any arc (cost 1), a *deletion* stays in place (cost 1);
+* every layer is then closed under *insertions* (follow any arc without reading,
+  cost 1) with one min-plus product by the all-pairs arc-count distances ``G``
+  (Floyd-Warshall over the DFA's arc graph, computed once per DFA);
+* the answer is the least cost in a final state after the last character.
+
+Every class of the DFA's partition has at least one character (class 0 holds every
+character the pattern does not mention), so each arc stands for a real character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+INF = np.inf
+
+
+class DistanceTables:
+    """Per-DFA tables of the dynamic program (cached on the DFA object)."""
+
+    def __init__(self, dfa):
+        trans = np.asarray(dfa.trans)
+        S, K = trans.shape
+        adj = np.zeros((S, S), dtype=bool)
+        src, k = np.nonzero(trans >= 0)
+        adj[src, trans[src, k]] = True
+        G = np.where(adj, 1.0, INF)
+        np.fill_diagonal(G, 0.0)
+        for m in range(S):  # Floyd-Warshall (S is small: minimal DFAs of candidate regexes)
+            np.minimum(G, G[:, m : m + 1] + G[m : m + 1, :], out=G)
+        self.G = G
+        self.sub = np.where(adj, 1.0, INF)  # (S, S): substitute the character, follow any arc
+        match = np.full((K, S, S), INF)
+        match[k, src, trans[src, k]] = 0.0  # (K, S, S): read a character of class k
+        self.match = match
+        self.final = np.asarray(dfa.final, dtype=bool)
+        self.S = S
+
+
+def _tables(dfa) -> DistanceTables:
+    t = getattr(dfa, "_synth_distance_tables", None)
+    if t is None:
+        t = DistanceTables(dfa)
+        try:
+            object.__setattr__(dfa, "_synth_distance_tables", t)
+        except AttributeError:  # pragma: no cover - slotted DFA
+            pass
+    return t
+
+
+def _minplus(D: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """(B, S) min-plus (S, S) -> (B, S); M may also be a batch (B, S, S)."""
+    if M.ndim == 2:
+        return (D[:, :, None] + M[None]).min(axis=1)
+    return (D[:, :, None] + M).min(axis=1)
+
+
+def encode(dfa, strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Class ids of a batch of strings, padded: ``(classes (B, Lmax), lengths (B,))``."""
+    rows = [dfa.partition.classify(s) for s in strings]
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    L = int(lengths.max()) if len(rows) else 0
+    cls = np.zeros((len(rows), max(L, 1)), dtype=np.int64)
+    for b, r in enumerate(rows):
+        cls[b, : len(r)] = r
+    return cls, lengths
+
+
+def distances(dfa, strings: Sequence[str]) -> np.ndarray:
+    """The edit distance of every string to the DFA's language, as a float array
+    (``inf`` when the language is empty)."""
+    B = len(strings)
+    if B == 0:
+        return np.zeros(0)
+    t = _tables(dfa)
+    cls, lengths = encode(dfa, strings)
+    D = np.full((B, t.S), INF)
+    D[:, 0] = 0.0
+    D = _minplus(D, t.G)
+    for i in range(int(lengths.max())):
+        active = lengths > i
+        c = cls[:, i]
+        new = np.minimum(D + 1.0, _minplus(D, t.sub))
+        new = np.minimum(new, _minplus(D, t.match[c]))
+        new = _minplus(new, t.G)
+        D = np.where(active[:, None], new, D)
+    out = np.where(t.final[None, :], D, INF).min(axis=1)
+    return out
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Plain edit distance between two strings (reference for tests)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def language_strings(dfa, max_len: int, alphabet: Sequence[str]) -> list[str]:
+    """Every accepted string over ``alphabet`` of at most ``max_len`` characters (for tests)."""
+    out: list[str] = []
+    classes = [(c, dfa.partition.class_of.get(c, 0)) for c in alphabet]
+    frontier = [("", 0)]
+    for depth in range(max_len + 1):
+        nxt = []
+        for w, q in frontier:
+            if dfa.final[q]:
+                out.append(w)
+            if depth == max_len:
+                continue
+            for c, k in classes:
+                q2 = int(dfa.trans[q, k])
+                if q2 >= 0:
+                    nxt.append((w + c, q2))
+        frontier = nxt
+    return out
+
+
+def brute_force_distance(dfa, s: str, max_len: int | None = None) -> float:
+    """Edit distance to the language by enumeration (slow; for tests).
+
+    The alphabet is the characters of ``s`` plus one character of every class (an
+    unmentioned one for class 0); words have at most ``max_len`` characters (default
+    ``len(s) + states + 2``, enough for the small automata of the tests)."""
+    part = dfa.partition
+    alphabet = set(s)
+    for k, members in enumerate(part.members):
+        if members:
+            alphabet.add(members[0])
+    unmentioned = next(ch for ch in "\u2603\u00a4~#" if ch not in part.class_of)
+    alphabet.add(unmentioned)
+    max_len = max_len if max_len is not None else len(s) + dfa.num_states + 2
+    words = language_strings(dfa, max_len, sorted(alphabet))
+    return float(min((levenshtein(s, w) for w in words), default=INF))
+
+
+def objective(
+    dfa,
+    positives: Sequence[str],
+    negatives: Sequence[str] = (),
+    size: int = 0,
+    lam: float = 0.05,
+    neg_penalty: float = 1.0,
+    miss_penalty: float = 0.5,
+) -> tuple[float, np.ndarray, int]:
+    """``median distance of positives + neg_penalty * accepted negatives + lam * size``,
+    plus ``miss_penalty`` times the fraction of rejected positives (a tie-break: the
+    median alone does not see a minority of rejected positives).
+
+    Returns ``(score, distances of positives, number of accepted negatives)``; lower is
+    better, and ``score == lam * size`` exactly when every example is satisfied."""
+    d = distances(dfa, positives) if len(positives) else np.zeros(0)
+    med = float(np.median(d)) if len(d) else 0.0
+    if not np.isfinite(med):
+        med = 1e6
+    miss = float((d > 0).mean()) if len(d) else 0.0
+    bad = sum(dfa.accepts(s) for s in negatives)
+    return med + miss_penalty * miss + neg_penalty * bad + lam * size, d, int(bad)
+
+
+__all__ = ["DistanceTables", "brute_force_distance", "distances", "language_strings", "levenshtein", "objective"]
