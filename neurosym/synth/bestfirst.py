@@ -1,8 +1,12 @@
 """AlphaRegex-style best-first enumeration of partial regexes, with pruning.
 
-States are partial regexes with holes, popped in order of *cost* (binary-tree size,
-each hole counting 1 — a lower bound on any completion, so the first complete
-solution popped is a smallest one). A state's leftmost hole is expanded into a leaf
+States are partial regexes with holes, popped in order of *cost*: a sum of per-node
+costs (``costs``: one per operator, ``L`` per leaf unless the leaf carries its own,
+``H`` per hole). With unit costs this is the binary-tree size and a hole is a lower
+bound on any completion, so the first complete solution popped is a smallest one; a
+hole dearer than a leaf (as AlphaRegex's) makes the search greedier, completing
+partial regexes sooner, at the price of that guarantee. A state's leftmost hole is
+expanded into a leaf
 (a character or a class), ``□*``, ``□+``, ``□?``, ``□□`` or ``□|□``. A new state is
 kept only if
 
@@ -18,7 +22,12 @@ observational-equivalence class: a subtree equivalent (on the examples) to a che
 one already seen is pruned, and two states that differ only by equivalent subtrees
 are searched once. Forms that :func:`~neurosym.synth.regex_ast.simplify` would shrink
 (``(r*)*``, ``(r?)+``, left-nested sequences and alternations, ``r?|s``) are never
-generated, and alternatives are ordered.
+generated, alternatives are ordered, and the complete head of a sequence or
+alternation chain is folded into one class (``a(b□)`` -> ``(ab)□``).
+
+``redundancy=True`` adds AlphaRegex's redundancy test (every alternative, star and
+option must be used by some positive; see :meth:`BestFirst.redundant`); it prunes
+about a fifth of the states here but costs more than it saves, so it is off.
 """
 
 from __future__ import annotations
@@ -101,8 +110,10 @@ class BestFirst:
 
     Args:
         positives, negatives: the examples.
-        leaves: the leaf alphabet (default :func:`default_leaves`).
+        leaves: leaves, or ``(leaf, cost)`` pairs (default :func:`weighted_leaves`).
         ops: the operators to use, a subset of ``"*+?.|"`` (``.`` = concatenation).
+        costs: per-node costs ``{"*", "+", "?", ".", "|", "L", "H"}`` (default all 1).
+        redundancy: also apply AlphaRegex's redundancy test.
     """
 
     def __init__(

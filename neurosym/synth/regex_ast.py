@@ -671,7 +671,7 @@ class DFACache:
     stall on one candidate whose DFA blows up; such a candidate raises
     :class:`~neurosym.errors.CompileError`."""
 
-    def __init__(self, maxsize: int = 4096, max_states: int = 5000, time_limit: float = 2.0):
+    def __init__(self, maxsize: int = 4096, max_states: int = 1000, time_limit: float = 2.0):
         self.maxsize = maxsize
         self.max_states = max_states
         self.time_limit = time_limit

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
