@@ -21,6 +21,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl.errors import lark_error
+from neurosym.dsl.escapes import decode_quoted
 from neurosym.errors import NeurosymError, SourceError, Span
 
 FRIENDLY = {
@@ -32,7 +33,6 @@ FRIENDLY = {
 }
 ARC_ATTRIBUTES = {"role": "a role name such as subject, or several joined by + (object+head)", "threshold": "a number in (0, 1]"}
 IMPORT_KINDS = {".regex": "regex", ".lex": "lex"}
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
 _UPPER = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
 _ROLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -314,17 +314,4 @@ class _Builder:
 
 
 def _unquote(tok: Token, at: Span) -> str:
-    body = str(tok)[1:-1]
-    out, i = [], 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\":
-            nxt = body[i + 1]
-            if nxt not in _ESCAPES:
-                raise SourceError(f"unknown escape \\{nxt} in a quoted word", at.path, at.line, at.col + 1 + i)
-            out.append(_ESCAPES[nxt])
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    return decode_quoted(str(tok), at, "a quoted word")

@@ -25,6 +25,7 @@ from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
+from neurosym.dsl.escapes import decode_quoted
 from neurosym.errors import NeurosymError, SourceError, Span
 
 SUM_TOLERANCE = 1e-6
@@ -40,7 +41,6 @@ FRIENDLY = {
     "_COMMA": "','",
 }
 DIRECTIVES = ("start", "normalize", "weights", "import")
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
 
 
 # ---------------------------------------------------------------------- IR
@@ -441,27 +441,8 @@ class _Builder:
 
 
 def _unquote(tok: Token, at: Span) -> str:
-    """A quoted terminal's text. Escapes ``\\n \\t \\r \\\\ \\" \\' \\0 \\uXXXX`` are
-    decoded; any other backslash is kept as written (NLTK reads quotes verbatim)."""
-    raw = str(tok)[1:-1]
-    out, i = [], 0
-    while i < len(raw):
-        c = raw[i]
-        if c != "\\" or i + 1 >= len(raw):
-            out.append(c)
-            i += 1
-            continue
-        nxt = raw[i + 1]
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
-            i += 2
-        elif nxt == "u" and len(raw) >= i + 6 and all(h in "0123456789abcdefABCDEF" for h in raw[i + 2 : i + 6]):
-            out.append(chr(int(raw[i + 2 : i + 6], 16)))
-            i += 6
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    """A quoted terminal's text; unknown escapes are kept as written (NLTK reads quotes verbatim)."""
+    return decode_quoted(str(tok), at, strict=False)
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from lark.exceptions import UnexpectedInput
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.pattern_check import check_pattern
+from neurosym.dsl.escapes import decode_quoted
 from neurosym.errors import NeurosymError, SourceError, Span
 
 FRIENDLY = {
@@ -27,7 +28,6 @@ FRIENDLY = {
     "VALUE": "an attribute value",
 }
 ATTRIBUTES = {"weight": "a non-negative number", "flags": "letters from 'i' (ignore case) and 's' (dot matches newline)"}
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
 
 
 @lru_cache(maxsize=1)
@@ -255,22 +255,5 @@ def _quantifier(q: str, at: Span) -> tuple[int, int | None]:
 
 
 def _unquote(tok: Token, at: Span) -> str:
-    """The text of a quoted literal, with escapes \\n \\t \\r \\\\ \\" \\' \\0 and \\uXXXX."""
-    raw = str(tok)[1:-1]
-    out, i = [], 0
-    while i < len(raw):
-        c = raw[i]
-        if c != "\\":
-            out.append(c)
-            i += 1
-            continue
-        nxt = raw[i + 1]
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
-            i += 2
-        elif nxt == "u" and len(raw) >= i + 6 and all(h in "0123456789abcdefABCDEF" for h in raw[i + 2 : i + 6]):
-            out.append(chr(int(raw[i + 2 : i + 6], 16)))
-            i += 6
-        else:
-            raise SourceError.at(at.shifted(1 + i), f"unknown escape \\{nxt} in a literal; expected one of \\n \\t \\r \\\\ \\\" \\' \\0 \\uXXXX")
-    return "".join(out)
+    """The text of a quoted literal (escapes: :func:`neurosym.dsl.escapes.decode_quoted`)."""
+    return decode_quoted(str(tok), at)
