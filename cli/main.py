@@ -306,15 +306,22 @@ def _read_examples(path: Path | None) -> list[str]:
 @click.option("--lam", default=0.02, show_default=True, help="Weight of the regex size in the objective.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Append the result to this .regex bank.")
 @click.option("--name", default=None, help="The pattern's name in the bank (with -o).")
+@click.option(
+    "--select", type=click.Choice(["first", "posterior"]), default="first", show_default=True,
+    help="beam: keep the cheapest solution, or rank several by a size prior and a size-principle likelihood.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
-def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, seed: int, lam: float, output: Path | None, name: str | None, as_json: bool) -> None:
+def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, seed: int, lam: float, output: Path | None, name: str | None, select: str, as_json: bool) -> None:
     """Synthesise a small regex accepting every positive and no negative example."""
     from neurosym.synth import synthesize, write_to_bank
 
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
     pos, neg = _read_examples(pos_file), _read_examples(neg_file)
-    res = synthesize(pos, neg, method=method, time_budget=time_budget, seed=seed, lam=lam, progress=not as_json)
+    if select != "first" and method != "beam":
+        raise NeurosymError("--select applies to --method beam only")
+    options = {"select": select} if method == "beam" else {}
+    res = synthesize(pos, neg, method=method, time_budget=time_budget, seed=seed, lam=lam, progress=not as_json, **options)
     if output is not None:
         write_to_bank(output, name, res.pattern)
     if as_json:
@@ -371,7 +378,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
 
 
 @bench.command(name="synth")
-@click.option("--methods", default="beam,evolve,reinforce", show_default=True, help="Comma-separated methods.")
+@click.option("--methods", default="beam,evolve,reinforce", show_default=True, help="Comma-separated: beam, beam-posterior, evolve, reinforce.")
 @click.option("--time-budget", default=60.0, show_default=True, help="Seconds per problem.")
 @click.option("--regel-time-budget", default=None, type=float, help="Seconds per Regel problem (default: --time-budget).")
 @click.option("--regel-limit", default=None, type=int, help="Only the first N Regel problems.")

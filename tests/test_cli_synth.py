@@ -31,3 +31,15 @@ def test_synth_option_errors(tmp_path):
     (tmp_path / "p.txt").write_text("a\n")
     r = CliRunner().invoke(main, ["synth", "--pos", str(tmp_path / "p.txt"), "-o", str(tmp_path / "b.regex")])
     assert r.exit_code == 2 and "--name" in r.output
+
+
+def test_synth_select_posterior(tmp_path):
+    (tmp_path / "p.txt").write_text("12.5\n33.5\n71.5\n")
+    (tmp_path / "n.txt").write_text("12.4\n1.5\nabc\n")
+    args = ["synth", "--pos", str(tmp_path / "p.txt"), "--neg", str(tmp_path / "n.txt"), "--time", "5", "--json"]
+    r = CliRunner().invoke(main, args + ["--select", "posterior"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output[r.output.index("{") :])
+    assert res["solved"] and res["pattern"] == "[0-9][0-9]\\.5"
+    r = CliRunner().invoke(main, args + ["--select", "posterior", "--method", "evolve"])
+    assert r.exit_code == 2 and "--select" in r.output

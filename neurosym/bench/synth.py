@@ -298,15 +298,25 @@ def _shared(name: str) -> Path:
     return shared_data(name)
 
 
-def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, problems=None, progress: bool = False, log=None) -> dict:
+BENCH_METHODS = ("beam", "beam-posterior", "evolve", "reinforce")
+
+
+def _synthesize(problem: dict, method: str, time_budget: float, seed: int, progress: bool):
+    """``beam-posterior`` is ``beam`` with ``select="posterior"``."""
     from neurosym.synth import synthesize
 
+    options = {"select": "posterior"} if method == "beam-posterior" else {}
+    base = "beam" if method == "beam-posterior" else method
+    return synthesize(problem["positives"], problem["negatives"], method=base, time_budget=time_budget, seed=seed, progress=progress, **options)
+
+
+def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, problems=None, progress: bool = False, log=None) -> dict:
     problems = problems if problems is not None else load_alpharegex()
     out = {}
     for method in methods:
         rows = []
         for p in problems:
-            res = synthesize(p["positives"], p["negatives"], method=method, time_budget=time_budget, seed=seed, progress=progress)
+            res = _synthesize(p, method, time_budget, seed, progress)
             rows.append({"name": p["name"], "pattern": res.pattern, "solved": res.solved, "seconds": res.seconds, "size": res.size})
             if log:
                 log(f"alpharegex {method} {p['name']}: {'ok ' if res.solved else 'no '} {res.seconds:6.2f}s /{res.pattern}/")
@@ -324,7 +334,6 @@ def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float =
 
 def run_regel(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, limit: int | None = None, suites=("so", "deepregex"), progress: bool = False, log=None) -> dict:
     from neurosym.compile.regex import pattern_dfa
-    from neurosym.synth import synthesize
 
     usable, skipped = load_regel(suites=suites)
     if limit is not None:
@@ -333,7 +342,7 @@ def run_regel(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0
     for method in methods:
         rows = []
         for p in usable:
-            res = synthesize(p["positives"], p["negatives"], method=method, time_budget=time_budget, seed=seed, progress=progress)
+            res = _synthesize(p, method, time_budget, seed, progress)
             try:
                 cdfa = pattern_dfa(res.pattern)
             except NeurosymError:

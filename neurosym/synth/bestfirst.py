@@ -371,29 +371,41 @@ class BestFirst:
     # ------------------------------------------------------------------ search
     def search(self, time_budget: float = 10.0, max_cost: float = float("inf"), progress=None) -> ra.Node | None:
         """A smallest consistent regex, or ``None`` if none is found within the budget."""
-        t_end = time.monotonic() + time_budget
+        for _, node in self.solutions(time_budget, max_cost, progress):
+            return node
+        return None
+
+    def solutions(self, time_budget: float = 10.0, max_cost: float = float("inf"), progress=None):
+        """Yield ``(cost, regex)`` for consistent regexes in order of cost (one per
+        observational-equivalence class), until the budget or the costs run out.
+
+        The caller may tighten ``self.deadline`` (a ``time.monotonic()`` value) and
+        ``self.max_cost`` between solutions."""
+        self.deadline = time.monotonic() + time_budget
+        self.max_cost = max_cost
         counter = itertools.count()
-        for i in self.leaf_ids:  # single leaves are complete states of cost 1
-            if self.consistent(self.vecs[i]):
-                return ra.simplify(self.ast[i])
+        done: set[int] = set()
         heap = [(self.op_cost["H"], 1, next(counter), HOLE)]
         seen: dict[tuple, int] = {HOLE: self.op_cost["H"]}
         last_cost = 0
         while heap:
             cost, h, _, p = heapq.heappop(heap)
             if p[0] == "C":
-                return ra.simplify(self.ast[p[1]])
+                if p[1] not in done:
+                    done.add(p[1])
+                    yield cost, ra.simplify(self.ast[p[1]])
+                continue
             if seen.get(p, cost) < cost:
                 continue
             self.expanded += 1
-            if self.expanded % 256 == 0 and time.monotonic() > t_end:
-                return None
+            if cost > self.max_cost or (self.expanded % 256 == 0 and time.monotonic() > self.deadline):
+                return
             if progress is not None and cost != last_cost:
                 progress.set_postfix_str(f"cost {cost}, {self.expanded} states")
                 last_cost = cost
             for q, dc, dh in self._expand(p, (None, None)) or ():
                 c = cost + dc
-                if c > max_cost or seen.get(q, c + 1) <= c:
+                if c > self.max_cost or seen.get(q, c + 1) <= c:
                     continue
                 self.generated += 1
                 if q[0] == "C":
@@ -408,7 +420,6 @@ class BestFirst:
                     continue
                 seen[q] = c
                 heapq.heappush(heap, (c, h + dh, next(counter), q))
-        return None
 
 
 __all__ = ["BestFirst", "default_leaves", "weighted_leaves"]

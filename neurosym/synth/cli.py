@@ -124,10 +124,10 @@ def bench_synth_command(
     log=None,
 ) -> str:
     """``neurosym bench synth``: run the benchmarks, optionally save JSON; returns the table."""
-    from neurosym.bench.synth import format_results, run
+    from neurosym.bench.synth import BENCH_METHODS, format_results, run
 
     ms = tuple(m.strip() for m in methods.split(",") if m.strip())
-    bad = [m for m in ms if m not in ("beam", "evolve", "reinforce")]
+    bad = [m for m in ms if m not in BENCH_METHODS]
     if bad:
         raise NeurosymError(f"unknown method(s) {', '.join(bad)}")
     res = run(
