@@ -140,5 +140,8 @@ def test_generalize_opens_text_patterns_only_while_consistent():
     assert ra.to_pattern(generalize(r, ["A1", "B2x"], ["a1", "xA1", "Ax1"])) == "[A-Z][0-9].*"
     assert ra.to_pattern(generalize(r, ["A1"], ["A1x", "xA1"])) == "[A-Z].*[0-9]"
     assert ra.to_pattern(generalize(r, ["A1"], ["A1x", "xA1", "Ax1"])) == "[A-Z][0-9]"
+    digits = ra.parse("[0-9]*")
+    assert ra.to_pattern(generalize(digits, ["1", "23"], ["a", "1a"])) == "[0-9]+"  # the empty string was never shown
+    assert ra.to_pattern(generalize(digits, ["", "23"], ["a", "1a"])) == "[0-9]*"
     res = synthesize(["Ab1", "Cd22", "Ef3 and more"], ["ab1", "A", "", "1Ab"], time_budget=5)
     assert res.solved and res.pattern.endswith((".*", ".+"))
