@@ -117,32 +117,6 @@ def _chars_cost(chars: frozenset) -> float:
     return cost + NODE_COSTS["|"] * (parts - 1)
 
 
-def _base(x: ra.Node) -> tuple[ra.Node, str]:
-    """``(x, "")`` or, for ``x+``/``x*``, ``(x, "+"/"*")``: for counted repetitions."""
-    t = type(x)
-    if t is ra.Plus:
-        return x.child, "+"
-    if t is ra.Star:
-        return x.child, "*"
-    return x, ""
-
-
-def runs(items: Sequence[ra.Node]) -> list[tuple[ra.Node, int, bool]]:
-    """Group a sequence into ``(x, k, unbounded)``: ``k`` copies of ``x`` (``x{k}``), or
-    at least ``k`` (``x{k,}``) when the run ends in ``x+`` or ``x*``."""
-    out: list[tuple[ra.Node, int, bool]] = []
-    for item in items:
-        x, op = _base(item)
-        if out and out[-1][0] == x and not out[-1][2] and op != "":
-            # x x x+ -> x{4,}; x x x* -> x{3,}
-            out[-1] = (x, out[-1][1] + (1 if op == "+" else 0), True)
-        elif out and out[-1][0] == item and not out[-1][2]:
-            out[-1] = (item, out[-1][1] + 1, False)
-        else:
-            out.append((item, 1, False))
-    return out
-
-
 def prior_cost(r: ra.Node) -> float:
     """The enumerator's cost of ``r`` (see the module docstring)."""
     t = type(r)
@@ -162,14 +136,12 @@ def prior_cost(r: ra.Node) -> float:
         return NODE_COSTS["?"] + prior_cost(r.child)
     if t is ra.Alt:
         return NODE_COSTS["|"] * (len(r.items) - 1) + sum(prior_cost(x) for x in r.items)
-    groups = runs(r.items)
+    groups = ra.runs(r.items, min_run=2)
     total = NODE_COSTS["."] * (len(groups) - 1)
     for x, k, unbounded in groups:
         c = prior_cost(x)
-        if k == 1 and not unbounded:
+        if k == 1:
             total += c
-        elif k == 1:  # a lone x+ / x*
-            total += prior_cost(ra.Plus(x))
         else:
             plain = k * c + NODE_COSTS["."] * (k - 1) + (NODE_COSTS["+"] if unbounded else 0)
             total += min(plain, c + NODE_COSTS["{"] + (NODE_COSTS["."] if unbounded else 0))
@@ -308,7 +280,6 @@ __all__ = [
     "log_likelihood",
     "prior_cost",
     "refine",
-    "runs",
     "shrinking_edits",
     "universe",
 ]

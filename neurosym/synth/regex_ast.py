@@ -177,10 +177,41 @@ def _pat(r: Node, prec: int) -> str:
         s = "|".join(_pat(x, 0) for x in r.items)
         return f"({s})" if prec > 0 else s
     if t is Cat:
-        s = "".join(_pat(x, 1) for x in r.items)
+        s = "".join(_pat_run(x, k, more) for x, k, more in runs(r.items))
         return f"({s})" if prec > 1 else s
     op = "*" if t is Star else "+" if t is Plus else "?"
     return _pat(r.child, 2) + op if type(r.child) not in UNARY else f"({_pat(r.child, 0)}){op}"
+
+
+MIN_RUN = 3  # print x x x as x{3} (and x x x+ as x{3,}); shorter runs stay as they are
+
+
+def runs(items: tuple | list, min_run: int = MIN_RUN) -> list[tuple[Node, int, bool]]:
+    """A sequence as ``(x, k, unbounded)`` groups: ``k`` copies of ``x`` (``x{k}``), or at
+    least ``k`` (``x{k,}``) when the run ends in ``x+``; runs shorter than ``min_run``
+    stay single items ``(x, 1, False)``."""
+    out: list[tuple[Node, int, bool]] = []
+    i = 0
+    while i < len(items):
+        x = items[i]
+        j = i
+        while j + 1 < len(items) and items[j + 1] == x:
+            j += 1
+        k = j - i + 1
+        more = j + 1 < len(items) and type(items[j + 1]) is Plus and items[j + 1].child == x
+        if type(x) not in UNARY and k + more >= min_run:
+            out.append((x, k + more, more))
+            i = j + 1 + more
+        else:
+            out.append((x, 1, False))
+            i += 1
+    return out
+
+
+def _pat_run(x: Node, k: int, more: bool) -> str:
+    if k == 1 and not more:
+        return _pat(x, 1)
+    return _pat(x, 2) + (f"{{{k},}}" if more else f"{{{k}}}")
 
 
 # ---------------------------------------------------------------------- parsing
@@ -219,7 +250,12 @@ class _Parser:
     def cat(self) -> Node:
         items = []
         while self.peek() is not None and self.peek() not in "|)":
-            items.append(self.postfix())
+            self.repeated = False
+            item = self.postfix()
+            if self.repeated and type(item) is Cat:  # x{3} is x x x in the sequence, not a group
+                items.extend(item.items)
+            else:
+                items.append(item)
         if not items:
             return EPS
         return items[0] if len(items) == 1 else Cat(tuple(items))
@@ -242,9 +278,11 @@ class _Parser:
                 hi = lo if not m.group(2) else (int(m.group(3)) if m.group(3) else None)
                 self.i = m.end()
                 r = repeat(r, lo, hi)
+                self.repeated = True
                 continue
             else:
                 return r
+            self.repeated = False
             self.i += 1
             if self.peek() in ("?", "+"):
                 self.fail("lazy and possessive quantifiers are not supported")
@@ -348,10 +386,10 @@ def repeat(r: Node, lo: int, hi: int | None) -> Node:
     """``r{lo,hi}`` (``hi=None``: unbounded) as concatenations and options."""
     if hi is not None and hi < lo:
         raise NeurosymError(f"bad repeat {{{lo},{hi}}}")
-    items = [r] * lo
-    if hi is None:
-        items.append(Star(r))
+    if hi is None:  # canonical: r r ... r+ (as simplify writes r r ... r r*)
+        items = [r] * (lo - 1) + [Plus(r)] if lo else [Star(r)]
     else:
+        items = [r] * lo
         tail: Node | None = None
         for _ in range(hi - lo):
             tail = Opt(r if tail is None else Cat((r, tail)))
@@ -727,6 +765,7 @@ __all__ = [
     "parse",
     "repeat",
     "replace",
+    "runs",
     "simplify",
     "size",
     "subtrees",

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from neurosym.synth import regex_ast as ra
 from neurosym.synth import synthesize
-from neurosym.synth.posterior import Posterior, choose, log_likelihood, prior_cost, refine, runs, shrinking_edits
+from neurosym.synth.posterior import Posterior, choose, log_likelihood, prior_cost, refine, shrinking_edits
 
 
 def _strings(alphabet: str, n: int):
@@ -72,9 +72,10 @@ def test_smaller_languages_make_examples_likelier():
 def test_prior_cost_counts_repetitions_once():
     d = ra.Chars("0123456789")
     three = ra.simplify(ra.parse("[0-9]{3}"))
-    assert runs(three.items) == [(d, 3, False)]
+    assert ra.runs(three.items, min_run=2) == [(d, 3, False)]
     assert prior_cost(three) < 3 * prior_cost(d)
-    assert runs(ra.simplify(ra.parse("[0-9]{4,}")).items) == [(d, 4, True)]
+    assert ra.runs(ra.simplify(ra.parse("[0-9]{4,}")).items, min_run=2) == [(d, 4, True)]
+    assert prior_cost(ra.parse("[0-9]{4,}")) == prior_cost(ra.parse("[0-9]{4}")) + 5
     assert prior_cost(ra.parse("a")) > prior_cost(ra.parse("[a-z]"))  # classes generalise
     assert prior_cost(ra.parse("[0-9]|a")) > prior_cost(ra.parse("[0-9]"))
 

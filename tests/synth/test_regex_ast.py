@@ -64,6 +64,29 @@ def test_printing_escapes_and_classes():
         ra.parse("[^a]")
 
 
+@pytest.mark.parametrize(
+    "pattern, printed",
+    [
+        ("[0-9]{3}-[0-9]{3}-[0-9]{4}", "[0-9]{3}-[0-9]{3}-[0-9]{4}"),
+        ("[0-9][0-9][0-9]", "[0-9]{3}"),
+        ("x{3,}", "x{3,}"),
+        ("xxx*", "xx+"),  # runs shorter than three stay written out
+        ("a{2}b", "aab"),
+        ("(a|b){4}c", "[ab]{4}c"),
+        ("(ab){3}", "ababab"),  # only runs of one item are counted
+        ("a{0,}", "a*"),
+        ("a[0-9]{2,4}", "a[0-9][0-9]([0-9][0-9]?)?"),
+    ],
+)
+def test_counted_runs_print_and_round_trip(pattern, printed):
+    r = ra.simplify(ra.parse(pattern))
+    assert ra.to_pattern(r) == printed
+    assert ra.parse(printed) == r
+    for w in strings_over("0ab-x", n=80, max_len=12) + ["123-456-7890", "xxxx", "abab" + "c", "a123"]:
+        assert bool(re.fullmatch(pattern, w)) == bool(re.fullmatch(printed, w)), w
+    assert neurosym.compile_regex(printed).char_dfa.accepts("123-456-7890") == bool(re.fullmatch(printed, "123-456-7890"))
+
+
 @settings(max_examples=150, deadline=None)
 @given(trees())
 def test_print_parse_round_trip_random(r):
