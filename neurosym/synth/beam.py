@@ -241,6 +241,8 @@ def search(
     ``select="posterior"`` collects the solutions up to ``window`` dearer (at most
     ``max_candidates``) and keeps the one of highest posterior after refinement
     (:func:`neurosym.synth.posterior.choose`, weight ``beta`` on the size prior)."""
+    if select not in ("first", "posterior"):
+        raise NeurosymError(f"unknown select {select!r}; expected 'first' or 'posterior'")
     t0 = time.monotonic()
     t_end = t0 + time_budget
     weighted = [(x, ALPHAREGEX_COSTS["L"]) for x in leaves] if leaves is not None else weighted_leaves(positives, negatives)
@@ -248,8 +250,6 @@ def search(
     bar = Progress(progress, time_budget, "synth beam")
     try:
         bf = BestFirst(positives, negatives, leaves=weighted, costs=costs or ALPHAREGEX_COSTS)
-        if select not in ("first", "posterior"):
-            raise NeurosymError(f"unknown select {select!r}; expected 'first' or 'posterior'")
         ranked = select == "posterior"
         if open_ends is None:  # widening would undo what the posterior's likelihood prefers
             open_ends = not ranked and len({c for x in list(positives) + list(negatives) for c in x}) > SMALL_ALPHABET
