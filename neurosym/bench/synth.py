@@ -410,26 +410,26 @@ def format_results(results: dict) -> str:
     lines = [f"regex synthesis (time budget {results.get('time_budget', '?')} s per problem, seed {results.get('seed', '?')})"]
     if "alpharegex" in results:
         lines.append("AlphaRegex: solved = accepts every positive and no negative")
-        lines.append(f"  {'method':10s} {'solved':>8s} {'median s':>9s} {'max s':>8s}")
+        lines.append(f"  {'method':14s} {'solved':>8s} {'median s':>9s} {'max s':>8s}")
         for m, r in results["alpharegex"].items():
-            lines.append(f"  {m:10s} {r['solved']:>4d}/{r['problems']:<3d} {r['median_seconds']:9.2f} {r['max_seconds']:8.2f}")
+            lines.append(f"  {m:14s} {r['solved']:>4d}/{r['problems']:<3d} {r['median_seconds']:9.2f} {r['max_seconds']:8.2f}")
     if "regel" in results:
         rg = results["regel"]
         lines.append(
             f"Regel (examples only; {rg['usable']} problems without and/not, {rg['skipped']} skipped): "
             "consistent = every example right, equivalent = same DFA as the ground truth"
         )
-        lines.append(f"  {'method':10s} {'consistent':>11s} {'equivalent':>11s} {'success':>8s} {'mean F1':>8s} {'median s':>9s}")
+        lines.append(f"  {'method':14s} {'consistent':>11s} {'equivalent':>11s} {'success':>8s} {'mean F1':>8s} {'median s':>9s}")
         for m, r in rg.items():
             if not isinstance(r, dict):
                 continue
             lines.append(
-                f"  {m:10s} {r['solved']:>5d}/{r['problems']:<5d} {r['equivalent']:>5d}/{r['problems']:<5d} "
+                f"  {m:14s} {r['solved']:>5d}/{r['problems']:<5d} {r['equivalent']:>5d}/{r['problems']:<5d} "
                 f"{100 * r['success_rate']:7.1f}% {r['mean_f1']:8.3f} {r['median_seconds']:9.2f}"
             )
             for suite, b in r.get("by_suite", {}).items():
                 lines.append(
-                    f"    {suite:8s} {b['solved']:>5d}/{b['problems']:<5d} {b['equivalent']:>5d}/{b['problems']:<5d} "
+                    f"    {suite:12s} {b['solved']:>5d}/{b['problems']:<5d} {b['equivalent']:>5d}/{b['problems']:<5d} "
                     f"{100 * b['equivalent'] / max(b['problems'], 1):7.1f}% {b['mean_f1']:8.3f}"
                 )
     if "seconds" in results:
