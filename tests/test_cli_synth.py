@@ -43,3 +43,13 @@ def test_synth_select_posterior(tmp_path):
     assert res["solved"] and res["pattern"] == "[0-9][0-9]\\.5"
     r = CliRunner().invoke(main, args + ["--select", "posterior", "--method", "evolve"])
     assert r.exit_code == 2 and "--select" in r.output
+
+
+def test_readme_synth_example(tmp_path):
+    """The README's tour: names start with a capital letter."""
+    (tmp_path / "pos.txt").write_text("Alice\nBob\nZoe 2\n")
+    (tmp_path / "neg.txt").write_text("alice\n9Bob\n\n bob\n")
+    bank = tmp_path / "found.regex"
+    r = CliRunner().invoke(main, ["synth", "--pos", str(tmp_path / "pos.txt"), "--neg", str(tmp_path / "neg.txt"), "-o", str(bank), "--name", "NAME"])
+    assert r.exit_code == 0, r.output
+    assert bank.read_text() == "NAME: /[A-Z].*/\n"
