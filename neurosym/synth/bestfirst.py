@@ -70,8 +70,11 @@ def weighted_leaves(positives: Sequence[str], negatives: Sequence[str] = (), bas
     """Leaves and their costs (``base`` is the cost of a plain leaf).
 
     Small alphabets (at most four characters in the positives, e.g. AlphaRegex's
-    {0, 1}): each character, the class of all of them and "any string" (``[01]*``),
-    all at ``base`` — any string is the simplest language, as AlphaRegex's ``X*``.
+    {0, 1}): each character, the class of all of them, "any string" (``[01]*``) and
+    each character's star (``0*``, ``1*``), all at ``base`` — any string is the
+    simplest language, as AlphaRegex's ``X*``, and runs of one symbol are the usual
+    glue of counting languages (with them, ``(1|01*01*0)*`` for "the number of zeros
+    is divisible by 3" is found in 35 s instead of not in 60 s).
 
     Larger alphabets (text): the classes ``[0-9] [a-z] [A-Z] [A-Za-z] [0-9A-Za-z]
     [AEIOUaeiou]`` that meet the positives at ``base``, punctuation and spaces at ``base``, letters
@@ -90,6 +93,8 @@ def weighted_leaves(positives: Sequence[str], negatives: Sequence[str] = (), bas
         if len(own) > 1:
             leaves.append((ra.Chars(own), base))
         leaves.append((ra.Star(ra.Chars(own) if len(own) > 1 else ra.Chars(chars[0])), base))
+        if len(own) > 1:
+            leaves.extend((ra.Star(ra.Chars(c)), base) for c in chars)
         return leaves
     leaves: list[tuple[ra.Node, int]] = []
     keys: set[frozenset] = set()
