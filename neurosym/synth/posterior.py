@@ -6,9 +6,9 @@ candidates by a posterior
 
     log P(r | examples) = sum over positives of log P(s | r)  -  beta * cost(r)
 
-* ``cost(r)`` (:func:`prior_cost`) is the enumerator's cost (AlphaRegex's per-node
-  costs, cheaper classes than letters), with counted repetitions ``x{k}``/``x{k,}``
-  costing one operator instead of ``k`` copies;
+* ``cost(r)`` (:func:`prior_cost`) is a cost in the enumerator's units (AlphaRegex's
+  per-node costs, classes cheaper than letters), with counted repetitions
+  ``x{k}``/``x{k,}`` costing one operator instead of ``k`` copies;
 * ``P(s | r)`` (:func:`log_likelihood`) is the probability that a uniform walk on the
   minimal DFA of ``r`` spells ``s``: from each state, every character of a finite
   universe (printable ASCII and the examples' characters) that leads to a live state,
@@ -37,13 +37,14 @@ from neurosym.synth import regex_ast as ra
 PRINTABLE = "".join(chr(i) for i in range(32, 127))
 BETA = 0.3  # nats per unit of cost: a leaf (cost 20) is worth 6 nats of likelihood
 
+VOWELS = frozenset("AEIOUaeiou")
 KNOWN_CLASSES: list[frozenset] = [
     frozenset(string.digits),
     frozenset(string.ascii_lowercase),
     frozenset(string.ascii_uppercase),
     frozenset(string.ascii_letters),
     frozenset(string.ascii_letters + string.digits),
-    frozenset("AEIOUaeiou"),
+    VOWELS,
 ]
 NODE_COSTS = {"L": 20, "|": 30, ".": 5, "*": 20, "?": 20, "+": 20, "{": 30}
 RARE_CLASS_COST = 30  # vowels: a rarer concept than letters or digits
@@ -99,7 +100,7 @@ def log_likelihood(dfa, strings: Sequence[str], chars: str) -> np.ndarray:
 # ---------------------------------------------------------------------- prior
 def _chars_cost(chars: frozenset) -> float:
     if chars in KNOWN_CLASSES:
-        return RARE_CLASS_COST if chars == KNOWN_CLASSES[-1] else NODE_COSTS["L"]
+        return RARE_CLASS_COST if chars == VOWELS else NODE_COSTS["L"]
     if len(chars) == 1:
         c = next(iter(chars))
         return NODE_COSTS["L"] * 1.5 if c.isalnum() else NODE_COSTS["L"]
@@ -118,7 +119,9 @@ def _chars_cost(chars: frozenset) -> float:
 
 
 def prior_cost(r: ra.Node) -> float:
-    """The enumerator's cost of ``r`` (see the module docstring)."""
+    """The prior's cost of ``r``, in the enumerator's units (a class leaf 20, ``|`` 30,
+    concatenation 5, ``*``/``+``/``?`` 20, a counted repetition 30; unlike the
+    enumerator, ``.`` costs as much as a class and vowels more than other classes)."""
     t = type(r)
     if t is ra.Chars:
         return _chars_cost(r.chars)
