@@ -13,13 +13,7 @@ from neurosym.vocab import Vocab
 V, D = 11, 8
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny recurrent steps: thread hand-offs cost far more than they save on CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 

@@ -38,13 +38,7 @@ NEG = float("-inf")
 TOL = 1e-9
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: intra-op threads only add start-up and contention."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def potentials(B, L, N, T, seed=0, sparsity=0.0):

@@ -23,13 +23,7 @@ from neurosym.layers.pda import (
 PUSH, POP, NOOP = torch.eye(3)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny recurrent steps: thread hand-offs cost far more than they save on CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ---------------------------------------------------------------------- Joulin & Mikolov

@@ -11,12 +11,7 @@ from neurosym.layers.softlev import soft_levenshtein, soft_levenshtein_to_automa
 from neurosym.vocab import Vocab
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def edit_distance(x, y, sub=lambda p, q: float(p != q), ins=1.0, dele=1.0) -> float:

@@ -17,12 +17,7 @@ PATTERNS = [r"(19|20)[0-9]{2}", r"a(b|c)*d", r"[0-9]+(\.[0-9]+)?", r"x?y+z"]
 ALPHABET = "0123456789abcd.xyz" + "e-! "  # the patterns' characters plus distractors
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small tensors: threading overhead dominates
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -164,14 +164,7 @@ def kill_at(step: int):
     return callback
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny ops are fastest on one thread (and a busy machine makes OpenMP spin-waits
-    costly); every compared run, in this process or a child, uses the same thread count."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
