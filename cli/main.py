@@ -87,8 +87,8 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
 
 def _summary(obj) -> dict:
     """Sizes of any compiled object, plus a one-line ``what``."""
-    from neurosym.compile.features import FeatureBank
-    from neurosym.compile.grammar import RuleTensors
+    from neurosym.compile.lexicon import FeatureBank
+    from neurosym.compile.pcfg import RuleTensors
     from neurosym.compile.regex import RegexBank
     from neurosym.compile.weighted import WeightedAutomaton
 
@@ -213,12 +213,12 @@ def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: st
         auto = neurosym.load(file, max_states=max_states, time_limit=time_limit)
         out = [" ".join(auto.vocab.tokens[i] for i in s) for s in auto.sample(n, max_len=max_len, seed=seed)]
     elif kind == ".pcfg":
-        from neurosym.compile.grammar import check_pcfg, sample_trees
-        from neurosym.dsl.pcfg import load_pcfg_grammar
+        from neurosym.compile.pcfg import check_pcfg, sample_trees
+        from neurosym.dsl.pcfg import read_pcfg
 
         if not file.is_file():
             raise NeurosymError(f"{file}: no such file")
-        grammar = load_pcfg_grammar(file)
+        grammar = read_pcfg(file)
         check_pcfg(grammar, strict=True)
         drawn = sample_trees(grammar, n, seed=seed, max_len=max_len, limits=_limits(max_states, time_limit))
         out = [str(t) if trees else " ".join(t.leaves()) for t in drawn]

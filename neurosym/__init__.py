@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from neurosym.compile.automaton import Automaton
-from neurosym.compile.features import FeatureBank, load_lexicon
+from neurosym.compile.lexicon import FeatureBank, load_lexicon
 from neurosym.compile.fsg import load_fsg
-from neurosym.compile.grammar import RuleTensors, load_pcfg
+from neurosym.compile.pcfg import RuleTensors, load_pcfg
 from neurosym.compile.weighted import Entropy, WeightedAutomaton
 from neurosym.compile.regex import Limits, RegexBank, compile_regex, load_regex
 from neurosym.errors import CompileError, ConfigError, NeurosymError, SourceError

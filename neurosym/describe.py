@@ -17,9 +17,9 @@ def describe_fsg(path: str | Path, limits: Limits = Limits(), samples: int = 5, 
     """Analysis of the state graph, the compiled automaton's size, the exact entropy and
     perplexity floor of the language, and sample sentences."""
     from neurosym.compile.fsg import analyze, compile_fsg
-    from neurosym.dsl.fsg import load_fsg_file
+    from neurosym.dsl.fsg import read_fsg
 
-    g = load_fsg_file(path)
+    g = read_fsg(path)
     analysis = analyze(g)
     auto = compile_fsg(g, limits=limits)
     return {
@@ -52,10 +52,10 @@ def draw_fsg(path: str | Path, out: str | Path) -> Path:
     """Draw the grammar as written (states, arcs labelled ``label p``) to ``.dot`` or an image."""
     from neurosym.compile.artifact import atomic_write_bytes
     from neurosym.compile.fsg import state_graph
-    from neurosym.dsl.fsg import load_fsg_file
+    from neurosym.dsl.fsg import read_fsg
     from neurosym.inspect import draw_labelled
 
-    g = load_fsg_file(path)
+    g = read_fsg(path)
     graph = state_graph(g)
     labels: dict[tuple, list[str]] = {}
     for u, v, d in graph.edges(data=True):
@@ -77,10 +77,10 @@ def draw_fsg(path: str | Path, out: str | Path) -> Path:
 # ---------------------------------------------------------------------- PCFG
 def describe_pcfg(path: str | Path, samples: int = 5, seed: int = 0, max_len: int = 60) -> dict:
     """Rule counts, consistency (spectral radius), the CNF's size, findings and sample trees."""
-    from neurosym.compile.grammar import check_pcfg, sample_trees, summary
-    from neurosym.dsl.pcfg import load_pcfg_grammar
+    from neurosym.compile.pcfg import check_pcfg, sample_trees, summary
+    from neurosym.dsl.pcfg import read_pcfg
 
-    grammar = load_pcfg_grammar(path)
+    grammar = read_pcfg(path)
     check_pcfg(grammar, strict=True)
     out = summary(grammar)
     out["path"] = str(path)
@@ -89,7 +89,7 @@ def describe_pcfg(path: str | Path, samples: int = 5, seed: int = 0, max_len: in
 
 
 def format_pcfg(r: dict) -> str:
-    from neurosym.compile.grammar import format_summary
+    from neurosym.compile.pcfg import format_summary
 
     return format_summary(r) + "\n  samples:\n" + "\n".join(f"    {t}" for t in r["samples"])
 
@@ -99,10 +99,10 @@ def describe_lexicon(path: str | Path, words: list[str] | None = None, rows: int
     """The lexicon's features, classes and modifiers, and for every feature with fuzzy
     terms a table of static memberships: the given ``words``, or about ``rows`` words,
     the ones with the largest membership in each term."""
-    from neurosym.compile.features import static_memberships
-    from neurosym.dsl.lexicon import load_lexicon_file
+    from neurosym.compile.lexicon import static_memberships
+    from neurosym.dsl.lexicon import read_lexicon
 
-    lex = load_lexicon_file(path)
+    lex = read_lexicon(path)
     out = lex.summary()
     out["path"] = str(path)
     tables = {}
@@ -148,7 +148,7 @@ def format_lexicon(r: dict) -> str:
 def describe_artifact(path: str | Path, samples: int = 5, seed: int = 0) -> dict:
     """Sizes and samples of a saved PCFG (``RuleTensors``) or lexicon (``FeatureBank``) artifact."""
     from neurosym.compile.artifact import load_artifact
-    from neurosym.compile.features import FeatureBank
+    from neurosym.compile.lexicon import FeatureBank
 
     obj = load_artifact(path)
     if isinstance(obj, FeatureBank):

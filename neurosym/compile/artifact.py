@@ -40,8 +40,8 @@ from safetensors.torch import save as st_save
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import CharDFA, Partition
-from neurosym.compile.features import FeatureBank
-from neurosym.compile.grammar import RuleTensors
+from neurosym.compile.lexicon import FeatureBank
+from neurosym.compile.pcfg import RuleTensors
 from neurosym.compile.regex import Limits, RegexBank, compile_bank
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl import ir
@@ -289,7 +289,7 @@ def bank_sources(bank: ir.Bank) -> list[str]:
     if bank.path:
         files.add(str(Path(bank.path).resolve()))
     for rule in bank.rules.values():
-        files.update(w.path for w in ir.walk(rule.expr) if isinstance(w, ir.Words))
+        files.update(w.path for w in ir.walk_expr(rule.expr) if isinstance(w, ir.Words))
     return sorted(files)
 
 
@@ -306,9 +306,9 @@ def cache_key(sources: list[str], vocab: Vocab | None, limits: Limits) -> str:
 
 def load_cached(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits(), cache_dir: str | Path | None = None) -> RegexBank:
     """Compile a `.regex` bank, reusing a cached artifact when no source has changed."""
-    from neurosym.dsl.regex_bank import load_regex_bank
+    from neurosym.dsl.regex import read_regex_bank
 
-    bank_ir = load_regex_bank(path)
+    bank_ir = read_regex_bank(path)
     key = cache_key(bank_sources(bank_ir), vocab, limits)
     target = Path(cache_dir or default_cache_dir()) / f"{key}.safetensors"
     if target.is_file():

@@ -150,10 +150,10 @@ def to_cnf(grammar: Grammar, check: bool = True) -> CNFGrammar:
     """Convert a parsed PCFG to CNF; every string keeps its probability.
 
     With ``check`` (default), the grammar must first pass
-    :func:`neurosym.compile.grammar.check_pcfg` (a SourceError otherwise): the exact
+    :func:`neurosym.compile.pcfg.check_pcfg` (a SourceError otherwise): the exact
     epsilon and unit eliminations rely on it being consistent."""
     if check:
-        from neurosym.compile.grammar import check_pcfg
+        from neurosym.compile.pcfg import check_pcfg
 
         check_pcfg(grammar, strict=True)
     terminals = grammar.terminals

@@ -26,10 +26,10 @@ import networkx as nx
 import numpy as np
 import torch
 
-from neurosym.compile.grammar import DEFAULT_VOCAB_CAP, finite_strings
+from neurosym.compile.pcfg import DEFAULT_VOCAB_CAP, finite_strings
 from neurosym.compile.regex import Limits, compile_bank, to_automaton
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.dsl.fsg import Arc, FsgGrammar, Label, load_fsg_file
+from neurosym.dsl.fsg import Arc, FsgGrammar, Label, read_fsg
 from neurosym.errors import CompileError, NeurosymError, SourceError, Span
 from neurosym.vocab import Vocab
 
@@ -67,7 +67,7 @@ class Analysis:
 
 def load_fsg(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> WeightedAutomaton:
     """Parse, check and compile an `.fsg` file."""
-    return compile_fsg(load_fsg_file(path), vocab, limits)
+    return compile_fsg(read_fsg(path), vocab, limits)
 
 
 def state_graph(g: FsgGrammar) -> nx.MultiDiGraph:
@@ -160,9 +160,9 @@ class _Imports:
                 self._lexicon(imp)
 
     def _regex(self, imp, limits: Limits) -> None:
-        from neurosym.dsl.regex_bank import load_regex_bank
+        from neurosym.dsl.regex import read_regex_bank
 
-        bank = load_regex_bank(imp.path)
+        bank = read_regex_bank(imp.path)
         names = imp.names if imp.names is not None else [(n, imp.span) for n in bank.patterns]
         for name, at in names:
             if name not in bank.patterns:
@@ -173,9 +173,9 @@ class _Imports:
             self.terminals[name] = sub.patterns[name].char_dfa
 
     def _lexicon(self, imp) -> None:
-        from neurosym.dsl.lexicon import load_lexicon_file
+        from neurosym.dsl.lexicon import read_lexicon
 
-        lex = load_lexicon_file(imp.path)
+        lex = read_lexicon(imp.path)
         names = None
         if imp.names is not None:
             names = set()

@@ -210,7 +210,7 @@ def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Lim
     return RegexBank(autos, weights, vocab, path=bank.path)
 
 
-def rule_dfa(bank: ir.Bank, rule: ir.Rule, limits: Limits = Limits()) -> CharDFA:
+def rule_dfa(bank: ir.Bank, rule: ir.Pattern, limits: Limits = Limits()) -> CharDFA:
     """The minimal character DFA of one bank rule (references expanded, word lists as tries)."""
     b = Builder(max_states=_nfa_cap(limits))
     frag = _RuleBuilder(bank, b, limits).rule(rule, stack=())
@@ -226,7 +226,7 @@ class _RuleBuilder:
         self.b = builder
         self.built: dict[tuple[str, str], Frag] = {}
 
-    def rule(self, rule: ir.Rule, stack: tuple[tuple[str, str], ...]) -> Frag:
+    def rule(self, rule: ir.Pattern, stack: tuple[tuple[str, str], ...]) -> Frag:
         key = (rule.scope, rule.name)
         if key in stack:
             raise SourceError.at(rule.span, f"{rule.name} refers to itself; banks describe regular languages and cannot recurse")
@@ -249,7 +249,7 @@ class _RuleBuilder:
             return self.rule(self.bank.resolve(e), stack)
         if isinstance(e, ir.Seq):
             return b.seq([self.expr(x, ic, dotall, stack) for x in e.items])
-        if isinstance(e, ir.Alt):
+        if isinstance(e, ir.Choice):
             return b.alt([self.expr(x, ic, dotall, stack) for x in e.options])
         if isinstance(e, ir.Repeat):
             return b.repeat(self.expr(e.item, ic, dotall, stack), e.min, e.max)
@@ -269,9 +269,9 @@ def _check_flags(flags: str, span: Span | None) -> None:
 
 def load_regex(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
     """Parse and compile a `.regex` bank file."""
-    from neurosym.dsl.regex_bank import load_regex_bank
+    from neurosym.dsl.regex import read_regex_bank
 
-    return compile_bank(load_regex_bank(path), vocab, limits)
+    return compile_bank(read_regex_bank(path), vocab, limits)
 
 
 __all__ = [

@@ -2,6 +2,6 @@
 
 from neurosym.dsl import ir
 from neurosym.dsl.pattern_check import check_pattern
-from neurosym.dsl.regex_bank import load_regex_bank, parse_regex_bank
+from neurosym.dsl.regex import read_regex_bank, parse_regex_bank
 
-__all__ = ["check_pattern", "ir", "load_regex_bank", "parse_regex_bank"]
+__all__ = ["check_pattern", "ir", "read_regex_bank", "parse_regex_bank"]

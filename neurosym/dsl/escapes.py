@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from lark import Token
+
 from neurosym.errors import SourceError, Span
 
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
@@ -34,3 +36,8 @@ def decode_quoted(quoted: str, at: Span, what: str = "a literal", strict: bool =
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def unquote(tok: Token | str, at: Span, what: str = "a literal", strict: bool = True) -> str:
+    """The text of a quoted token (see :func:`decode_quoted`)."""
+    return decode_quoted(str(tok), at, what, strict)

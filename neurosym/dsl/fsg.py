@@ -21,7 +21,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl.errors import lark_error
-from neurosym.dsl.escapes import decode_quoted
+from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 
 FRIENDLY = {
@@ -127,7 +127,7 @@ def _parser() -> Lark:
     return Lark.open(str(Path(__file__).with_name("fsg.lark")), parser="lalr", propagate_positions=True)
 
 
-def load_fsg_file(path: str | Path) -> FsgGrammar:
+def read_fsg(path: str | Path) -> FsgGrammar:
     """Parse an `.fsg` file; imports resolve against its folder."""
     p = Path(path)
     try:
@@ -201,7 +201,7 @@ class _Builder:
 
     def import_(self, t: Tree) -> None:
         path_tok, *names = t.children
-        rel = _unquote(path_tok, self.span(path_tok))
+        rel = unquote(path_tok, self.span(path_tok), "a quoted word")
         target = (self.folder / rel).resolve()
         kind = IMPORT_KINDS.get(target.suffix)
         if kind is None:
@@ -251,7 +251,7 @@ class _Builder:
         (tok,) = t.children
         at = self.span(tok)
         if t.data == "literal":
-            word = _unquote(tok, at)
+            word = unquote(tok, at, "a quoted word")
             if not word:
                 raise self.fail(tok, "an empty literal reads nothing; use <eps>")
             return Label("literal", word, at)
@@ -311,7 +311,3 @@ class _Builder:
         if self.g.weights == "logprob":
             return "a log-probability must be <= 0 (or add %normalize)"
         return "a probability must be in [0, 1] (or add %normalize)"
-
-
-def _unquote(tok: Token, at: Span) -> str:
-    return decode_quoted(str(tok), at, "a quoted word")

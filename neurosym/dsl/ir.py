@@ -47,7 +47,7 @@ class Seq:
 
 
 @dataclass(frozen=True)
-class Alt:
+class Choice:
     options: tuple["Expr", ...]
     span: Span
 
@@ -62,11 +62,11 @@ class Repeat:
     span: Span
 
 
-Expr = Regex | Literal | Ref | Words | Seq | Alt | Repeat
+Expr = Regex | Literal | Ref | Words | Seq | Choice | Repeat
 
 
 @dataclass(frozen=True)
-class Rule:
+class Pattern:
     name: str
     expr: Expr
     weight: float
@@ -81,24 +81,24 @@ class Bank:
     rule loaded transitively, keyed by ``(scope, name)``."""
 
     path: str | None
-    patterns: dict[str, Rule] = field(default_factory=dict)
-    rules: dict[tuple[str, str], Rule] = field(default_factory=dict)
+    patterns: dict[str, Pattern] = field(default_factory=dict)
+    rules: dict[tuple[str, str], Pattern] = field(default_factory=dict)
 
-    def resolve(self, ref: Ref) -> Rule:
+    def resolve(self, ref: Ref) -> Pattern:
         rule = self.rules.get((ref.scope, ref.name))
         if rule is None:
             raise SourceError.at(ref.span, f"undefined pattern {ref.name}")
         return rule
 
 
-def walk(expr: Expr) -> Iterator[Expr]:
+def walk_expr(expr: Expr) -> Iterator[Expr]:
     """Every node of an expression, depth first (references are not followed)."""
     yield expr
     if isinstance(expr, Seq):
         for x in expr.items:
-            yield from walk(x)
-    elif isinstance(expr, Alt):
+            yield from walk_expr(x)
+    elif isinstance(expr, Choice):
         for x in expr.options:
-            yield from walk(x)
+            yield from walk_expr(x)
     elif isinstance(expr, Repeat):
-        yield from walk(expr.item)
+        yield from walk_expr(expr.item)

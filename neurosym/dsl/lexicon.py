@@ -27,7 +27,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl.errors import lark_error
-from neurosym.dsl.regex_bank import _unquote
+from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 from neurosym.fuzzy import KernelSpec, KernelSpecError
 
@@ -358,7 +358,7 @@ class Lexicon:
             raise NeurosymError(f"{self._where()}feature {feature!r} has no term {term!r}; its terms are {', '.join(f.terms.names)}")
         if not 0 < threshold <= 1:
             raise NeurosymError(f"threshold must be in (0, 1], got {threshold}")
-        from neurosym.compile.features import static_memberships
+        from neurosym.compile.lexicon import static_memberships
 
         words, table = static_memberships(self, feature)
         col = f.terms.names.index(term)
@@ -475,7 +475,7 @@ def _parser() -> Lark:
     return Lark.open(str(Path(__file__).with_name("lexicon.lark")), parser="lalr", propagate_positions=True)
 
 
-def load_lexicon_file(path: str | Path, format: str | None = None) -> Lexicon:
+def read_lexicon(path: str | Path, format: str | None = None) -> Lexicon:
     """Parse a lexicon file: a `.lex` file, or a raw VADER / AFINN file with
     ``format="vader"`` / ``"afinn"`` (``format=None`` means ``"lex"``)."""
     path = Path(path)
@@ -877,7 +877,7 @@ class _Builder:
     def include(self, t: Tree) -> None:
         file_tok, *opts = t.children
         at = self.span(file_tok)
-        rel = _unquote(file_tok, at)
+        rel = unquote(file_tok, at)
         fmt_opt = self.options(opts, ("format",), "include").get("format")
         fmt = fmt_opt[0] if fmt_opt else ("lex" if rel.endswith(".lex") else None)
         if fmt is None:
@@ -912,7 +912,7 @@ class _Builder:
     # ------------------------------------------------------------------ entries
     def word(self, tok: Token) -> str:
         if tok.type == "STRING":
-            w = _unquote(tok, self.span(tok))
+            w = unquote(tok, self.span(tok))
             if not w.strip():
                 raise self.fail(tok, "a word cannot be empty or blank")
             return w
@@ -1008,7 +1008,7 @@ class _Builder:
             for a in pos:
                 if not (isinstance(a, Tree) and a.data == "string"):
                     raise self.fail(a, f"token() expects quoted strings such as token(\".\"), got {_show(a)}")
-                texts.append(_unquote(a.children[0], self.span(a)))
+                texts.append(unquote(a.children[0], self.span(a)))
             return TokenCond(tuple(texts), at)
         if fn in ("role", "has", "prev", "seen"):
             if len(pos) != 1:
@@ -1123,7 +1123,7 @@ __all__ = [
     "Rule",
     "Terms",
     "WordClass",
-    "load_lexicon_file",
+    "read_lexicon",
     "parse_lexicon",
     "walk",
 ]

@@ -9,7 +9,7 @@ This module reports, at the offending position: syntax errors, bad directives, m
 or out-of-range probabilities, per-nonterminal sums that are not 1, empty literals,
 undefined nonterminals, rules for imported terminals and a start symbol without rules.
 The analyses that need numbers (unreachable, non-generating, inconsistent) are in
-:mod:`neurosym.compile.grammar`.
+:mod:`neurosym.compile.pcfg`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
-from neurosym.dsl.escapes import decode_quoted
+from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 
 SUM_TOLERANCE = 1e-6
@@ -131,7 +131,7 @@ class TerminalImport:
     bank: ir.Bank
 
     @property
-    def rule(self) -> ir.Rule:
+    def rule(self) -> ir.Pattern:
         return self.bank.patterns[self.name]
 
 
@@ -201,7 +201,7 @@ def _parser() -> Lark:
     return Lark.open(str(Path(__file__).with_name("pcfg.lark")), parser="lalr", propagate_positions=True)
 
 
-def load_pcfg_grammar(path: str | Path) -> Grammar:
+def read_pcfg(path: str | Path) -> Grammar:
     """Parse a `.pcfg` file (imports resolve against its folder)."""
     p = Path(path)
     try:
@@ -287,7 +287,7 @@ class _Builder:
                     raise SourceError.at(at, f"a second probability for one alternative (the first is {weight} at column {weight_span.col})")
                 weight, weight_span = str(tok)[1:-1].strip(), at
             elif tok.type == "STRING":
-                text = _unquote(tok, at)
+                text = unquote(tok, at, strict=False)
                 if text == "":
                     raise SourceError.at(at, "empty terminal ''; write an empty alternative (e.g. A -> 'x' [0.5] | [0.5]) for the empty string")
                 rhs.append(Lit(text, at))
@@ -331,15 +331,15 @@ class _Builder:
             self.import_(args[0], args[1])
 
     def import_(self, file_tok: Token, names: Tree) -> None:
-        from neurosym.dsl.regex_bank import load_regex_bank
+        from neurosym.dsl.regex import read_regex_bank
 
         at = self.span(file_tok)
-        rel = _unquote(file_tok, at)
+        rel = unquote(file_tok, at, strict=False)
         target = (self.folder / rel).resolve()
         if not target.is_file():
             raise SourceError.at(at, f"no such file {rel}")
         shown = rel if self.display is None else str(Path(self.display).parent / rel)
-        bank = load_regex_bank(shown if Path(shown).resolve() == target else target)
+        bank = read_regex_bank(shown if Path(shown).resolve() == target else target)
         for tok in names.children:
             if tok.type != "NAME":
                 continue
@@ -440,10 +440,6 @@ class _Builder:
         return out
 
 
-def _unquote(tok: Token, at: Span) -> str:
-    """A quoted terminal's text; unknown escapes are kept as written (NLTK reads quotes verbatim)."""
-    return decode_quoted(str(tok), at, strict=False)
-
 
 __all__ = [
     "Grammar",
@@ -454,6 +450,6 @@ __all__ = [
     "Symbol",
     "Terminal",
     "TerminalImport",
-    "load_pcfg_grammar",
+    "read_pcfg",
     "parse_pcfg",
 ]

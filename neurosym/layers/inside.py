@@ -33,7 +33,7 @@ from neurosym.errors import NeurosymError
 from neurosym.semiring import LogSemiring, MaxSemiring, Semiring
 
 if TYPE_CHECKING:
-    from neurosym.compile.grammar import RuleTensors
+    from neurosym.compile.pcfg import RuleTensors
 
 SAMPLE_CHUNK = 2**24  # elements of (nodes, splits, N+T, N+T) scored at once when sampling
 
@@ -224,7 +224,7 @@ def viterbi(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None 
 
 
 # ---------------------------------------------------------------------- sampling
-def sample_trees(
+def sample_parses(
     terms: Tensor,
     rules: Tensor,
     roots: Tensor,
@@ -400,7 +400,7 @@ __all__ = [
     "marginals",
     "nll_supervised",
     "nll_unsupervised",
-    "sample_trees",
+    "sample_parses",
     "sentence_log_prob",
     "tree_parts",
     "tree_score",

@@ -1,7 +1,7 @@
 """Semantic fusion: per-token fuzzy features fused into the token embeddings.
 
 With ``e`` (B, L, D) the token embeddings and ``s`` (B, L, F) the causal feature
-memberships of a :class:`~neurosym.compile.features.FeatureBank`:
+memberships of a :class:`~neurosym.compile.lexicon.FeatureBank`:
 
     u  = W_s s                      (no bias: a token without features keeps h0 = e)
     g  = sigmoid(W_g [e; s] + b_g)  (per dimension, in (0, 1))

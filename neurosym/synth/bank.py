@@ -30,7 +30,7 @@ def write_to_bank(path: str | Path, name: str, pattern: str) -> None:
     """
     from neurosym.compile.artifact import atomic_write_bytes
     from neurosym.compile.regex import compile_bank
-    from neurosym.dsl.regex_bank import parse_regex_bank
+    from neurosym.dsl.regex import parse_regex_bank
 
     path = Path(path)
     entry = bank_entry(name, pattern)

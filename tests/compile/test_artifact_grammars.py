@@ -14,9 +14,9 @@ from safetensors.torch import save as st_save
 
 import neurosym
 from neurosym.compile import artifact
-from neurosym.compile.features import FeatureBank, load_lexicon
+from neurosym.compile.lexicon import FeatureBank, load_lexicon
 from neurosym.compile.fsg import compile_fsg
-from neurosym.compile.grammar import RuleTensors, load_pcfg
+from neurosym.compile.pcfg import RuleTensors, load_pcfg
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import parse_fsg
 from neurosym.dsl.lexicon import _Loader, parse_lexicon

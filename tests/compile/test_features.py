@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neurosym.compile.features import FeatureBank, compile_lexicon, default_vocab, load_lexicon, shift
+from neurosym.compile.lexicon import FeatureBank, compile_lexicon, default_vocab, load_lexicon, shift
 from neurosym.dsl.lexicon import parse_lexicon
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from neurosym.compile.cnf import CNFGrammar, to_cnf
-from neurosym.compile.grammar import (
+from neurosym.compile.pcfg import (
     RuleTensors,
     analyze,
     check_pcfg,
@@ -28,7 +28,7 @@ from neurosym.compile.grammar import (
     summary,
 )
 from neurosym.compile.regex import pattern_dfa
-from neurosym.dsl.pcfg import NT, Grammar, Terminal, load_pcfg_grammar, parse_pcfg
+from neurosym.dsl.pcfg import NT, Grammar, Terminal, read_pcfg, parse_pcfg
 from neurosym.errors import SourceError
 from neurosym.vocab import Vocab
 
@@ -119,7 +119,7 @@ def assert_same_distribution(grammar: Grammar, max_len: int) -> CNFGrammar:
 # ---------------------------------------------------------------------- exactness of CNF
 @pytest.mark.parametrize("name", SMALL)
 def test_every_short_string_keeps_its_probability(name):
-    grammar = load_pcfg_grammar(DATA / name)
+    grammar = read_pcfg(DATA / name)
     assert len(grammar.terminals) <= 3
     assert_same_distribution(grammar, 6)
 
@@ -157,7 +157,7 @@ def test_null_probability_is_the_least_fixed_point_to_machine_precision():
 
 
 def test_cnf_cky_matches_enumerating_every_binary_tree():
-    grammar = load_pcfg_grammar(DATA / "long_rules.pcfg")
+    grammar = read_pcfg(DATA / "long_rules.pcfg")
     cnf = to_cnf(grammar)
     G = cnf.binary_dense()
     col = {t: k for k, t in enumerate(cnf.terminals)}
@@ -188,7 +188,7 @@ def test_cnf_cky_matches_enumerating_every_binary_tree():
 
 
 def test_rule_tensors_match_the_cnf():
-    grammar = load_pcfg_grammar(DATA / "epsilon.pcfg")
+    grammar = read_pcfg(DATA / "epsilon.pcfg")
     cnf = to_cnf(grammar)
     rt = compile_pcfg(cnf, dtype=torch.float64)
     total = rt.root.exp().sum() + rt.root_term.exp().sum() + rt.empty.exp()
@@ -204,7 +204,7 @@ def test_rule_tensors_match_the_cnf():
 def test_nltk_sentences_keep_their_probability():
     """Sentences sampled from the larger NLTK grammars: reference vs CNF vs tensors."""
     for name in ["nltk_toy_pcfg1.pcfg", "nltk_toy_pcfg2.pcfg", "nltk_book_grammar2.pcfg"]:
-        grammar = load_pcfg_grammar(DATA / name)
+        grammar = read_pcfg(DATA / name)
         cnf = to_cnf(grammar)
         ref = Reference(grammar)
         rt = compile_pcfg(cnf, dtype=torch.float64)
@@ -262,7 +262,7 @@ def length_distribution(cnf: CNFGrammar, max_len: int) -> np.ndarray:
 
 @pytest.mark.parametrize("name", [*SMALL, "nltk_toy_pcfg1.pcfg", "nltk_book_groucho.pcfg", "../../../grammars/arith.pcfg"])
 def test_total_probability_approaches_one(name):
-    grammar = load_pcfg_grammar(DATA / name)
+    grammar = read_pcfg(DATA / name)
     cnf = to_cnf(grammar)
     dist = length_distribution(cnf, 150)
     expected = analyze(grammar).expected_length
@@ -294,7 +294,7 @@ def chi_square_ok(counts: Counter, probs: dict, n: int) -> None:
 
 @pytest.mark.parametrize("name", ["epsilon.pcfg", "unit_cycles.pcfg", "long_rules.pcfg"])
 def test_sampled_frequencies_match_string_probabilities(name):
-    grammar = load_pcfg_grammar(DATA / name)
+    grammar = read_pcfg(DATA / name)
     cnf = to_cnf(grammar)
     probs = {u: cnf.prob(u) for u in all_strings(grammar.terminals, 5)}
     n = 20_000
@@ -352,7 +352,7 @@ def test_duplicates_and_uniform_weights_are_reported():
 
 
 def test_regex_terminal_strings_keep_their_probability():
-    assert_same_distribution(load_pcfg_grammar(DATA / "dates.pcfg"), 4)
+    assert_same_distribution(read_pcfg(DATA / "dates.pcfg"), 4)
 
 
 def test_nonstrict_check_lists_every_error():
@@ -435,7 +435,7 @@ def test_summary_and_trees():
 @pytest.mark.parametrize("name", ["arith.pcfg", "agreement.pcfg"])
 def test_shipped_grammars_load_check_and_sample(name):
     path = ROOT / "grammars" / name
-    grammar = load_pcfg_grammar(path)
+    grammar = read_pcfg(path)
     assert check_pcfg(grammar) == []
     a = analyze(grammar)
     assert a.radius < 0.9 and 3 < a.expected_length < 12

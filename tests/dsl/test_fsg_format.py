@@ -6,7 +6,7 @@ import pytest
 
 import neurosym
 from neurosym.compile.fsg import compile_fsg
-from neurosym.dsl.fsg import load_fsg_file, parse_fsg
+from neurosym.dsl.fsg import read_fsg, parse_fsg
 from neurosym.errors import SourceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ def error_of(tmp_path, text: str, name: str = "g.fsg") -> SourceError:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     with pytest.raises(SourceError) as info:
-        compile_fsg(load_fsg_file(path))
+        compile_fsg(read_fsg(path))
     err = info.value
     assert str(err).startswith(f"{path}:{err.line}:{err.col}: "), str(err)
     return err

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from neurosym.compile.features import load_lexicon
+from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import shared_data_dir
 from neurosym.dsl.lexicon import (
     AndCond,
@@ -17,7 +17,7 @@ from neurosym.dsl.lexicon import (
     SeenCond,
     TokenCond,
     ValueOf,
-    load_lexicon_file,
+    read_lexicon,
     parse_lexicon,
 )
 from neurosym.errors import NeurosymError, SourceError
@@ -33,7 +33,7 @@ def nonempty_lines(path: Path) -> int:
 
 # ---------------------------------------------------------------------- the native format
 def test_small_lexicon_ir():
-    lex = load_lexicon_file(DATA / "small.lex")
+    lex = read_lexicon(DATA / "small.lex")
     assert list(lex.features) == ["polarity", "strength"]
     pol = lex.features["polarity"]
     assert pol.kind == "lexical" and pol.range == (-1.0, 1.0) and pol.columns == ["polarity_neg", "polarity_neu", "polarity_pos"]
@@ -88,7 +88,7 @@ def test_terms_default_to_an_even_spread_over_the_range():
 
 
 def test_class_words_and_term_words():
-    lex = load_lexicon_file(DATA / "small.lex")
+    lex = read_lexicon(DATA / "small.lex")
     assert lex.term_words("polarity", "pos") == ["good"]  # triangular: 0.6 in pos
     assert lex.term_words("polarity", "neu") == ["so-so"]
     assert lex.term_words("polarity", "neg") == ["bad", "can't stand"]
@@ -103,17 +103,17 @@ def test_class_words_and_term_words():
 
 
 def test_summary_lists_features_classes_and_counts():
-    s = load_lexicon_file(DATA / "small.lex").summary()
+    s = read_lexicon(DATA / "small.lex").summary()
     assert s["entries"] == 7 and s["classes"] == {"INTENS": 2, "ADJ": 3}
     assert [(f["name"], f["kind"]) for f in s["features"]] == [("polarity", "lexical"), ("strength", "lexical")]
     assert s["features"][1]["terms"] == ["low", "med", "high"] and s["features"][1]["kernel"] == "power(base=0.9, tau=0.35)"
-    text = load_lexicon_file(DATA / "small.lex").format_summary()
+    text = read_lexicon(DATA / "small.lex").format_summary()
     assert "7 entries" in text and "ADJ (3)" in text and "not (negation 1 on polarity)" in text
 
 
 # ---------------------------------------------------------------------- raw formats
 def test_raw_vader_and_afinn_lines_load_as_they_are():
-    v = load_lexicon_file(DATA / "mini_vader.txt", format="vader")
+    v = read_lexicon(DATA / "mini_vader.txt", format="vader")
     assert len(v.entries) == nonempty_lines(DATA / "mini_vader.txt") == 9
     assert v.values["good"] == {"polarity": 0.475, "valence_raw": 1.9}
     assert v.values[":-Þ"]["valence_raw"] == 0.9 and v.values["(-:"]["polarity"] == 0.4
@@ -121,18 +121,18 @@ def test_raw_vader_and_afinn_lines_load_as_they_are():
     assert v.values["ok"]["valence_raw"] == 1.2  # a repeated word keeps its last value, like VADER
     assert [e.word for e in v.duplicates] == ["ok"] and v.duplicates[0].span.line == 10
     assert v.features["valence_raw"].range == (-4.0, 4.0) and v.formats == ["vader"]
-    a = load_lexicon_file(DATA / "mini_afinn.txt", format="afinn")
+    a = read_lexicon(DATA / "mini_afinn.txt", format="afinn")
     assert len(a.entries) == 5 and a.values["can't stand"] == {"polarity": -0.6, "valence_raw": -3.0}
     assert a.values["naïve"]["polarity"] == -0.4 and a.values["not good"]["valence_raw"] == -2
 
 
 def test_include_and_format_sections():
-    lex = load_lexicon_file(DATA / "includes.lex")
+    lex = read_lexicon(DATA / "includes.lex")
     assert len(lex.entries) == 9 + 5 + 1
     assert lex.values["good"] == {"polarity": 0.5, "valence_raw": 3.0}  # afinn after vader, local line last
     assert lex.class_words("EMOTICON") == [":-)", "(-:", "%)"]
     assert lex.columns == ["happy", "pos_low", "pos_high"] and lex.formats == ["vader", "afinn"]
-    inline = load_lexicon_file(DATA / "inline_vader.lex")
+    inline = read_lexicon(DATA / "inline_vader.lex")
     assert len(inline.entries) == 9 and inline.values[":-)"]["polarity"] == 0.325
     assert inline.entries[0].span.line == 4  # raw lines keep their line numbers in the file
 
@@ -141,7 +141,7 @@ def test_include_and_format_sections():
 @pytest.mark.parametrize("folder, name, fmt", [("vader", "vader_lexicon.txt", "vader"), ("afinn", "AFINN-en-165.txt", "afinn")])
 def test_every_entry_of_the_shared_files_loads(folder, name, fmt):
     path = shared_data_dir() / folder / name
-    lex = load_lexicon_file(path, format=fmt)
+    lex = read_lexicon(path, format=fmt)
     lines = nonempty_lines(path)
     assert len(lex.entries) == lines
     assert len(lex.values) == lines - len(lex.duplicates)
@@ -163,8 +163,8 @@ def test_repository_lexicons_load(path):
 
 
 def test_repository_copies_are_complete():
-    assert len(load_lexicon_file(ROOT / "lexicons" / "vader.lex").entries) == 7520
-    assert len(load_lexicon_file(ROOT / "lexicons" / "afinn.lex").entries) == 3382
+    assert len(read_lexicon(ROOT / "lexicons" / "vader.lex").entries) == 7520
+    assert len(read_lexicon(ROOT / "lexicons" / "afinn.lex").entries) == 3382
 
 
 # ---------------------------------------------------------------------- errors
@@ -262,15 +262,15 @@ def test_raw_file_and_missing_file_errors(tmp_path):
     raw = tmp_path / "v.txt"
     raw.write_text("good\t1.9\t0.9\t[1]\nbad\t9\t0.1\t[1]\n", encoding="utf-8")
     with pytest.raises(SourceError, match=rf"^{raw}:2:5: vader score 9 is outside -4..4"):
-        load_lexicon_file(raw, format="vader")
+        read_lexicon(raw, format="vader")
     with pytest.raises(NeurosymError, match="unknown lexicon format 'csv'"):
-        load_lexicon_file(raw, format="csv")
+        read_lexicon(raw, format="csv")
     with pytest.raises(NeurosymError, match="no such file"):
-        load_lexicon_file(tmp_path / "missing.lex")
+        read_lexicon(tmp_path / "missing.lex")
     bad = tmp_path / "latin1.lex"
     bad.write_bytes(b"caf\xe9 \n")
     with pytest.raises(SourceError, match=rf"^{bad}:1:1: the file is not UTF-8"):
-        load_lexicon_file(bad)
+        read_lexicon(bad)
 
 
 def test_parse_lexicon_without_a_path():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from neurosym.dsl.pcfg import NT, Lit, RegexTerm, Terminal, load_pcfg_grammar, parse_pcfg
+from neurosym.dsl.pcfg import NT, Lit, RegexTerm, Terminal, read_pcfg, parse_pcfg
 from neurosym.errors import NeurosymError, SourceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def error(text: str, path: str = "g.pcfg") -> str:
 
 # ---------------------------------------------------------------------- NLTK's documented grammars
 def test_nltk_toy_pcfg1_loads():
-    g = load_pcfg_grammar(DATA / "nltk_toy_pcfg1.pcfg")
+    g = read_pcfg(DATA / "nltk_toy_pcfg1.pcfg")
     assert g.start == "S" and g.weights == "prob" and len(g.productions) == 17
     assert g.nonterminals == ["S", "NP", "Det", "N", "VP", "V", "PP", "P"]
     p = probs(g)
@@ -37,21 +37,21 @@ def test_nltk_toy_pcfg1_loads():
 
 
 def test_nltk_toy_pcfg2_one_rule_per_line_and_leading_dots():
-    g = load_pcfg_grammar(DATA / "nltk_toy_pcfg2.pcfg")
+    g = read_pcfg(DATA / "nltk_toy_pcfg2.pcfg")
     p = probs(g)
     assert len(g.productions) == 23 and p["VP -> V NP"] == pytest.approx(0.59) and p["N -> 'hill'"] == pytest.approx(0.5)
     assert [len(v) for v in g.by_lhs.values()] == [1, 3, 3, 1, 3, 5, 2, 2, 3]
 
 
 def test_nltk_book_grammars_load():
-    g = load_pcfg_grammar(DATA / "nltk_book_grammar1.pcfg")  # a CFG: uniform
+    g = read_pcfg(DATA / "nltk_book_grammar1.pcfg")  # a CFG: uniform
     assert g.weights == "uniform" and probs(g)["NP -> Det N PP"] == pytest.approx(0.2)
     assert Terminal("literal", "telescope") in g.terminals
-    g2 = load_pcfg_grammar(DATA / "nltk_book_grammar2.pcfg")
+    g2 = read_pcfg(DATA / "nltk_book_grammar2.pcfg")
     assert g2.normalize and probs(g2)["VP -> V NP PP"] == pytest.approx(0.25)
-    groucho = load_pcfg_grammar(DATA / "nltk_book_groucho.pcfg")  # `% start S`, as NLTK allows
+    groucho = read_pcfg(DATA / "nltk_book_groucho.pcfg")  # `% start S`, as NLTK allows
     assert groucho.start == "S" and probs(groucho)["VP -> VP PP"] == 0.3
-    book = load_pcfg_grammar(DATA / "nltk_book_pcfg.pcfg")
+    book = read_pcfg(DATA / "nltk_book_pcfg.pcfg")
     assert probs(book)["VP -> DatV NP NP"] == 0.3
 
 
@@ -110,7 +110,7 @@ def test_start_directive_and_default():
 def test_normalize_and_logprob():
     g = parse_pcfg("%normalize\nS -> 'a' [3] | 'b' [1] | 'c'")  # an unwritten weight is 1
     assert probs(g) == {"S -> 'a'": 0.6, "S -> 'b'": 0.2, "S -> 'c'": 0.2}
-    lp = load_pcfg_grammar(DATA / "logprob.pcfg")
+    lp = read_pcfg(DATA / "logprob.pcfg")
     assert probs(lp) == {"S -> 'a' S": pytest.approx(0.2), "S -> 'b'": pytest.approx(0.8)}
     g = parse_pcfg("%weights logprob\n%normalize\nS -> 'a' [2] | 'b' [2] | 'c' [-inf]")
     assert probs(g) == {"S -> 'a'": 0.5, "S -> 'b'": 0.5, "S -> 'c'": 0.0}
@@ -123,7 +123,7 @@ def test_sums_within_tolerance_are_made_exact():
 
 
 def test_regex_terminals():
-    g = load_pcfg_grammar(DATA / "dates.pcfg")
+    g = read_pcfg(DATA / "dates.pcfg")
     assert set(g.imports) == {"YEAR", "MONTH"}
     rhs = g.productions[1].rhs
     assert isinstance(rhs[1], RegexTerm) and rhs[1].name == "MONTH" and isinstance(rhs[0], Lit)
@@ -172,7 +172,7 @@ def test_import_errors_have_positions(tmp_path):
     (tmp_path / "bank.regex").write_text("NUM: /[0-9]+/\nWORD: /[a-z]+/\n")
     ok = tmp_path / "ok.pcfg"
     ok.write_text('%import "bank.regex" (NUM)\nS -> NUM [1.0]\n')
-    assert isinstance(load_pcfg_grammar(ok).productions[0].rhs[0], RegexTerm)
+    assert isinstance(read_pcfg(ok).productions[0].rhs[0], RegexTerm)
     cases = {
         '%import "missing.regex" (NUM)\nS -> \'a\'': ":1:9: no such file missing.regex",
         '%import "bank.regex" (NUM, DATE)\nS -> NUM': ":1:28: bank.regex does not define DATE (it defines NUM, WORD)",
@@ -185,29 +185,29 @@ def test_import_errors_have_positions(tmp_path):
         f = tmp_path / "bad.pcfg"
         f.write_text(text)
         with pytest.raises(SourceError) as err:
-            load_pcfg_grammar(f)
+            read_pcfg(f)
         assert str(err.value).startswith(f"{f}{where}"), str(err.value)
     (tmp_path / "broken.regex").write_text("NUM: /[0-9/\n")
     f = tmp_path / "bad.pcfg"
     f.write_text('%import "broken.regex" (NUM)\nS -> NUM\n')
     with pytest.raises(SourceError, match=re.escape(str(tmp_path / "broken.regex"))):
-        load_pcfg_grammar(f)
+        read_pcfg(f)
 
 
 def test_missing_and_non_utf8_files(tmp_path):
     with pytest.raises(NeurosymError, match="no such file"):
-        load_pcfg_grammar(tmp_path / "nope.pcfg")
+        read_pcfg(tmp_path / "nope.pcfg")
     bad = tmp_path / "latin1.pcfg"
     bad.write_bytes("S -> 'caf\xe9'".encode("latin-1"))
     with pytest.raises(SourceError, match=r"latin1.pcfg:1:1: the file is not UTF-8"):
-        load_pcfg_grammar(bad)
+        read_pcfg(bad)
 
 
 def test_docs_pcfg_blocks_parse():
     doc = (ROOT / "docs" / "pcfg.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```pcfg\n(.*?)```", doc, re.S)
     assert len(blocks) >= 3
-    from neurosym.compile.grammar import check_pcfg
+    from neurosym.compile.pcfg import check_pcfg
 
     for text in blocks:
         check_pcfg(parse_pcfg(text, ROOT / "docs" / "example.pcfg"))

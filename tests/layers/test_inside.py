@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from neurosym.compile.cnf import to_cnf
-from neurosym.compile.grammar import compile_pcfg, load_pcfg
-from neurosym.dsl.pcfg import load_pcfg_grammar
+from neurosym.compile.pcfg import compile_pcfg, load_pcfg
+from neurosym.dsl.pcfg import read_pcfg
 from neurosym.errors import NeurosymError
 from neurosym.layers.inside import (
     Parse,
@@ -24,7 +24,7 @@ from neurosym.layers.inside import (
     marginals,
     nll_supervised,
     nll_unsupervised,
-    sample_trees,
+    sample_parses,
     sentence_log_prob,
     tree_parts,
     tree_score,
@@ -270,7 +270,7 @@ def test_samples_follow_the_posterior():
     terms, rules, roots = potentials(2, 4, 2, 2, seed=9, sparsity=0.3)
     lens = torch.tensor([3, 4])
     n = 4000
-    samples = sample_trees(terms, rules, roots, lens, n=n, generator=torch.Generator().manual_seed(0))
+    samples = sample_parses(terms, rules, roots, lens, n=n, generator=torch.Generator().manual_seed(0))
     for b, length in enumerate(lens.tolist()):
         trees = enumerate_trees(terms[b], rules[b], roots[b], length)
         z = torch.logsumexp(torch.tensor([t[0] for t in trees], dtype=DT), 0)
@@ -284,8 +284,8 @@ def test_samples_follow_the_posterior():
 def test_sampling_is_seeded_and_marks_missing_trees():
     terms, rules, roots = potentials(2, 3, 2, 2, seed=10)
     lens = torch.tensor([3, 1])
-    a = sample_trees(terms, rules, roots, lens, n=5, generator=torch.Generator().manual_seed(1))
-    b = sample_trees(terms, rules, roots, lens, n=5, generator=torch.Generator().manual_seed(1))
+    a = sample_parses(terms, rules, roots, lens, n=5, generator=torch.Generator().manual_seed(1))
+    b = sample_parses(terms, rules, roots, lens, n=5, generator=torch.Generator().manual_seed(1))
     assert a == b and a[1] == [None] * 5 and all(p is not None for p in a[0])
 
 
@@ -313,7 +313,7 @@ def test_against_torch_struct(N, T, lengths):
 # ---------------------------------------------------------------------- grammars
 def test_sentence_log_prob_on_arith():
     path = ROOT / "grammars" / "arith.pcfg"
-    cnf = to_cnf(load_pcfg_grammar(path), check=False)
+    cnf = to_cnf(read_pcfg(path), check=False)
     rules = compile_pcfg(cnf, dtype=DT)
     sents = [s for s in rules.sample(20, seed=0, max_len=10)]
     sents += [rules.vocab.encode("( 1 + 2 ) * 3"), rules.vocab.encode("7"), rules.vocab.encode("( 1"), []]

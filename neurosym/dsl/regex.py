@@ -16,7 +16,7 @@ from lark.exceptions import UnexpectedInput
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.pattern_check import check_pattern
-from neurosym.dsl.escapes import decode_quoted
+from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 
 FRIENDLY = {
@@ -32,10 +32,10 @@ ATTRIBUTES = {"weight": "a non-negative number", "flags": "letters from 'i' (ign
 
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    return Lark.open(str(Path(__file__).with_name("regex_bank.lark")), parser="lalr", propagate_positions=True)
+    return Lark.open(str(Path(__file__).with_name("regex.lark")), parser="lalr", propagate_positions=True)
 
 
-def load_regex_bank(path: str | Path) -> ir.Bank:
+def read_regex_bank(path: str | Path) -> ir.Bank:
     """Parse a `.regex` file, its imports and word lists."""
     path = Path(path)
     return _Loader().load(path.resolve(), display=str(path))
@@ -113,7 +113,7 @@ class _Builder:
         else:
             self.rule(tree)
 
-    def define(self, name: str, rule: ir.Rule, at: Span) -> None:
+    def define(self, name: str, rule: ir.Pattern, at: Span) -> None:
         if name in self.bank.patterns:
             first = self.bank.patterns[name].span
             raise SourceError.at(at, f"duplicate pattern {name} (first defined at line {first.line})")
@@ -122,7 +122,7 @@ class _Builder:
 
     def import_(self, tree: Tree) -> None:
         file_tok, *names = tree.children
-        rel = _unquote(file_tok, self.span(file_tok))
+        rel = unquote(file_tok, self.span(file_tok))
         target = (self.folder / rel).resolve()
         other = self.loader.load(target, display=rel if self.display is None else str(Path(self.display).parent / rel), at=self.span(file_tok))
         self.bank.rules.update(other.rules)
@@ -137,7 +137,7 @@ class _Builder:
         name_tok, *rest = tree.children
         attrs = self.attrs(rest[0]) if len(rest) == 2 else {}
         expr = self.expr(rest[-1])
-        rule = ir.Rule(str(name_tok), expr, attrs.get("weight", 1.0), attrs.get("flags", ""), self.span(name_tok), self.scope)
+        rule = ir.Pattern(str(name_tok), expr, attrs.get("weight", 1.0), attrs.get("flags", ""), self.span(name_tok), self.scope)
         self.define(str(name_tok), rule, self.span(name_tok))
 
     def attrs(self, tree: Tree) -> dict:
@@ -170,7 +170,7 @@ class _Builder:
         at = self.span(tree)
         if kind == "alt":
             options = [self.expr(c) for c in tree.children]
-            return options[0] if len(options) == 1 else ir.Alt(tuple(options), at)
+            return options[0] if len(options) == 1 else ir.Choice(tuple(options), at)
         if kind == "seq":
             items = [self.expr(c) for c in tree.children]
             return items[0] if len(items) == 1 else ir.Seq(tuple(items), at)
@@ -190,7 +190,7 @@ class _Builder:
             self.local_refs.append(ref)
             return ref
         if kind == "literal":
-            return ir.Literal(_unquote(tok, at), at)
+            return ir.Literal(unquote(tok, at), at)
         if kind == "regex":
             pattern = str(tok)[1:-1]
             check_pattern(pattern, at)
@@ -200,7 +200,7 @@ class _Builder:
         raise AssertionError(f"unknown tree {kind}")  # the grammar has no other atoms
 
     def words(self, tok: Token, at: Span) -> ir.Words:
-        rel = _unquote(tok, at)
+        rel = unquote(tok, at)
         path = (self.folder / rel).resolve()
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
@@ -222,7 +222,7 @@ class _Builder:
 
         def visit(key: tuple[str, str]) -> None:
             state[key] = 1
-            for node in ir.walk(self.bank.rules[key].expr):
+            for node in ir.walk_expr(self.bank.rules[key].expr):
                 if isinstance(node, ir.Ref):
                     k = (node.scope, node.name)
                     if state.get(k) == 1:
@@ -253,7 +253,3 @@ def _quantifier(q: str, at: Span) -> tuple[int, int | None]:
         raise SourceError.at(at, f"repeat bounds {q} are reversed")
     return lo, hi
 
-
-def _unquote(tok: Token, at: Span) -> str:
-    """The text of a quoted literal (escapes: :func:`neurosym.dsl.escapes.decode_quoted`)."""
-    return decode_quoted(str(tok), at)

@@ -38,7 +38,7 @@ from neurosym.dsl.lexicon import (
     TermOf,
     TokenCond,
     ValueOf,
-    load_lexicon_file,
+    read_lexicon,
     walk,
 )
 from neurosym.errors import NeurosymError
@@ -404,7 +404,7 @@ def load_lexicon(path: str | Path, vocab: Vocab | None = None, limits=None, form
 
     ``limits`` is accepted for symmetry with ``load_regex`` and ignored: a lexicon has
     no state explosion to cap."""
-    return compile_lexicon(load_lexicon_file(path, format=format), vocab, ignore_case=ignore_case)
+    return compile_lexicon(read_lexicon(path, format=format), vocab, ignore_case=ignore_case)
 
 
 def static_memberships(lexicon: Lexicon, feature: str) -> tuple[list[str], Tensor]:

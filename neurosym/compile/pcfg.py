@@ -18,7 +18,7 @@ import torch
 
 from neurosym.compile.cnf import CNFGrammar, to_cnf
 from neurosym.compile.regex import Limits, rule_dfa
-from neurosym.dsl.pcfg import NT, Grammar, Terminal, TerminalImport, load_pcfg_grammar
+from neurosym.dsl.pcfg import NT, Grammar, Terminal, TerminalImport, read_pcfg
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
 
@@ -55,7 +55,7 @@ class Analysis:
 
 
 def _as_grammar(g: Grammar | str | Path) -> Grammar:
-    return g if isinstance(g, Grammar) else load_pcfg_grammar(g)
+    return g if isinstance(g, Grammar) else read_pcfg(g)
 
 
 def analyze(grammar: Grammar) -> Analysis:
@@ -636,7 +636,7 @@ def finite_strings(dfa, cap: int) -> list[str] | None:
 def load_pcfg(path: str | Path, vocab: Vocab | None = None, limits: Limits | None = None) -> RuleTensors:
     """Parse, check and compile a `.pcfg` file (the ``neurosym.load`` loader for ``.pcfg``;
     ``limits`` caps the regex terminals' DFAs)."""
-    grammar = load_pcfg_grammar(path)
+    grammar = read_pcfg(path)
     check_pcfg(grammar, strict=True)
     return compile_pcfg(to_cnf(grammar, check=False), vocab, limits or Limits())
 

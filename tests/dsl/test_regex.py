@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import neurosym
-from neurosym.dsl import ir, load_regex_bank, parse_regex_bank
+from neurosym.dsl import ir, read_regex_bank, parse_regex_bank
 from neurosym.errors import SourceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def test_imports_and_words(tmp_path):
     bank = neurosym.load(main)
     assert bank.names == ["TWO", "COLOR", "X"]
     assert bank["X"].accepts("42GREEN") and not bank["X"].accepts("4red")
-    parsed = load_regex_bank(main)
+    parsed = read_regex_bank(main)
     words = parsed.patterns["COLOR"].expr
     assert isinstance(words, ir.Words) and words.words == ("red", "green")
 
