@@ -15,11 +15,13 @@ Semirings are plain classes used as namespaces: pass the class itself
 
 ``LogSemiring.matmul`` never materialises the (..., i, k, j) broadcast: it shifts both
 operands by maxima (balanced over k, see :class:`_LogMatmul`), exponentiates, calls a
-real ``torch.matmul`` and takes the log back. ``exp`` stays in range, but a term
-``a[i, k] + b[k, j]`` more than about 87 (float32) or 708 (float64) below the shift
-``x[i] + y[j]`` underflows to 0, and a result made only of such terms comes out
-``-inf``. Use float64 when the scores of one contraction span more than that. A right
-operand used for many products can be prepared (exponentiated) once: ``prepare(b)``.
+real ``torch.matmul`` and takes the log back. A term ``a[i, k] + b[k, j]`` more than
+about 87 nats (float32; 708 in float64) below the shift ``x[i] + y[j]`` underflows in
+that product, so every entry whose shifted sum came out below ``exp(RECOMPUTE_NATS)``
+(-inf included) is recomputed exactly by a gathered logsumexp over k. The result is
+exact in float32 for any input, at the cost of ``O(K)`` per recomputed entry (none on
+well-scaled inputs). A right operand used for many products can be prepared
+(exponentiated) once: ``prepare(b)``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 NEG_INF = float("-inf")
+LOG_ZERO = NEG_INF  # log 0: the semiring zero of every log-space dynamic program
 MAX_CHUNK = 2**24  # elements of the (..., i, k, j) broadcast the max semiring holds at once
 
 
@@ -52,10 +55,11 @@ class LogOperand:
     exp: Tensor  # (..., K, J)
     t: Tensor  # (..., K, 1); -inf for an all -inf row
     y: Tensor  # (..., 1, J)
+    raw: Tensor  # (..., K, J): ``b`` itself, for the entries recomputed exactly
 
     def __getitem__(self, index) -> "LogOperand":
         index = index if isinstance(index, tuple) else (index,)
-        return LogOperand(self.exp[index], self.t[index], self.y[index])
+        return LogOperand(self.exp[index], self.t[index], self.y[index], self.raw[index])
 
 
 class _Exp(torch.autograd.Function):
@@ -96,14 +100,17 @@ class _LogMatmul(torch.autograd.Function):
         a_exp = a + t.mT
         x = _max(a_exp, -1)
         a_exp.sub_(x).exp_()
-        c = (a_exp @ b_exp).log_().add_(x).add_(y)  # log 0 = -inf
+        c = (a_exp @ b_exp).log_()  # log 0 = -inf
+        lost = c < recompute_nats(c.dtype)  # underflowed, or too close to it to trust
+        c.add_(x).add_(y)
+        ctx.mark_non_differentiable(lost)
         ctx.save_for_backward(a_exp, b_exp, x, y, c)
         ctx.a_shape = a.shape
-        return c
+        return c, lost
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple:
+    def backward(ctx, grad: Tensor, _lost) -> tuple:
         a_exp, b_exp, x, y, c = ctx.saved_tensors
         # dc[i, j] / da[i, k] = exp(a[i, k] + b[k, j] - c[i, j]) = a_exp[i, k] * b_exp[k, j] * exp(x[i] + y[j] - c[i, j]);
         # where c underflowed (-inf or subnormal) the last factor overflows: no gradient there
@@ -114,6 +121,28 @@ class _LogMatmul(torch.autograd.Function):
         else:
             grad_b = (a_exp.mT @ w).sum_to_size(b_exp.shape)
         return grad_a, grad_b, None, None
+
+
+def recompute_nats(dtype: torch.dtype) -> float:
+    """The log of the smallest shifted sum :meth:`LogSemiring.matmul` trusts: 0.7 of the
+    log of the smallest normal number (-61 nats in float32, -496 in float64). A sum above
+    it is made of terms whose factors are normal numbers, so it is exact to a few ulps."""
+    return 0.7 * math.log(torch.finfo(dtype).tiny)
+
+
+def _recompute(c: Tensor, lost: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """``c`` with the ``lost`` entries replaced by ``logsumexp_k a[..., i, k] + b[..., k, j]``
+    computed term by term (differentiable; the shifted product passes no gradient there)."""
+    idx = lost.nonzero(as_tuple=True)
+    if idx[0].numel() == 0:
+        return c
+    batch = c.shape[:-2]
+    a = a.expand(*batch, *a.shape[-2:])
+    b = b.expand(*batch, *b.shape[-2:])
+    *bi, i, j = idx
+    rows = a[(*bi, i)]  # (n, K)
+    cols = b.mT[(*bi, j)]  # (n, K)
+    return c.index_put(idx, LogSemiring.sum(rows + cols, -1))
 
 
 # ---------------------------------------------------------------------- semirings
@@ -170,12 +199,13 @@ class LogSemiring(Semiring):
         shifted exponentials (never the (..., i, k, j) broadcast); all ``-inf`` rows or
         columns give ``-inf``, never NaN."""
         b = b if isinstance(b, LogOperand) else LogSemiring.prepare(b)
-        return _LogMatmul.apply(a, b.exp, b.t, b.y)
+        c, lost = _LogMatmul.apply(a, b.exp, b.t, b.y)
+        return _recompute(c, lost, a, b.raw)
 
     @staticmethod
     def prepare(b: Tensor) -> LogOperand:
         """``b`` exponentiated once (shifted into range) for many products."""
-        return LogOperand(*_Exp.apply(b))
+        return LogOperand(*_Exp.apply(b), b)
 
 
 class MaxSemiring(Semiring):
@@ -204,4 +234,4 @@ class MaxSemiring(Semiring):
         return torch.cat(blocks, -2)
 
 
-__all__ = ["LogOperand", "LogSemiring", "MaxSemiring", "Semiring"]
+__all__ = ["LOG_ZERO", "LogOperand", "LogSemiring", "MaxSemiring", "Semiring"]
