@@ -20,6 +20,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from collections.abc import Collection
 from pathlib import Path
 
 import networkx as nx
@@ -65,9 +66,9 @@ class Analysis:
         }
 
 
-def load_fsg(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> WeightedAutomaton:
-    """Parse, check and compile an `.fsg` file."""
-    return compile_fsg(read_fsg(path), vocab, limits)
+def load_fsg(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits(), exclude: Collection[str] = ()) -> WeightedAutomaton:
+    """Parse, check and compile an `.fsg` file (``exclude``: see :func:`compile_fsg`)."""
+    return compile_fsg(read_fsg(path), vocab, limits, exclude)
 
 
 def state_graph(g: FsgGrammar) -> nx.MultiDiGraph:
@@ -278,12 +279,29 @@ def _terminal_ids(dfa, vocab: Vocab, label: Label) -> list[int]:
 
 
 # ---------------------------------------------------------------------- compile
-def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limits()) -> WeightedAutomaton:
+def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limits(), exclude: Collection[str] = ()) -> WeightedAutomaton:
     """Check ``g`` and build its deterministic probabilistic automaton over ``vocab``
-    (default: a word vocabulary of the grammar's words, in order of appearance)."""
+    (default: a word vocabulary of the grammar's words, in order of appearance).
+
+    ``exclude``: tokens the automaton never emits, although they stay in its vocabulary.
+    Each arc's probability is shared among its remaining tokens, so only those words'
+    probabilities change (a held-out split of the same grammar); an arc left without
+    tokens is a :class:`CompileError` naming it."""
     analyze(g)
     imports = _Imports(g, limits)
     vocab, ids_of = _token_sets(g, imports, vocab)
+    if exclude:
+        unknown = sorted(w for w in exclude if w not in vocab)
+        if unknown:
+            raise CompileError(f"{g.path or '<string>'}: cannot exclude {', '.join(map(repr, unknown))}: not in the vocabulary")
+        banned = {vocab.id(w) for w in exclude}
+        kept = []
+        for arc, ids in zip(g.arcs, ids_of):
+            left = [i for i in ids if i not in banned]
+            if ids and not left and arc.label.kind != "eps":
+                raise CompileError(f"{arc.label.span}: every token of {arc.label} is excluded; the arc {arc.src} -> {arc.dst} would be impossible")
+            kept.append(left)
+        ids_of = kept
     graph = state_graph(g)
     index = {q: i for i, q in enumerate([g.start_state] + [q for q in graph.nodes if q != g.start_state])}
     n = len(index)

@@ -1,16 +1,22 @@
 """The semantic-fusion recipe: a baseline and a fusion LM on the `clause.fsg` corpus.
 
 The corpus is sampled from ``grammars/clause.fsg``; ``holdout`` of the five adjectives
-of each polarity never occur in training (they do in validation, which follows the
-full grammar). Features come from ``lexicons/sentiment.lex`` with roles from the
-grammar. The baseline is a plain :class:`CausalLM` trained with label-smoothed CE;
-the fusion model adds the gated feature adapter, the auxiliary BCE head and the
-adjective-class uniformizer. Both are evaluated without any control input, so their
-perplexities are comparable with each other and with the exact floor of the
-validation generator (``exp(H / (E|X| + 1))``: every word and ``<eos>`` predicted).
+of each polarity never occur in training. Training sentences come from the same grammar
+compiled without the held-out words (each arc's probability shared among its remaining
+words), so only those words differ between the splits; validation follows the full
+grammar. Features come from ``lexicons/sentiment.lex`` with roles from the grammar.
+
+Both models get the same language-model losses: label-smoothed CE plus the
+adjective-class uniformizer (which reads the held-out words' class, so neither model
+is favoured by it). The fusion model adds the gated feature adapter and the auxiliary
+BCE head (its own loss, on its own head). :data:`VARIANTS` names the ablations.
+Everything is evaluated without any control input, so perplexities are comparable
+with each other and with the exact floor of the validation generator
+(``exp(H / (E|X| + 1))``: every word and ``<eos>`` predicted).
 
 ``task(config)`` is the :class:`~neurosym.lm.train.Task` behind ``neurosym train``;
-:func:`reproduce` runs both models over several seeds and reports a table.
+:func:`reproduce` runs the variants over several seeds and reports a table with
+Welch's t-test, and :func:`step_times` times their training steps side by side.
 """
 
 from __future__ import annotations
@@ -18,21 +24,25 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import torch
+from scipy import stats
 
-import neurosym
-from neurosym.data import _REPO_ROOT
+from neurosym.compile.fsg import load_fsg
+from neurosym.compile.lexicon import load_lexicon
+from neurosym.data import resolve_data_path
 from neurosym.data.corpora import choose_holdout, sample_sentences
-from neurosym.errors import ConfigError
+from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm.config import Config
 from neurosym.lm.fusion import build_fusion_lm, control_names, make_batch
 from neurosym.lm.losses import adjective_uniformizer, aux_bce, label_smoothed_ce
 from neurosym.lm.metrics import evaluate, floor_ppl
 from neurosym.lm.model import CausalLM, LMConfig
+from neurosym.lm.train import Trainer, param_groups, seed_all
 
 # The published figures (their encoder had no causal mask; see DESIGN "Findings").
 PAPER = {"baseline": {"ppl": 2.249}, "fusion": {"ppl": 2.152}, "floor_ppl": 2.67, "causal": False}
@@ -51,15 +61,16 @@ class ModelSection:
     max_len: int = 32
     positions: Literal["sinusoidal", "rotary"] = "sinusoidal"
     label_smoothing: float = 0.02
-    aux_weight: float = 0.5  # fusion only
+    aux_weight: float = 0.5  # fusion only; 0 builds no auxiliary head
     aux_hidden: int = 128  # fusion only
-    uniformizer_weight: float = 0.01  # fusion only
+    uniformizer_weight: float = 0.01  # both models (0 turns it off)
     control: bool = False  # fusion only: feed the gold sentence-level control
 
 
 @dataclass
 class DataSection:
-    """``[data]``: the corpus. Paths are relative to the repository."""
+    """``[data]``: the corpus. Paths are absolute, relative to the working folder, or
+    shipped files (``grammars/...``, ``lexicons/...``)."""
 
     grammar: str = "grammars/clause.fsg"
     lexicon: str = "lexicons/sentiment.lex"
@@ -71,11 +82,6 @@ class DataSection:
     seed: int = 0  # corpus seed (the same corpus for every model seed)
 
 
-def _path(p: str) -> Path:
-    path = Path(p)
-    return path if path.is_absolute() else _REPO_ROOT / path
-
-
 class SemanticFusionTask:
     """Corpus, model and loss of the recipe (the trainer's task protocol)."""
 
@@ -85,16 +91,20 @@ class SemanticFusionTask:
         self.batch_size = config.optim.batch_size
         if d.max_len < 3:
             raise ConfigError(f"data.max_len: expected at least 3 (<bos>, a word, <eos>), got {d.max_len}")
-        self.auto = neurosym.load(_path(d.grammar))
-        self.bank = neurosym.load(_path(d.lexicon), self.auto.vocab)
+        grammar = resolve_data_path(d.grammar)
+        self.auto = load_fsg(grammar)
+        self.bank = load_lexicon(resolve_data_path(d.lexicon), self.auto.vocab)
         vocab = self.auto.vocab
         lex = self.bank.lexicon
         self.holdout = choose_holdout({c: lex.class_words(c) for c in d.holdout_classes}, d.holdout, d.seed)
-        held = [vocab.id(w) for ws in self.holdout.values() for w in ws]
+        held_words = [w for ws in self.holdout.values() for w in ws]
+        held = {vocab.id(w) for w in held_words}
         self.adjective_ids = torch.tensor(sorted({vocab.id(w) for c in d.holdout_classes for w in lex.class_words(c)}))
-        self.seen_ids = torch.tensor([i for i in range(len(vocab)) if i not in set(held)])
+        self.seen_ids = torch.tensor([i for i in range(len(vocab)) if i not in held])
+        # the same grammar without the held-out words, renormalised within their arcs
+        self.train_auto = load_fsg(grammar, vocab, exclude=held_words)
         words = d.max_len - 2
-        self.train_sentences = sample_sentences(self.auto, d.train, seed=d.seed, max_words=words, exclude=held)
+        self.train_sentences = sample_sentences(self.train_auto, d.train, seed=d.seed, max_words=words)
         self.valid_sentences = sample_sentences(self.auto, d.valid, seed=d.seed + 10_007, max_words=words)
         control = self.model_cfg.kind == "fusion" and self.model_cfg.control
         self.train_data = make_batch(self.train_sentences, self.auto, self.bank, control=control)
@@ -113,7 +123,7 @@ class SemanticFusionTask:
         if m.kind == "baseline":
             return CausalLM(lm)
         n_control = len(control_names(self.bank.names)) if m.control else 0
-        return build_fusion_lm(lm, len(self.bank.names), n_control, aux_hidden=m.aux_hidden)
+        return build_fusion_lm(lm, len(self.bank.names), n_control, aux_hidden=m.aux_hidden if m.aux_weight > 0 else None)
 
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.train_sentences) / self.batch_size)
@@ -136,12 +146,15 @@ class SemanticFusionTask:
         ce = label_smoothed_ce(out.logits, batch["targets"], m.label_smoothing, self.pad_id)
         logs = {"ce": float(ce.detach())}
         total = ce
-        if fusion:
+        if m.uniformizer_weight > 0:  # the same for both models
+            uni = adjective_uniformizer(out.logits, batch["targets"], self.adjective_ids.to(out.logits.device), m.uniformizer_weight)
+            total = total + uni
+            logs["uniformizer"] = float(uni.detach())
+        if fusion and m.aux_weight > 0:
             mask = batch["targets"] != self.pad_id
             aux = aux_bce(out.extras["aux"], batch["aux_targets"], mask, m.aux_weight)
-            uni = adjective_uniformizer(out.logits, batch["targets"], self.adjective_ids.to(out.logits.device), m.uniformizer_weight)
-            total = total + aux + uni
-            logs.update(aux=float(aux.detach()), uniformizer=float(uni.detach()))
+            total = total + aux
+            logs["aux"] = float(aux.detach())
         return total, logs
 
     def evaluate(self, model) -> dict[str, float]:
@@ -161,18 +174,38 @@ def task(config: Config) -> SemanticFusionTask:
 
 # ---------------------------------------------------------------------- reproduce
 RECIPE_OPTIM = {"lr": 3e-4, "weight_decay": 0.01, "warmup": 0.1, "clip": 1.0, "batch_size": 64, "epochs": 6}
+RECIPE_THREADS = 2  # results are bit-identical for a given machine, torch version and thread count
+
+# name -> [model] overrides. The main comparison is the first two; the rest are ablations.
+VARIANTS: dict[str, dict] = {
+    "baseline": {"kind": "baseline"},
+    "fusion": {"kind": "fusion"},
+    "baseline-no-uniformizer": {"kind": "baseline", "uniformizer_weight": 0.0},
+    "fusion-no-uniformizer": {"kind": "fusion", "uniformizer_weight": 0.0},
+    "fusion-no-aux": {"kind": "fusion", "aux_weight": 0.0},
+}
+MAIN = ("baseline", "fusion")
+ABLATION = ("baseline-no-uniformizer", "baseline", "fusion", "fusion-no-uniformizer", "fusion-no-aux")
+METRICS = ("ppl", "seen_ppl", "focus_ce", "sem_mse")
 
 
-def recipe_config(kind: str, seed: int, out_dir: str | Path = "runs", epochs: int | None = None, model: dict | None = None, **data) -> Config:
-    """The shipped recipe (configs/semantic_fusion.toml) for one model kind and seed;
-    ``model`` and ``data`` entries override the recipe's."""
+def recipe_config(
+    variant: str, seed: int, out_dir: str | Path = "runs", epochs: int | None = None, model: dict | None = None,
+    threads: int | None = RECIPE_THREADS, **data,
+) -> Config:
+    """The shipped recipe (configs/semantic_fusion.toml) for one variant (a key of
+    :data:`VARIANTS`, or a bare model kind) and seed; ``model`` and ``data`` entries
+    override the recipe's."""
+    if variant not in VARIANTS:
+        raise NeurosymError(f"unknown semantic-fusion variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     optim = dict(RECIPE_OPTIM)
     if epochs is not None:
         optim["epochs"] = epochs
     return Config.from_dict(
         {
-            "run": {"name": f"semantic-fusion-{kind}-seed{seed}", "out_dir": str(out_dir), "seed": seed, "task": "neurosym.experiments.semantic_fusion:task"},
-            "model": {**(model or {}), "kind": kind},
+            "run": {"name": f"semantic-fusion-{variant}-seed{seed}", "out_dir": str(out_dir), "seed": seed, "threads": threads,
+                    "task": "neurosym.experiments.semantic_fusion:task"},
+            "model": {**(model or {}), **VARIANTS[variant]},
             "data": data,
             "optim": optim,
             "log": {"every": 50, "checkpoint_every": 200, "progress": False},
@@ -180,42 +213,113 @@ def recipe_config(kind: str, seed: int, out_dir: str | Path = "runs", epochs: in
     )
 
 
+def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Welch's t-test of mean(a) != mean(b) (scipy.stats.ttest_ind, equal_var=False):
+    ``{t, p}``; NaN with fewer than two values on a side."""
+    if len(a) < 2 or len(b) < 2:
+        return {"t": math.nan, "p": math.nan}
+    res = stats.ttest_ind(list(a), list(b), equal_var=False)
+    return {"t": float(res.statistic), "p": float(res.pvalue)}
+
+
+def step_times(
+    variants: Sequence[str] = MAIN, repeats: int = 30, warmup: int = 3, threads: int | None = RECIPE_THREADS,
+    model: dict | None = None, **data,
+) -> dict[str, dict[str, float]]:
+    """Milliseconds per training step (forward, losses, backward, AdamW step) of each
+    variant, measured in this process under the same conditions: the same first batch,
+    the same thread count, steps interleaved across variants (so load changes hit all
+    alike). ``{variant: {median_ms, min_ms, params}}``."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        setups = []
+        for v in variants:
+            config = recipe_config(v, 0, model=model, threads=threads, **data)
+            t = task(config)
+            seed_all(0)
+            net = t.build_model(config)
+            opt = torch.optim.AdamW(param_groups(net, RECIPE_OPTIM["weight_decay"]), lr=RECIPE_OPTIM["lr"])
+            batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
+            setups.append((v, t, net, opt, batch))
+
+        def step(t, net, opt, batch) -> float:
+            started = time.perf_counter()
+            loss, _ = t.loss(net, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return time.perf_counter() - started
+
+        for _, t, net, opt, batch in setups:
+            net.train()
+            for _ in range(warmup):
+                step(t, net, opt, batch)
+        times: dict[str, list[float]] = {v: [] for v in variants}
+        for _ in range(repeats):
+            for v, t, net, opt, batch in setups:
+                times[v].append(step(t, net, opt, batch))
+        return {
+            v: {"median_ms": 1000 * statistics.median(times[v]), "min_ms": 1000 * min(times[v]),
+                "params": sum(p.numel() for p in net.parameters())}
+            for v, _, net, _, _ in setups
+        }
+    finally:
+        torch.set_num_threads(before)
+
+
 def reproduce(
-    seeds: int = 3,
+    seeds: int = 5,
     out_dir: str | Path = "runs/semantic-fusion",
     epochs: int | None = None,
-    progress=print,
+    progress: Callable[[str], None] | None = print,
     resume: bool = False,
     model: dict | None = None,
+    variants: Sequence[str] = MAIN,
+    threads: int | None = RECIPE_THREADS,
+    timing: bool = True,
     **data,
 ) -> dict:
-    """Train the baseline and the fusion model for ``seeds`` seeds; return the report dict
-    (``floor_ppl``, per-model means, spreads and per-seed figures, the paper's figures)."""
-    from neurosym.lm.train import Trainer
-
-    runs: dict[str, list[dict]] = {"baseline": [], "fusion": []}
-    floor = None
+    """Train each variant for ``seeds`` seeds; return the report dict: ``floor_ppl``, per
+    variant the mean, spread and per-seed figures and ``params``, Welch's test of fusion
+    against baseline, step times (``timing``) and the paper's figures."""
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or len(set(variants)) != len(variants):
+        raise NeurosymError(f"variants: expected distinct names among {', '.join(VARIANTS)}, got {', '.join(variants)}")
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    params: dict[str, int] = {}
+    t = None
     for seed in range(seeds):
-        for kind in ("baseline", "fusion"):
-            config = recipe_config(kind, seed, out_dir, epochs, model, **data)
+        for v in variants:
+            config = recipe_config(v, seed, out_dir, epochs, model, threads, **data)
             t = task(config)
-            floor = t.floor()
             started = time.monotonic()
-            result = Trainer(config, t).fit(resume=resume and (config.run_dir / "last.pt").exists())
-            figures = {k: float(v) for k, v in result.eval.items()}
+            trainer = Trainer(config, t)
+            result = trainer.fit(resume=resume and (config.run_dir / "last.pt").exists())
+            params[v] = sum(p.numel() for p in trainer.model.parameters())
+            figures = {k: float(val) for k, val in result.eval.items()}
             figures.update(seed=seed, seconds=time.monotonic() - started, run_dir=str(result.run_dir), train_loss=result.loss)
-            runs[kind].append(figures)
+            runs[v].append(figures)
             if progress:
-                progress(f"{kind} seed {seed}: ppl {figures['ppl']:.4f} seen_ppl {figures.get('seen_ppl', float('nan')):.4f} ({figures['seconds']:.0f} s)")
-    report = {"floor_ppl": floor, "seeds": seeds, "paper": PAPER, "holdout": t.holdout, "config": {"model": asdict(t.model_cfg), "data": asdict(t.data_cfg), "optim": RECIPE_OPTIM | ({"epochs": epochs} if epochs else {})}}
-    for kind, rows in runs.items():
-        metrics = [k for k in ("ppl", "seen_ppl", "focus_ce", "sem_mse") if k in rows[0]]
-        report[kind] = {k: statistics.fmean(r[k] for r in rows) for k in metrics}
-        report[kind].update({f"{k}_std": (statistics.stdev(r[k] for r in rows) if len(rows) > 1 else 0.0) for k in metrics})
-        report[kind]["runs"] = rows
-    b, f = report["baseline"], report["fusion"]
-    report["fusion_minus_baseline"] = {k: f[k] - b[k] for k in ("ppl", "seen_ppl") if k in f and k in b}
+                progress(f"{v} seed {seed}: ppl {figures['ppl']:.4f} seen_ppl {figures.get('seen_ppl', math.nan):.4f} ({figures['seconds']:.0f} s)")
+    floor = t.floor()
+    report = {
+        "floor_ppl": floor, "seeds": seeds, "variants": list(variants), "paper": PAPER, "holdout": t.holdout, "threads": threads,
+        "config": {"model": asdict(t.model_cfg), "data": asdict(t.data_cfg), "optim": RECIPE_OPTIM | ({"epochs": epochs} if epochs else {})},
+    }
+    for v, rows in runs.items():
+        metrics = [k for k in METRICS if k in rows[0]]
+        report[v] = {k: statistics.fmean(r[k] for r in rows) for k in metrics}
+        report[v].update({f"{k}_std": (statistics.stdev(r[k] for r in rows) if len(rows) > 1 else 0.0) for k in metrics})
+        report[v].update(params=params[v], runs=rows)
+    if "baseline" in runs and "fusion" in runs:
+        b, f = report["baseline"], report["fusion"]
+        report["fusion_minus_baseline"] = {k: f[k] - b[k] for k in ("ppl", "seen_ppl") if k in f and k in b}
+        report["welch_ppl"] = welch([r["ppl"] for r in runs["fusion"]], [r["ppl"] for r in runs["baseline"]])
     report["all_at_or_above_floor"] = all(r["ppl"] >= floor for rows in runs.values() for r in rows)
+    if timing:
+        report["step_times"] = step_times(variants, threads=threads, model=model, **data)
     return report
 
 
@@ -224,23 +328,29 @@ def format_report(r: dict) -> str:
     def cell(m: dict, k: str) -> str:
         return f"{m[k]:.4f} ± {m[k + '_std']:.4f}" if k in m else "—"
 
+    timing = r.get("step_times", {})
     lines = [
-        f"semantic fusion on clause.fsg ({r['seeds']} seed(s); held out of training: "
+        f"semantic fusion on clause.fsg ({r['seeds']} seed(s), {r['threads']} thread(s); held out of training: "
         + "; ".join(f"{c}: {', '.join(ws)}" for c, ws in r["holdout"].items()) + ")",
         "",
-        "| model | PPL | seen-only PPL | focus CE (nats) | semantic MSE | paper PPL (non-causal) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| model | PPL | seen-only PPL | focus CE (nats) | semantic MSE | parameters | ms/step | paper PPL (non-causal) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for kind in ("baseline", "fusion"):
-        m = r[kind]
-        lines.append(f"| {kind} | {cell(m, 'ppl')} | {cell(m, 'seen_ppl')} | {cell(m, 'focus_ce')} | {cell(m, 'sem_mse')} | {r['paper'][kind]['ppl']} |")
-    lines.append(f"| exact floor | {r['floor_ppl']:.4f} | | | | {r['paper']['floor_ppl']} (their corpus) |")
-    d = r["fusion_minus_baseline"]
-    spread = math.hypot(r["baseline"]["ppl_std"], r["fusion"]["ppl_std"])
-    verdict = "beats" if d["ppl"] < 0 else "does not beat"
-    lines += [
-        "",
-        f"fusion {verdict} the baseline: PPL {d['ppl']:+.4f} (combined spread {spread:.4f}), seen-only PPL {d.get('seen_ppl', float('nan')):+.4f}.",
-        f"every PPL at or above the floor: {'yes' if r['all_at_or_above_floor'] else 'NO'}.",
-    ]
+    for v in r["variants"]:
+        m = r[v]
+        ms = f"{timing[v]['median_ms']:.1f}" if v in timing else "—"
+        paper = r["paper"].get(v, {}).get("ppl", "—")
+        lines.append(f"| {v} | {cell(m, 'ppl')} | {cell(m, 'seen_ppl')} | {cell(m, 'focus_ce')} | {cell(m, 'sem_mse')} | {m['params']:,} | {ms} | {paper} |")
+    lines.append(f"| exact floor | {r['floor_ppl']:.4f} | | | | | | {r['paper']['floor_ppl']} (their corpus) |")
+    lines.append("")
+    if "fusion_minus_baseline" in r:
+        d, w = r["fusion_minus_baseline"], r["welch_ppl"]
+        spread = math.hypot(r["baseline"]["ppl_std"], r["fusion"]["ppl_std"])
+        verdict = "beats" if d["ppl"] < 0 else "does not beat"
+        test = f"Welch's t = {w['t']:.2f}, p = {w['p']:.2g}" if math.isfinite(w["p"]) else "no t-test with one seed"
+        lines.append(
+            f"fusion {verdict} the baseline: PPL {d['ppl']:+.4f} (combined spread {spread:.4f}; {test}), "
+            f"seen-only PPL {d.get('seen_ppl', math.nan):+.4f}."
+        )
+    lines.append(f"every PPL at or above the floor: {'yes' if r['all_at_or_above_floor'] else 'NO'}.")
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 A config has five tables::
 
-    [run]    name, out_dir, seed, deterministic, device, task
+    [run]    name, out_dir, seed, deterministic, threads, device, task
     [model]  free-form; the task checks it with its own dataclass (Config.section)
     [data]   free-form; likewise
     [optim]  lr, weight_decay, betas, warmup | warmup_steps, schedule, clip, batch_size, epochs
@@ -39,12 +39,15 @@ class RunConfig:
     out_dir: str = "runs"
     seed: int = 0
     deterministic: bool = True
+    threads: int | None = None  # torch CPU threads while training (None: torch's default); results depend on it
     device: str = "cpu"
     task: str | None = None  # "package.module:factory", used by `neurosym train`
 
     def __post_init__(self):
         if not self.name or "/" in self.name or "\\" in self.name or self.name in {".", ".."}:
             raise ValueError(f"run.name: expected a folder name, got {_show(self.name)}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"run.threads: expected a positive number of threads, got {_show(self.threads)}")
         if self.task is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.task):
             raise ValueError(f'run.task: expected "package.module:factory", got {_show(self.task)}')
 

@@ -297,9 +297,12 @@ class Trainer:
     def fit(self, resume: bool = False) -> FitResult:
         """Train to the end (or continue from ``run_dir/last.pt`` with ``resume=True``)."""
         deterministic_before = torch.are_deterministic_algorithms_enabled()
+        threads_before = torch.get_num_threads()
         self._dist, self.device = _setup_distributed(self.config.run.device)
         self.rank, self.world_size = self._dist.rank, self._dist.world
         try:
+            if self.config.run.threads is not None:
+                torch.set_num_threads(self.config.run.threads)
             if self.config.run.deterministic:
                 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
                 torch.use_deterministic_algorithms(True)
@@ -307,6 +310,7 @@ class Trainer:
             return self._fit(resume)
         finally:
             torch.use_deterministic_algorithms(deterministic_before)
+            torch.set_num_threads(threads_before)
             if self._dist.owns_group:
                 dist.destroy_process_group()
 

@@ -88,7 +88,7 @@ def test_missing_shared_data_is_a_clear_error(monkeypatch, tmp_path):
     import neurosym.data as data
 
     monkeypatch.setenv("NEUROSYM_SHARED_DATA", str(tmp_path / "nowhere"))
-    monkeypatch.setattr(data, "_REPO_ROOT", tmp_path / "repo")
+    monkeypatch.setattr(data, "CHECKOUT_SHARED_DATA", tmp_path / "repo" / "shared" / "data")
     with pytest.raises(NeurosymError, match="shared data"):
         bench.run(methods=("beam",), time_budget=1)
 

@@ -1,0 +1,1 @@
+"""The example grammars shipped with neurosym (package data: see neurosym.data.shipped_file)."""
