@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from scipy import stats
 
 from neurosym.cli.main import main
 from neurosym.errors import ConfigError
@@ -42,16 +43,63 @@ def test_bad_recipe_keys_are_named():
         task(recipe_config("fusion", 0, holdout="three"))
 
 
-def test_reproduce_reports_both_models_above_the_floor(tmp_path):
-    r = reproduce(seeds=2, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=256, valid=64)
-    assert set(r["baseline"]) >= {"ppl", "seen_ppl", "focus_ce", "ppl_std", "runs"}
-    assert "sem_mse" in r["fusion"] and "sem_mse" not in r["baseline"]
+def test_reproduce_reports_every_variant_with_the_test_and_step_times(tmp_path):
+    variants = ("baseline", "fusion", "fusion-no-aux")
+    r = reproduce(seeds=2, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=256, valid=64, variants=variants, threads=1)
+    assert r["variants"] == list(variants)
+    assert set(r["baseline"]) >= {"ppl", "seen_ppl", "focus_ce", "ppl_std", "params", "runs"}
+    assert "sem_mse" in r["fusion"] and "sem_mse" not in r["baseline"] and "sem_mse" not in r["fusion-no-aux"]
+    assert r["fusion-no-aux"]["params"] < r["fusion"]["params"]  # no auxiliary head is built
     assert len(r["fusion"]["runs"]) == 2 and r["all_at_or_above_floor"]
-    assert all(run["ppl"] >= r["floor_ppl"] for k in ("baseline", "fusion") for run in r[k]["runs"])
+    assert all(run["ppl"] >= r["floor_ppl"] for k in variants for run in r[k]["runs"])
+    expected = stats.ttest_ind([x["ppl"] for x in r["fusion"]["runs"]], [x["ppl"] for x in r["baseline"]["runs"]], equal_var=False)
+    assert r["welch_ppl"]["p"] == pytest.approx(expected.pvalue)
+    assert set(r["step_times"]) == set(variants) and all(v["median_ms"] > 0 for v in r["step_times"].values())
     text = format_report(r)
-    assert "| baseline |" in text and "exact floor" in text and f"{r['floor_ppl']:.4f}" in text
+    assert "| baseline |" in text and "| fusion-no-aux |" in text and "exact floor" in text and f"{r['floor_ppl']:.4f}" in text
+    assert f"p = {r['welch_ppl']['p']:.2g}" in text and "ms/step" in text
     json.dumps(r)  # the --json report is plain JSON
     assert math.isfinite(r["fusion_minus_baseline"]["ppl"])
+
+
+def test_both_models_get_the_same_language_model_losses():
+    for variant, keys in (("baseline", {"ce", "uniformizer"}), ("fusion", {"ce", "uniformizer", "aux"}),
+                          ("baseline-no-uniformizer", {"ce"}), ("fusion-no-aux", {"ce", "uniformizer"})):
+        t = task(recipe_config(variant, 0, model=TINY, train=64, valid=16))
+        batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
+        _, logs = t.loss(t.build_model(None), batch)
+        assert set(logs) == keys, variant
+
+
+def test_training_split_differs_from_validation_only_in_the_held_out_words():
+    t = task(recipe_config("baseline", 0, train=4000, valid=4000))
+    vocab = t.auto.vocab
+    held = {vocab.id(w) for ws in t.holdout.values() for w in ws}
+    pronouns = {vocab.id("He"), vocab.id("She")}
+
+    def two_clauses(sentences):
+        return sum(any(i in pronouns for i in s) for s in sentences) / len(sentences)
+
+    assert not any(i in held for s in t.train_sentences for i in s)
+    # P(second clause) = 0.6 in both (rejection sampling used to drop it to 0.375 in training)
+    sd = math.sqrt(0.6 * 0.4 / 4000)
+    assert two_clauses(t.train_sentences) == pytest.approx(0.6, abs=5 * sd)
+    assert two_clauses(t.valid_sentences) == pytest.approx(0.6, abs=5 * sd)
+
+
+def test_the_recipe_is_bit_identical_for_a_fixed_thread_count(tmp_path):
+    runs = [reproduce(seeds=1, out_dir=tmp_path / str(i), epochs=1, progress=None, model=TINY, train=128, valid=32,
+                      threads=1, timing=False) for i in range(2)]
+    for kind in ("baseline", "fusion"):
+        a, b = (r[kind]["runs"][0] for r in runs)
+        assert a["train_loss"] == b["train_loss"] and a["ppl"] == b["ppl"] and a["seen_ppl"] == b["seen_ppl"], kind
+
+
+def test_fusion_beats_the_baseline_on_a_small_fixed_run(tmp_path):
+    """What the recipe claims, on a run small enough for CI: the same corpus, seed, losses
+    and budget, one thread (so the figures are fixed on a given machine)."""
+    r = reproduce(seeds=1, out_dir=tmp_path, epochs=2, progress=None, model=TINY, train=512, valid=128, threads=1, timing=False)
+    assert r["fusion"]["ppl"] < 0.9 * r["baseline"]["ppl"], (r["fusion"]["ppl"], r["baseline"]["ppl"])
 
 
 def test_train_command_and_plot(tmp_path):

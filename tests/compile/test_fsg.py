@@ -294,3 +294,53 @@ def test_analysis_reports_cycles():
     a = analyze(parse_fsg(BRANCHY))
     assert a.infinite and sorted(a.cycles[0]) == ["A", "B", "C", "D"]
     assert not analyze(parse_fsg(FINITE)).infinite
+
+
+# ---------------------------------------------------------------------- excluded words
+SHARED_ARC = """
+A B @COL 0.6
+A B 'cat' 0.4
+B C 'runs' 1.0
+C 0.5
+C A 'and' 0.5
+"""
+
+
+def _sentence_prob(w, words):
+    ids = torch.tensor([[w.vocab.id(x) for x in words]])
+    return math.exp(float(w.log_prob(ids)[0]))
+
+
+def _grammar(tmp_path, body=SHARED_ARC):
+    lex = tmp_path / "c.lex"
+    lex.write_text("%class COL red green blue\n")
+    return parse_fsg(f'%start A\n%import "{lex.as_posix()}" (COL)\n' + body, path=tmp_path / "g.fsg")
+
+
+def test_exclusion_renormalises_within_the_arc(tmp_path):
+    g = _grammar(tmp_path)
+    full = compile_fsg(g)
+    held = compile_fsg(g, full.vocab, exclude=["red"])
+    assert held.vocab.tokens == full.vocab.tokens  # the vocabulary keeps the word
+    # the class arc keeps its 0.6, now shared by two words; 'cat' and the rest keep theirs
+    assert _sentence_prob(full, ["green", "runs"]) == pytest.approx(0.2 * 0.5)
+    assert _sentence_prob(held, ["green", "runs"]) == pytest.approx(0.3 * 0.5)
+    assert _sentence_prob(held, ["blue", "runs"]) == pytest.approx(0.3 * 0.5)
+    assert _sentence_prob(held, ["cat", "runs"]) == pytest.approx(0.4 * 0.5)
+    assert _sentence_prob(held, ["red", "runs"]) == 0.0
+    assert _sentence_prob(held, ["cat", "runs", "and", "green", "runs"]) == pytest.approx(0.4 * 0.5 * 0.3 * 0.5)
+    # sampled: no excluded word, and the structure (how often a sentence continues) unchanged
+    n = 20000
+    sents = held.sample(n, seed=4)
+    assert not any(held.vocab.id("red") in s for s in sents)
+    assert sum(held.vocab.id("and") in s for s in sents) / n == pytest.approx(0.5, abs=0.015)
+
+
+def test_excluding_every_word_of_an_arc_or_an_unknown_word_is_an_error(tmp_path):
+    g = _grammar(tmp_path)
+    with pytest.raises(CompileError, match=r"g.fsg:\d+:\d+: every token of 'cat' is excluded"):
+        compile_fsg(g, exclude=["cat"])
+    with pytest.raises(CompileError, match="every token of @COL is excluded"):
+        compile_fsg(g, exclude=["red", "green", "blue"])
+    with pytest.raises(CompileError, match="'zebra'.*not in the vocabulary"):
+        compile_fsg(g, exclude=["zebra"])
