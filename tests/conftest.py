@@ -1,7 +1,20 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the hypothesis profiles.
+
+Property tests are reproducible by default: the ``ci`` profile derandomizes hypothesis
+(examples follow from each test's source) and keeps no example database, so two runs of
+the suite draw the same strings. ``HYPOTHESIS_PROFILE=dev`` draws fresh random examples
+(and remembers failures in .hypothesis/) for digging locally.
+"""
+
+import os
 
 import pytest
 import torch
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("dev", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="module")

@@ -95,8 +95,11 @@ def search(
     tournament: int = 3,
     p_crossover: float = 0.3,
     max_size: int = 40,
+    max_generations: int | None = None,
 ) -> tuple[ra.Node, dict]:
-    """Run the ``evolve`` method; returns ``(best regex, info)``."""
+    """Run the ``evolve`` method; returns ``(best regex, info)``. It stops when solved, at
+    the time budget, or after ``max_generations`` (then the result depends on ``seed``
+    alone, not on the machine's speed)."""
     t_end = time.monotonic() + time_budget
     rng = np.random.default_rng(seed)
     leaves = list(leaves) if leaves is not None else default_leaves(positives, negatives)
@@ -109,7 +112,7 @@ def search(
     generations = 0
     try:
         fit = [scorer(x) for x in pop]
-        while time.monotonic() < t_end:
+        while time.monotonic() < t_end and (max_generations is None or generations < max_generations):
             order = np.argsort(fit, kind="stable")
             best = pop[int(order[0])]
             if scorer.solved(best):

@@ -1,6 +1,7 @@
 """Soft Levenshtein: exact at T -> 0 against plain references, padding, gradients."""
 
 import random
+import zlib
 
 import pytest
 import torch
@@ -144,7 +145,7 @@ def brute_force_distance(x: list[int], auto: neurosym.Automaton) -> float:
 def test_distance_to_an_automaton_is_exact_at_small_temperature(pattern):
     vocab = Vocab.chars("abc", specials=())
     auto = neurosym.compile_regex(pattern, vocab=vocab)
-    rng = random.Random(hash(pattern) % 1000)
+    rng = random.Random(zlib.crc32(pattern.encode()))  # hash() of a str changes per process
     xs = [[rng.randrange(3) for _ in range(rng.randint(0, 7))] for _ in range(40)]
     xs += [s for s in auto.sample(5, max_len=6, seed=0)]  # distance 0
     ids, lengths = pad(xs)
