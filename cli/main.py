@@ -213,7 +213,8 @@ def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: st
         auto = neurosym.load(file, max_states=max_states, time_limit=time_limit)
         out = [" ".join(auto.vocab.tokens[i] for i in s) for s in auto.sample(n, max_len=max_len, seed=seed)]
     elif kind == ".pcfg":
-        from neurosym.compile.pcfg import check_pcfg, sample_trees
+        from neurosym.compile.pcfg_check import check_pcfg
+        from neurosym.compile.pcfg_sample import sample_trees
         from neurosym.dsl.pcfg import read_pcfg
 
         if not file.is_file():

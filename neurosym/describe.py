@@ -77,7 +77,9 @@ def draw_fsg(path: str | Path, out: str | Path) -> Path:
 # ---------------------------------------------------------------------- PCFG
 def describe_pcfg(path: str | Path, samples: int = 5, seed: int = 0, max_len: int = 60) -> dict:
     """Rule counts, consistency (spectral radius), the CNF's size, findings and sample trees."""
-    from neurosym.compile.pcfg import check_pcfg, sample_trees, summary
+    from neurosym.compile.pcfg import summary
+    from neurosym.compile.pcfg_check import check_pcfg
+    from neurosym.compile.pcfg_sample import sample_trees
     from neurosym.dsl.pcfg import read_pcfg
 
     grammar = read_pcfg(path)

@@ -8,9 +8,68 @@ pytorch-struct's ``tests/extensions.py``.
 
 from __future__ import annotations
 
+import numpy as np
+import torch
+
+from neurosym.dsl.pcfg import Terminal
+
 # --- automata and edit distances
 #     (kept in this section: language enumeration, brute-force distances)
 
 
 # --- PCFG oracles
-#     (kept in this section: CKY by hand in float64)
+#     CKY by hand over spans: the probability of one sentence under a CNF grammar
+#     (float64 numpy) and under compiled RuleTensors (torch, in the tensors' dtype).
+
+
+def cnf_prob(cnf, sentence) -> float:
+    """P(sentence) by CKY; ``sentence`` is a sequence of :class:`Terminal` (or of words,
+    read as literal terminals). A reference implementation: loops over spans."""
+    seq = [s if isinstance(s, Terminal) else Terminal("literal", s) for s in sentence]
+    L = len(seq)
+    if L == 0:
+        return float(cnf.empty)
+    col = {k: i for i, k in enumerate(cnf.terminals)}
+    if any(s not in col for s in seq):
+        return 0.0
+    pre = np.stack([cnf.lexical[:, col[s]] for s in seq])  # (L, T)
+    if L == 1:
+        return float(cnf.root_term @ pre[0])
+    G = cnf.binary_dense()
+    chart = np.zeros((L, L + 1, cnf.N + cnf.T))
+    for i in range(L):
+        chart[i, i + 1, cnf.N :] = pre[i]
+    for width in range(2, L + 1):
+        for i in range(L - width + 1):
+            j = i + width
+            acc = np.zeros((cnf.N + cnf.T, cnf.N + cnf.T))
+            for k in range(i + 1, j):
+                acc += np.outer(chart[i, k], chart[k, j])
+            chart[i, j, : cnf.N] = np.einsum("abc,bc->a", G, acc)
+    return float(cnf.root @ chart[0, L, : cnf.N])
+
+
+def rule_tensors_log_prob(rt, ids) -> float:
+    """``log P(sentence)`` for one sentence of token ids, by a plain CKY over spans
+    (a reference for tests and small inputs; batched inside lives in ``neurosym.layers``)."""
+    ids = [int(i) for i in ids]
+    L = len(ids)
+    if L == 0:
+        return float(rt.empty)
+    pre = rt.emit[:, ids].T  # (L, T)
+    if L == 1:
+        return float(torch.logsumexp(rt.root_term + pre[0], 0))
+    N, S = rt.N, rt.N + rt.T
+    ninf = torch.tensor(float("-inf"), dtype=rt.binary.dtype, device=rt.binary.device)
+    chart: dict[tuple[int, int], torch.Tensor] = {}
+    for i in range(L):
+        chart[i, i + 1] = torch.cat([ninf.expand(N), pre[i]])
+    for width in range(2, L + 1):
+        for i in range(L - width + 1):
+            j = i + width
+            left = torch.stack([chart[i, k] for k in range(i + 1, j)])  # (K, S)
+            right = torch.stack([chart[k, j] for k in range(i + 1, j)])
+            pair = torch.logsumexp(left[:, :, None] + right[:, None, :], 0)  # (S, S)
+            inside = torch.logsumexp((rt.binary + pair).reshape(N, S * S), 1)
+            chart[i, j] = torch.cat([inside, ninf.expand(rt.T)])
+    return float(torch.logsumexp(rt.root + chart[0, L][:N], 0))

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from neurosym.compile.pcfg_check import check_pcfg
 from neurosym.dsl.pcfg import NT, Grammar, Terminal, TerminalImport
 from neurosym.errors import CompileError, Span
 
@@ -100,32 +101,6 @@ class CNFGrammar:
             out.append(f"{self.preterminals[t]}* -> {self.terminals[k]} [{self.lexical[t, k]:.6g}]")
         return out
 
-    def prob(self, sentence) -> float:
-        """P(sentence) by CKY; ``sentence`` is a sequence of :class:`Terminal` (or of words,
-        read as literal terminals). A reference implementation: loops over spans."""
-        seq = [s if isinstance(s, Terminal) else Terminal("literal", s) for s in sentence]
-        L = len(seq)
-        if L == 0:
-            return float(self.empty)
-        col = {k: i for i, k in enumerate(self.terminals)}
-        if any(s not in col for s in seq):
-            return 0.0
-        pre = np.stack([self.lexical[:, col[s]] for s in seq])  # (L, T)
-        if L == 1:
-            return float(self.root_term @ pre[0])
-        G = self.binary_dense()
-        chart = np.zeros((L, L + 1, self.N + self.T))
-        for i in range(L):
-            chart[i, i + 1, self.N :] = pre[i]
-        for width in range(2, L + 1):
-            for i in range(L - width + 1):
-                j = i + width
-                acc = np.zeros((self.N + self.T, self.N + self.T))
-                for k in range(i + 1, j):
-                    acc += np.outer(chart[i, k], chart[k, j])
-                chart[i, j, : self.N] = np.einsum("abc,bc->a", G, acc)
-        return float(self.root @ chart[0, L, : self.N])
-
 
 # ---------------------------------------------------------------------- conversion
 class _Rules:
@@ -150,11 +125,9 @@ def to_cnf(grammar: Grammar, check: bool = True) -> CNFGrammar:
     """Convert a parsed PCFG to CNF; every string keeps its probability.
 
     With ``check`` (default), the grammar must first pass
-    :func:`neurosym.compile.pcfg.check_pcfg` (a SourceError otherwise): the exact
+    :func:`neurosym.compile.pcfg_check.check_pcfg` (a SourceError otherwise): the exact
     epsilon and unit eliminations rely on it being consistent."""
     if check:
-        from neurosym.compile.pcfg import check_pcfg
-
         check_pcfg(grammar, strict=True)
     terminals = grammar.terminals
     tindex = {t: k for k, t in enumerate(terminals)}

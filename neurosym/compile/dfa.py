@@ -18,6 +18,7 @@ from neurosym.compile.nfa import NFA, Label
 from neurosym.errors import CompileError
 
 OTHER = 0  # the class of every character the automaton does not mention
+DEFAULT_VOCAB_CAP = 10_000  # strings a regex terminal may contribute to a default vocabulary
 _OTHER_CANDIDATES = "aZ0 _-.#~\u00a4\u2603"  # tried in order to show a character of class 0
 DEFAULT_MAX_STATES = 10_000
 DEFAULT_TIME_LIMIT = 30.0  # seconds
@@ -386,3 +387,39 @@ def _distance_to_final(delta: np.ndarray, final: np.ndarray) -> np.ndarray:
             break
         dist = new
     return dist
+
+
+def finite_strings(dfa, cap: int) -> list[str] | None:
+    """Every string a character DFA accepts, if finitely many (at most ``cap``) and none
+    needs "any other character" (class 0); else ``None``."""
+    trans, final, members = dfa.trans, dfa.final, dfa.partition.members
+    Q = trans.shape[0]
+    state = np.zeros(Q, dtype=np.int8)  # 0 new, 1 on the path, 2 done
+    count = np.zeros(Q, dtype=object)
+
+    def visit(q: int) -> bool:  # False on a cycle or an OTHER arc
+        state[q] = 1
+        total = int(final[q])
+        for k in np.nonzero(trans[q] >= 0)[0]:
+            if k == OTHER:
+                return False
+            r = int(trans[q, k])
+            if state[r] == 1 or (state[r] == 0 and not visit(r)):
+                return False
+            total += len(members[k]) * count[r]
+        count[q] = total
+        state[q] = 2
+        return True
+
+    if not visit(0) or count[0] > cap:
+        return None
+    out: list[str] = []
+    stack = [(0, "")]
+    while stack:
+        q, prefix = stack.pop()
+        if final[q]:
+            out.append(prefix)
+        for k in reversed(np.nonzero(trans[q] >= 0)[0]):
+            for ch in reversed(members[k]):
+                stack.append((int(trans[q, k]), prefix + ch))
+    return sorted(out, key=lambda s: (len(s), s))

@@ -19,18 +19,18 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import torch
 
-from neurosym.compile.pcfg import DEFAULT_VOCAB_CAP, finite_strings
+from neurosym.compile.dfa import DEFAULT_VOCAB_CAP, finite_strings
 from neurosym.compile.regex import Limits, compile_bank, to_automaton
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.dsl.fsg import Arc, FsgGrammar, Label, read_fsg
+from neurosym.dsl.fsg import FsgGrammar, Label, read_fsg
 from neurosym.errors import CompileError, NeurosymError, SourceError, Span
 from neurosym.vocab import Vocab
 

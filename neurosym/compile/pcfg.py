@@ -1,4 +1,4 @@
-"""PCFGs: checks, summaries, sampling, and compilation to :class:`RuleTensors`.
+"""PCFGs compiled to :class:`RuleTensors`, and their summaries.
 
 ``load_pcfg(path, vocab)`` parses a `.pcfg` file, checks it (:func:`check_pcfg`),
 converts it to CNF (:mod:`neurosym.compile.cnf`) and builds log-space tensors in
@@ -10,157 +10,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
-import networkx as nx
 import numpy as np
 import torch
 
 from neurosym.compile.cnf import CNFGrammar, to_cnf
+from neurosym.compile.dfa import DEFAULT_VOCAB_CAP, finite_strings
+from neurosym.compile.pcfg_check import analyze, check_pcfg
+from neurosym.compile.pcfg_sample import Tree
 from neurosym.compile.regex import Limits, rule_dfa
-from neurosym.dsl.pcfg import NT, Grammar, Terminal, TerminalImport, read_pcfg
+from neurosym.dsl.pcfg import NT, Grammar, Terminal, as_grammar, read_pcfg
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
 
-RADIUS_LIMIT = 1.0 - 1e-9
-DEFAULT_VOCAB_CAP = 10_000  # strings a regex terminal may contribute to a default vocabulary
-
-
-class Finding(NamedTuple):
-    """One result of :func:`check_pcfg`: ``severity`` is ``"error"``, ``"warning"`` or ``"info"``."""
-
-    severity: str
-    span: Span
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.span}: {self.severity}: {self.message}"
-
-
-@dataclass
-class Analysis:
-    """Numbers behind the checks, over the positive-probability rules.
-
-    ``useful`` lists the reachable, generating nonterminals; ``expected_children``
-    (U, U) is ``M[A, B]`` = expected number of ``B`` in one expansion of ``A`` over them;
-    ``radius`` its spectral radius; ``expected_length`` the start symbol's expected
-    sentence length (``None`` when ``radius >= 1``)."""
-
-    reachable: list[str]
-    generating: list[str]
-    useful: list[str]
-    expected_children: np.ndarray
-    radius: float
-    expected_length: float | None
-
-
-def _as_grammar(g: Grammar | str | Path) -> Grammar:
-    return g if isinstance(g, Grammar) else read_pcfg(g)
-
-
-def analyze(grammar: Grammar) -> Analysis:
-    """Reachability, generating symbols, the expected-children matrix and its radius."""
-    prods = [p for p in grammar.productions if p.prob > 0]
-    gen: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for p in prods:
-            if p.lhs not in gen and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
-                gen.add(p.lhs)
-                changed = True
-    by_lhs: dict[str, list] = {}
-    for p in prods:
-        by_lhs.setdefault(p.lhs, []).append(p)
-    reach, todo = {grammar.start}, [grammar.start]
-    while todo:
-        for p in by_lhs.get(todo.pop(), []):
-            for s in p.rhs:
-                if isinstance(s, NT) and s.name not in reach:
-                    reach.add(s.name)
-                    todo.append(s.name)
-    order = grammar.nonterminals
-    useful = [a for a in order if a in reach and a in gen]
-    idx = {a: i for i, a in enumerate(useful)}
-    M = np.zeros((len(useful), len(useful)))
-    t = np.zeros(len(useful))
-    for p in prods:
-        if p.lhs in idx and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
-            for s in p.rhs:
-                if isinstance(s, NT):
-                    M[idx[p.lhs], idx[s.name]] += p.prob
-                else:
-                    t[idx[p.lhs]] += p.prob
-    radius = float(np.max(np.abs(np.linalg.eigvals(M)))) if len(useful) else 0.0
-    length = None
-    if radius < RADIUS_LIMIT and grammar.start in idx:
-        length = float(np.linalg.solve(np.eye(len(useful)) - M, t)[idx[grammar.start]])
-    return Analysis([a for a in order if a in reach], [a for a in order if a in gen], useful, M, radius, length)
-
-
-def check_pcfg(grammar: Grammar | str | Path, strict: bool = True) -> list[Finding]:
-    """Findings about a grammar (a parsed :class:`Grammar` or a path), sorted by position.
-
-    Errors: non-generating nonterminals (no finite string) and inconsistency (the
-    expected-children matrix has spectral radius >= 1, so mass leaks to infinite trees).
-    Warnings: unreachable nonterminals, duplicate rules. Info: a grammar without weights
-    (uniform). With ``strict``, the first error raises as a :class:`SourceError`
-    (non-generating ones before inconsistency, which they usually cause).
-    Parse-level problems (syntax, undefined names, sums, ranges) raise while parsing."""
-    grammar = _as_grammar(grammar)
-    a = analyze(grammar)
-    first = {lhs: grammar.first_rule(lhs).lhs_span for lhs in grammar.nonterminals}
-    out: list[Finding] = []
-    if grammar.weights == "uniform":
-        out.append(Finding("info", grammar.productions[0].lhs_span, "no probabilities are given: each nonterminal's alternatives are equally likely"))
-    seen: dict[tuple, object] = {}
-    for p in grammar.productions:
-        key = (p.lhs, tuple((type(s).__name__, getattr(s, "name", getattr(s, "text", None))) for s in p.rhs))
-        if key in seen:
-            out.append(Finding("warning", p.span, f"duplicate rule {p.lhs} -> {' '.join(map(str, p.rhs))} (also at line {seen[key].span.line}); their probabilities add up"))
-        else:
-            seen[key] = p
-    for lhs in grammar.nonterminals:
-        if lhs not in a.reachable:
-            out.append(Finding("warning", first[lhs], f"{lhs} is unreachable from the start symbol {grammar.start}"))
-    dead = [lhs for lhs in grammar.nonterminals if lhs not in a.generating]
-    for lhs in dead:
-        out.append(Finding("error", first[lhs], f"{lhs} derives no finite string: each of its rules uses a nonterminal that never stops expanding (non-generating: {', '.join(dead)})"))
-    if a.radius >= RADIUS_LIMIT:
-        members, sub = _worst_component(a)
-        at = min((first[m] for m in members), key=lambda s: (s.line, s.col))
-        out.append(Finding(
-            "error", at,
-            f"the grammar is inconsistent: the expected-children matrix has spectral radius {a.radius:.6g} >= 1 "
-            f"(through {', '.join(members)}: {sub:.6g}), so probability leaks to infinite trees; lower the recursive rules' probabilities",
-        ))
-    out.sort(key=lambda f: (f.span.line, f.span.col))
-    if strict:
-        errors = [f for f in out if f.severity == "error"]
-        if errors:
-            dead_first = [f for f in errors if "derives no finite string" in f.message]
-            err = (dead_first or errors)[0]
-            raise SourceError.at(err.span, err.message)
-    return out
-
-
-def _worst_component(a: Analysis) -> tuple[list[str], float]:
-    g = nx.DiGraph()
-    g.add_nodes_from(range(len(a.useful)))
-    g.add_edges_from(zip(*np.nonzero(a.expected_children)))
-    best, best_r = [], -1.0
-    for comp in nx.strongly_connected_components(g):
-        ix = sorted(comp)
-        r = float(np.max(np.abs(np.linalg.eigvals(a.expected_children[np.ix_(ix, ix)]))))
-        if r > best_r:
-            best, best_r = ix, r
-    return [a.useful[i] for i in best], best_r
 
 
 def summary(grammar: Grammar | str | Path) -> dict:
     """Rule counts per kind, sizes, consistency radius, expected sentence length, the CNF's
     size and P(empty sentence) (when the grammar has no errors), and every finding."""
-    grammar = _as_grammar(grammar)
+    grammar = as_grammar(grammar)
     kinds = dict.fromkeys(("epsilon", "lexical", "unit", "binary", "mixed", "long"), 0)
     for p in grammar.productions:
         nts = sum(isinstance(s, NT) for s in p.rhs)
@@ -222,96 +90,8 @@ def format_summary(s: dict) -> str:
 
 
 # ---------------------------------------------------------------------- trees and sampling
-@dataclass
-class Tree:
-    """A derivation: ``label`` and children (trees or leaf strings). Prints bracketed."""
-
-    label: str
-    children: list
-
-    def leaves(self) -> list[str]:
-        out: list[str] = []
-        stack: list = [self]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, Tree):
-                stack.extend(reversed(node.children))
-            else:
-                out.append(node)
-        return out
-
-    def __str__(self) -> str:
-        parts = [str(c) if isinstance(c, Tree) else _leaf(c) for c in self.children]
-        return f"({' '.join([self.label, *parts])})"
 
 
-def _leaf(s: str) -> str:
-    return s if s and not any(c.isspace() or c in "()" for c in s) else repr(s)
-
-
-def sample_trees(grammar: Grammar | str | Path, n: int, seed: int = 0, max_len: int = 50, limits: Limits = Limits()) -> list[Tree]:
-    """``n`` derivation trees of the grammar itself (regex terminals sample a string of
-    their pattern), conditioned on at most ``max_len`` tokens (longer ones are redrawn)."""
-    grammar = _as_grammar(grammar)
-    rng = np.random.default_rng(seed)
-    table: dict[str, tuple[list, np.ndarray]] = {}
-    for lhs, prods in grammar.by_lhs.items():
-        prods = [p for p in prods if p.prob > 0]
-        table[lhs] = (prods, np.cumsum([p.prob for p in prods]))
-    dfas: dict[str, object] = {}
-    out = []
-    for _ in range(n):
-        for _attempt in range(1000):
-            tree = _grow(grammar, table, dfas, rng, max_len, limits)
-            if tree is not None:
-                out.append(tree)
-                break
-        else:
-            raise CompileError(f"could not sample a sentence of at most {max_len} tokens in 1000 tries; raise max_len")
-    return out
-
-
-def sample_sentences(grammar: Grammar | str | Path, n: int, seed: int = 0, max_len: int = 50, limits: Limits = Limits()) -> list[list[str]]:
-    """``n`` sentences (lists of token strings) from the grammar itself; see :func:`sample_trees`."""
-    return [t.leaves() for t in sample_trees(grammar, n, seed, max_len, limits)]
-
-
-def _grow(grammar: Grammar, table, dfas, rng, max_len: int, limits: Limits) -> Tree | None:
-    root = Tree(grammar.start, [])
-    stack = [root]
-    tokens = nodes = 0
-    while stack:
-        node = stack.pop()
-        nodes += 1
-        if nodes > 100 * max_len + 1000:
-            return None
-        prods, cdf = table[node.label]
-        p = prods[min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(prods) - 1)]
-        kids: list[Tree] = []
-        for s in p.rhs:
-            if isinstance(s, NT):
-                child = Tree(s.name, [])
-                node.children.append(child)
-                kids.append(child)
-                continue
-            tokens += 1
-            if tokens > max_len:
-                return None
-            if s.terminal.kind == "literal":
-                node.children.append(s.text)
-            else:
-                if s.name not in dfas:
-                    imp = grammar.imports[s.name]
-                    dfas[s.name] = rule_dfa(imp.bank, imp.rule, limits)
-                words = dfas[s.name].sample(1, max_len=24, seed=int(rng.integers(2**31)))
-                if not words:
-                    raise CompileError(f"{s.span}: regex terminal {s.name} has no string of at most 24 characters to sample")
-                node.children.append(Tree(s.name, [words[0]]))
-        stack.extend(reversed(kids))
-    return root
-
-
-# ---------------------------------------------------------------------- tensors
 @dataclass
 class RuleTensors:
     """A PCFG in CNF as log-probability tensors (``-inf`` = impossible).
@@ -361,31 +141,6 @@ class RuleTensors:
         B = ids.shape[0]
         terms = self.emit.T[ids]
         return terms, self.binary.expand(B, *self.binary.shape), self.root.expand(B, self.N)
-
-    def log_prob(self, ids) -> float:
-        """``log P(sentence)`` for one sentence of token ids, by a plain CKY over spans
-        (a reference for tests and small inputs; batched inside lives in ``neurosym.layers``)."""
-        ids = [int(i) for i in ids]
-        L = len(ids)
-        if L == 0:
-            return float(self.empty)
-        pre = self.emit[:, ids].T  # (L, T)
-        if L == 1:
-            return float(torch.logsumexp(self.root_term + pre[0], 0))
-        N, S = self.N, self.N + self.T
-        ninf = torch.tensor(float("-inf"), dtype=self.binary.dtype, device=self.binary.device)
-        chart: dict[tuple[int, int], torch.Tensor] = {}
-        for i in range(L):
-            chart[i, i + 1] = torch.cat([ninf.expand(N), pre[i]])
-        for width in range(2, L + 1):
-            for i in range(L - width + 1):
-                j = i + width
-                left = torch.stack([chart[i, k] for k in range(i + 1, j)])  # (K, S)
-                right = torch.stack([chart[k, j] for k in range(i + 1, j)])
-                pair = torch.logsumexp(left[:, :, None] + right[:, None, :], 0)  # (S, S)
-                inside = torch.logsumexp((self.binary + pair).reshape(N, S * S), 1)
-                chart[i, j] = torch.cat([inside, ninf.expand(self.T)])
-        return float(torch.logsumexp(self.root + chart[0, L][:N], 0))
 
     # ------------------------------------------------------------------ sampling
     def _tables(self):
@@ -595,44 +350,6 @@ def _emissions(cnf: CNFGrammar, vocab: Vocab, dfas: dict) -> np.ndarray:
     return E
 
 
-def finite_strings(dfa, cap: int) -> list[str] | None:
-    """Every string a character DFA accepts, if finitely many (at most ``cap``) and none
-    needs "any other character" (class 0); else ``None``."""
-    from neurosym.compile.dfa import OTHER
-
-    trans, final, members = dfa.trans, dfa.final, dfa.partition.members
-    Q = trans.shape[0]
-    state = np.zeros(Q, dtype=np.int8)  # 0 new, 1 on the path, 2 done
-    count = np.zeros(Q, dtype=object)
-
-    def visit(q: int) -> bool:  # False on a cycle or an OTHER arc
-        state[q] = 1
-        total = int(final[q])
-        for k in np.nonzero(trans[q] >= 0)[0]:
-            if k == OTHER:
-                return False
-            r = int(trans[q, k])
-            if state[r] == 1 or (state[r] == 0 and not visit(r)):
-                return False
-            total += len(members[k]) * count[r]
-        count[q] = total
-        state[q] = 2
-        return True
-
-    if not visit(0) or count[0] > cap:
-        return None
-    out: list[str] = []
-    stack = [(0, "")]
-    while stack:
-        q, prefix = stack.pop()
-        if final[q]:
-            out.append(prefix)
-        for k in reversed(np.nonzero(trans[q] >= 0)[0]):
-            for ch in reversed(members[k]):
-                stack.append((int(trans[q, k]), prefix + ch))
-    return sorted(out, key=lambda s: (len(s), s))
-
-
 def load_pcfg(path: str | Path, vocab: Vocab | None = None, limits: Limits | None = None) -> RuleTensors:
     """Parse, check and compile a `.pcfg` file (the ``neurosym.load`` loader for ``.pcfg``;
     ``limits`` caps the regex terminals' DFAs)."""
@@ -641,21 +358,4 @@ def load_pcfg(path: str | Path, vocab: Vocab | None = None, limits: Limits | Non
     return compile_pcfg(to_cnf(grammar, check=False), vocab, limits or Limits())
 
 
-__all__ = [
-    "Analysis",
-    "CNFGrammar",
-    "Finding",
-    "RuleTensors",
-    "TerminalImport",
-    "Tree",
-    "analyze",
-    "check_pcfg",
-    "compile_pcfg",
-    "finite_strings",
-    "format_summary",
-    "load_pcfg",
-    "sample_sentences",
-    "sample_trees",
-    "summary",
-    "to_cnf",
-]
+__all__ = ["RuleTensors", "compile_pcfg", "format_summary", "load_pcfg", "summary"]

@@ -213,6 +213,11 @@ def read_pcfg(path: str | Path) -> Grammar:
     return parse_pcfg(text, p)
 
 
+def as_grammar(g: "Grammar | str | Path") -> Grammar:
+    """``g`` itself if parsed already, else the grammar read from the file ``g``."""
+    return g if isinstance(g, Grammar) else read_pcfg(g)
+
+
 def parse_pcfg(text: str, path: str | Path | None = None) -> Grammar:
     """Parse grammar text; ``path`` names it in errors and anchors ``%import`` (default: the cwd)."""
     display = None if path is None else str(path)
@@ -450,6 +455,7 @@ __all__ = [
     "Symbol",
     "Terminal",
     "TerminalImport",
+    "as_grammar",
     "read_pcfg",
     "parse_pcfg",
 ]

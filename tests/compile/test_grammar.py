@@ -15,22 +15,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from neurosym.compile.cnf import CNFGrammar, to_cnf
-from neurosym.compile.pcfg import (
-    RuleTensors,
-    analyze,
-    check_pcfg,
-    compile_pcfg,
-    finite_strings,
-    format_summary,
-    load_pcfg,
-    sample_sentences,
-    sample_trees,
-    summary,
-)
+from neurosym.compile.dfa import finite_strings
+from neurosym.compile.pcfg import RuleTensors, compile_pcfg, format_summary, load_pcfg, summary
+from neurosym.compile.pcfg_check import analyze, check_pcfg
+from neurosym.compile.pcfg_sample import sample_sentences, sample_trees
 from neurosym.compile.regex import pattern_dfa
 from neurosym.dsl.pcfg import NT, Grammar, Terminal, read_pcfg, parse_pcfg
 from neurosym.errors import SourceError
 from neurosym.vocab import Vocab
+from references import rule_tensors_log_prob, cnf_prob
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "pcfg"
@@ -111,7 +104,7 @@ def assert_same_distribution(grammar: Grammar, max_len: int) -> CNFGrammar:
     ref = Reference(grammar)
     terms = grammar.terminals
     for u in all_strings(terms, max_len):
-        before, after = ref.prob(u), cnf.prob(u)
+        before, after = ref.prob(u), cnf_prob(cnf, u)
         assert after == pytest.approx(before, rel=1e-9, abs=1e-12), (u, before, after)
     return cnf
 
@@ -128,16 +121,16 @@ def test_unit_cycle_closure_is_exact():
     g = parse_pcfg("S -> A [0.5] | 'x' [0.5]\nA -> B [0.3] | 'a' [0.7]\nB -> A [0.2] | 'b' [0.8]")
     cnf = assert_same_distribution(g, 3)
     # P(a) from S: 0.5 * sum over chains A (B A)^k -> a = 0.5 * 0.7 / (1 - 0.3 * 0.2)
-    assert cnf.prob(lit("a")) == pytest.approx(0.5 * 0.7 / (1 - 0.06), rel=1e-12)
-    assert cnf.prob(lit("b")) == pytest.approx(0.5 * 0.3 * 0.8 / (1 - 0.06), rel=1e-12)
+    assert cnf_prob(cnf, lit("a")) == pytest.approx(0.5 * 0.7 / (1 - 0.06), rel=1e-12)
+    assert cnf_prob(cnf, lit("b")) == pytest.approx(0.5 * 0.3 * 0.8 / (1 - 0.06), rel=1e-12)
 
 
 def test_empty_sentence_and_length_one_mass_are_kept():
     g = parse_pcfg("S -> A A [0.5] | 'x' [0.5]\nA -> 'a' [0.4] | [0.6]")
     cnf = assert_same_distribution(g, 4)
     assert cnf.empty == pytest.approx(0.5 * 0.36, rel=1e-12)
-    assert cnf.prob(lit("a")) == pytest.approx(0.5 * 2 * 0.4 * 0.6, rel=1e-12)
-    assert cnf.prob(lit("x")) == pytest.approx(0.5, rel=1e-12)
+    assert cnf_prob(cnf, lit("a")) == pytest.approx(0.5 * 2 * 0.4 * 0.6, rel=1e-12)
+    assert cnf_prob(cnf, lit("x")) == pytest.approx(0.5, rel=1e-12)
     assert cnf.root.sum() + cnf.root_term.sum() + cnf.empty == pytest.approx(1.0, abs=1e-12)
 
 
@@ -184,7 +177,7 @@ def test_cnf_cky_matches_enumerating_every_binary_tree():
         if len(u) < 2:
             continue
         total = sum(cnf.root @ value(t, u)[: cnf.N] for t in trees(0, len(u)))
-        assert cnf.prob(u) == pytest.approx(total, rel=1e-12, abs=1e-15)
+        assert cnf_prob(cnf, u) == pytest.approx(total, rel=1e-12, abs=1e-15)
 
 
 def test_rule_tensors_match_the_cnf():
@@ -198,7 +191,7 @@ def test_rule_tensors_match_the_cnf():
     assert torch.allclose(torch.logsumexp(rt.emit, 1), torch.zeros(rt.T, dtype=torch.float64))
     for u in all_strings(cnf.terminals, 4):
         ids = [rt.vocab.id(t.value) for t in u]
-        assert math.exp(rt.log_prob(ids)) == pytest.approx(cnf.prob(u), rel=1e-9, abs=1e-15)
+        assert math.exp(rule_tensors_log_prob(rt, ids)) == pytest.approx(cnf_prob(cnf, u), rel=1e-9, abs=1e-15)
 
 
 def test_nltk_sentences_keep_their_probability():
@@ -211,8 +204,8 @@ def test_nltk_sentences_keep_their_probability():
         for sent in sample_sentences(grammar, 12, seed=3, max_len=7):
             p = ref.prob(lit(*sent))
             assert p > 0
-            assert cnf.prob(lit(*sent)) == pytest.approx(p, rel=1e-9)
-            assert math.exp(rt.log_prob(rt.vocab.encode(" ".join(sent)))) == pytest.approx(p, rel=1e-9)
+            assert cnf_prob(cnf, lit(*sent)) == pytest.approx(p, rel=1e-9)
+            assert math.exp(rule_tensors_log_prob(rt, rt.vocab.encode(" ".join(sent)))) == pytest.approx(p, rel=1e-9)
 
 
 # random small grammars ------------------------------------------------------------------
@@ -272,7 +265,7 @@ def test_total_probability_approaches_one(name):
     if len(grammar.terminals) <= 3:  # and the per-string sums agree with the lengths
         per_length = np.zeros(5)
         for u in all_strings(grammar.terminals, 4):
-            per_length[len(u)] += cnf.prob(u)
+            per_length[len(u)] += cnf_prob(cnf, u)
         np.testing.assert_allclose(per_length, dist[:5], rtol=1e-9, atol=1e-14)
 
 
@@ -296,7 +289,7 @@ def chi_square_ok(counts: Counter, probs: dict, n: int) -> None:
 def test_sampled_frequencies_match_string_probabilities(name):
     grammar = read_pcfg(DATA / name)
     cnf = to_cnf(grammar)
-    probs = {u: cnf.prob(u) for u in all_strings(grammar.terminals, 5)}
+    probs = {u: cnf_prob(cnf, u) for u in all_strings(grammar.terminals, 5)}
     n = 20_000
     rt = compile_pcfg(cnf, dtype=torch.float64)
     tensor_samples = Counter(tuple(Terminal("literal", rt.vocab.tokens[i]) for i in s) for s in rt.sample(n, seed=0, max_len=200))
@@ -346,7 +339,7 @@ def test_unreachable_is_a_positioned_warning():
 def test_duplicates_and_uniform_weights_are_reported():
     g = parse_pcfg("S -> 'a' [0.5] | T [0.25] | 'a' [0.25]\nT -> 'b' [1]", "d.pcfg")
     assert [str(f) for f in check_pcfg(g)] == ["d.pcfg:1:29: warning: duplicate rule S -> 'a' (also at line 1); their probabilities add up"]
-    assert to_cnf(g).prob(lit("a")) == pytest.approx(0.75)
+    assert cnf_prob(to_cnf(g), lit("a")) == pytest.approx(0.75)
     cfg = check_pcfg(DATA / "nltk_book_grammar1.pcfg")
     assert [(f.severity, f.span.line, f.span.col) for f in cfg] == [("info", 3, 3)]
 
@@ -377,9 +370,9 @@ def test_regex_terminals_with_the_default_vocabulary():
     assert "1999" in rt.vocab and "12" in rt.vocab and "in" in rt.vocab
     years = [t for t in rt.vocab.tokens if len(t) == 4 and t.isdigit()]
     assert len(years) == 200
-    p1999 = math.exp(rt.log_prob(rt.vocab.encode("in 1999")))
+    p1999 = math.exp(rule_tensors_log_prob(rt, rt.vocab.encode("in 1999")))
     assert p1999 == pytest.approx(0.6 / 200, rel=1e-5)
-    p = math.exp(rt.log_prob(rt.vocab.encode("in 07 / 2001")))
+    p = math.exp(rule_tensors_log_prob(rt, rt.vocab.encode("in 07 / 2001")))
     assert p == pytest.approx(0.4 / 12 / 200, rel=1e-5)
     for sent in sample_sentences(DATA / "dates.pcfg", 5, seed=0):
         assert sent[0] == "in" and len(sent[-1]) == 4
@@ -390,7 +383,7 @@ def test_regex_terminals_over_a_given_vocabulary():
     rt = load_pcfg(DATA / "numbers.pcfg", vocab)
     digits = [vocab.id(w) for w in ("1", "22", "333")]
     assert torch.allclose(rt.emit.exp()[:, digits].sum(1).max(), torch.tensor(1.0))
-    assert math.exp(rt.log_prob(vocab.encode("22 + 1"))) == pytest.approx(0.25 / 9, rel=1e-5)
+    assert math.exp(rule_tensors_log_prob(rt, vocab.encode("22 + 1"))) == pytest.approx(0.25 / 9, rel=1e-5)
     with pytest.raises(SourceError, match=r"numbers.pcfg:3:6: regex terminal DIGITS matches infinitely many"):
         load_pcfg(DATA / "numbers.pcfg")
     with pytest.raises(SourceError, match=r"numbers.pcfg:3:6: regex terminal DIGITS matches no token"):
@@ -415,7 +408,7 @@ def test_potentials_and_device_moves():
     r64 = rt.to(torch.float64)
     assert isinstance(r64, RuleTensors) and r64.binary.dtype == torch.float64 and r64.emit.dtype == torch.float64
     assert rt.to("cpu").binary.device.type == "cpu"
-    assert r64.log_prob(ids[0].tolist()) == pytest.approx(rt.log_prob(ids[0].tolist()), rel=1e-5)
+    assert rule_tensors_log_prob(r64, ids[0].tolist()) == pytest.approx(rule_tensors_log_prob(rt, ids[0].tolist()), rel=1e-5)
     assert "N=4" in repr(rt)
 
 
@@ -449,7 +442,7 @@ def test_shipped_grammars_load_check_and_sample(name):
     lp = sentence_log_prob(rt, ids, torch.tensor([len(s) for s in sents]))
     assert torch.isfinite(lp).all()  # every sample is in the language
     for s, x in sorted(zip(sents, lp.tolist()), key=lambda p: len(p[0]))[:3]:  # the plain CKY agrees
-        assert rt.log_prob(s) == pytest.approx(x, abs=1e-4)
+        assert rule_tensors_log_prob(rt, s) == pytest.approx(x, abs=1e-4)
     assert len(sample_sentences(grammar, 5, seed=0)) == 5
 
 
@@ -467,5 +460,5 @@ def test_agreement_sentences_agree():
         assert (noun in pl_nouns) == plural
         attractors += len(subject.children) == 3 and subject.children[2].label.startswith("PP")
     assert attractors > 40
-    assert math.exp(rt.log_prob(rt.vocab.encode("the key to the cabinets is rusty ."))) > 0
-    assert math.exp(rt.log_prob(rt.vocab.encode("the key to the cabinets are rusty ."))) == 0.0
+    assert math.exp(rule_tensors_log_prob(rt, rt.vocab.encode("the key to the cabinets is rusty ."))) > 0
+    assert math.exp(rule_tensors_log_prob(rt, rt.vocab.encode("the key to the cabinets are rusty ."))) == 0.0

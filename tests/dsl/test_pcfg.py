@@ -207,7 +207,7 @@ def test_docs_pcfg_blocks_parse():
     doc = (ROOT / "docs" / "pcfg.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```pcfg\n(.*?)```", doc, re.S)
     assert len(blocks) >= 3
-    from neurosym.compile.pcfg import check_pcfg
+    from neurosym.compile.pcfg_check import check_pcfg
 
     for text in blocks:
         check_pcfg(parse_pcfg(text, ROOT / "docs" / "example.pcfg"))

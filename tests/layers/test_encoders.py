@@ -9,6 +9,7 @@ from neurosym.data.tasks import pad_sequences
 from neurosym.errors import NeurosymError
 from neurosym.layers.encoders import ENCODERS, ConvEncoder, build_encoder, masked_pool, padding_mask
 from neurosym.vocab import Vocab
+from references import rule_tensors_log_prob
 
 V, D = 11, 8
 
@@ -138,7 +139,7 @@ def test_pcfg_features(grammar):
     assert in_grammar.tolist() == [1.0, 1.0, 0.0, 1.0]
     for b in (0, 1, 3):
         n = int(lengths[b])
-        assert feats[b, 0].item() == pytest.approx(grammar.log_prob(ids[b, :n].tolist()) / n, abs=1e-4)
+        assert feats[b, 0].item() == pytest.approx(rule_tensors_log_prob(grammar, ids[b, :n].tolist()) / n, abs=1e-4)
         roots = feats[b, 2 : 2 + grammar.N]
         assert roots.sum().item() == pytest.approx(1.0 if n >= 2 else 0.0, abs=1e-4)
         rules = feats[b, 2 + grammar.N :] * max(n - 1, 1)
