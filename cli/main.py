@@ -390,7 +390,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Also write the results as JSON to this file.")
 def bench_synth(methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, seed: int, json_path: Path | None) -> None:
     """Regex synthesis on the AlphaRegex and Regel problems: solved counts, seconds, F1."""
-    from neurosym.synth.cli import bench_synth_command
+    from neurosym.bench.synth import bench_synth_command
 
     click.echo(bench_synth_command(methods, time_budget, regel_time_budget, regel_limit, suites, seed, json_path))
 

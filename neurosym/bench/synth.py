@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import string
@@ -437,7 +438,37 @@ def format_results(results: dict) -> str:
     return "\n".join(lines)
 
 
+
+def bench_synth_command(
+    methods: str = "beam,evolve,reinforce",
+    time_budget: float = 60.0,
+    regel_time_budget: float | None = None,
+    regel_limit: int | None = None,
+    suites: str = "alpharegex,regel",
+    seed: int = 0,
+    json_path: str | Path | None = None,
+    log=None,
+) -> str:
+    """``neurosym bench synth``: run the benchmarks, optionally save JSON; returns the table."""
+    ms = tuple(m.strip() for m in methods.split(",") if m.strip())
+    bad = [m for m in ms if m not in BENCH_METHODS]
+    if bad:
+        raise NeurosymError(f"unknown method(s) {', '.join(bad)}")
+    res = run(
+        methods=ms,
+        time_budget=time_budget,
+        regel_time_budget=regel_time_budget,
+        seed=seed,
+        suites=tuple(s.strip() for s in suites.split(",")),
+        regel_limit=regel_limit,
+        log=log,
+    )
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
+    return format_results(res)
+
 __all__ = [
+    "bench_synth_command",
     "equivalent",
     "expand_x",
     "f1_score",

@@ -226,11 +226,11 @@ def _pcfg_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vo
 
 
 def _features_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab, origin: str) -> FeatureBank:
-    from neurosym.dsl.lexicon import _Loader
+    from neurosym.dsl.lexicon import LexiconReader
 
     src = header["lexicon"]
     try:
-        lexicon = _Loader.from_sources(src["sources"]).reparse(src["key"], header.get("path"), src.get("format", "lex"), src.get("folder"))
+        lexicon = LexiconReader.from_sources(src["sources"]).reparse(src["key"], header.get("path"), src.get("format", "lex"), src.get("folder"))
         bank = FeatureBank(lexicon, vocab, ignore_case=bool(header["ignore_case"]), bos=header["bos"], pad=header["pad"])
     except NeurosymError as err:
         raise NeurosymError(f"{origin}: artifact is inconsistent: its stored lexicon does not rebuild ({err})") from None

@@ -196,7 +196,7 @@ class _Imports:
             try:
                 if label.kind == "class":
                     return list(lex.class_words(label.text))
-                return list(lex.term_words(label.text, label.term, threshold))
+                return term_words(lex, label.text, label.term, threshold)
             except NeurosymError as err:
                 message = str(err)
                 prefix = f"{lex.path}: " if lex.path else ""

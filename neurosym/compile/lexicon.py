@@ -416,4 +416,25 @@ def static_memberships(lexicon: Lexicon, feature: str) -> tuple[list[str], Tenso
     return [vocab.tokens[i] for i in keep], table[keep]
 
 
-__all__ = ["FeatureBank", "compile_lexicon", "default_vocab", "load_lexicon", "shift", "static_memberships"]
+def term_words(lexicon: Lexicon, feature: str, term: str, threshold: float = 0.5) -> list[str]:
+    """The words whose static membership in ``feature``'s term ``term`` is >= ``threshold``
+    (what an FSG's ``@feature:term`` label reads).
+
+    Static: each word on its own, with no context (no previous token, no roles, not
+    at the start of a sentence); so ``value(strength, from=prev(...), default=0.6)``
+    counts as 0.6. Mind flat kernels: ``power(base=0.9, tau=0.35)`` gives every
+    value in [0, 1] a membership of at least 0.74 in every term."""
+    f = lexicon.feature(feature)
+    where = f"{lexicon.path}: " if lexicon.path else ""
+    if f.terms is None:
+        raise NeurosymError(f"{where}feature {feature!r} has no fuzzy terms")
+    if term not in f.terms.names:
+        raise NeurosymError(f"{where}feature {feature!r} has no term {term!r}; its terms are {', '.join(f.terms.names)}")
+    if not 0 < threshold <= 1:
+        raise NeurosymError(f"threshold must be in (0, 1], got {threshold}")
+    words, table = static_memberships(lexicon, feature)
+    col = f.terms.names.index(term)
+    return [w for w, m in zip(words, table[:, col].tolist()) if m >= threshold]
+
+
+__all__ = ["FeatureBank", "compile_lexicon", "default_vocab", "load_lexicon", "shift", "static_memberships", "term_words"]

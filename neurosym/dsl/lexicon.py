@@ -282,7 +282,7 @@ class Lexicon:
     formats: list[str] = field(default_factory=list)  # raw formats loaded (vader, afinn)
     # Every text the lexicon was read from (the file itself, `.lex` includes and raw
     # VADER / AFINN includes), keyed by resolved path ("<string>" for parsed text), so
-    # it can be re-parsed without the files (see ``_Loader.from_sources``). The main
+    # it can be re-parsed without the files (see ``LexiconReader.from_sources``). The main
     # text's key is ``source_key``, its format ``source_format``; ``source_folder`` is
     # the folder its includes resolve against.
     sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -343,26 +343,6 @@ class Lexicon:
         if c is None:
             raise NeurosymError(f"{self._where()}no class {name!r}{_suggest(name, self.classes)}")
         return list(c.words)
-
-    def term_words(self, feature: str, term: str, threshold: float = 0.5) -> list[str]:
-        """The words whose static membership in ``feature``'s term ``term`` is >= ``threshold``.
-
-        Static: each word on its own, with no context (no previous token, no roles, not
-        at the start of a sentence); so ``value(strength, from=prev(...), default=0.6)``
-        counts as 0.6. Mind flat kernels: ``power(base=0.9, tau=0.35)`` gives every
-        value in [0, 1] a membership of at least 0.74 in every term."""
-        f = self.feature(feature)
-        if f.terms is None:
-            raise NeurosymError(f"{self._where()}feature {feature!r} has no fuzzy terms")
-        if term not in f.terms.names:
-            raise NeurosymError(f"{self._where()}feature {feature!r} has no term {term!r}; its terms are {', '.join(f.terms.names)}")
-        if not 0 < threshold <= 1:
-            raise NeurosymError(f"threshold must be in (0, 1], got {threshold}")
-        from neurosym.compile.lexicon import static_memberships
-
-        words, table = static_memberships(self, feature)
-        col = f.terms.names.index(term)
-        return [w for w, m in zip(words, table[:, col].tolist()) if m >= threshold]
 
     def summary(self) -> dict:
         """A JSON-safe description for ``neurosym inspect``."""
@@ -479,12 +459,12 @@ def read_lexicon(path: str | Path, format: str | None = None) -> Lexicon:
     """Parse a lexicon file: a `.lex` file, or a raw VADER / AFINN file with
     ``format="vader"`` / ``"afinn"`` (``format=None`` means ``"lex"``)."""
     path = Path(path)
-    return _Loader().load(path.resolve(), display=str(path), fmt=format or "lex")
+    return LexiconReader().load(path.resolve(), display=str(path), fmt=format or "lex")
 
 
 def parse_lexicon(text: str, path: str | Path | None = None, format: str = "lex") -> Lexicon:
     """Parse lexicon text; includes resolve against ``path``'s folder (or the cwd)."""
-    loader = _Loader()
+    loader = LexiconReader()
     _check_format(format)
     if path is None:
         return loader.parse(text, display=None, key="<string>", folder=Path.cwd(), fmt=format)
@@ -498,7 +478,7 @@ def _check_format(fmt: str, at: Span | None = None) -> None:
         raise SourceError.at(at, msg) if at is not None else NeurosymError(msg)
 
 
-class _Loader:
+class LexiconReader:
     """Loads lexicons recursively; include cycles reported.
 
     Every text it reads (the main file, `.lex` includes, raw VADER / AFINN includes) is
@@ -512,7 +492,7 @@ class _Loader:
         self.reader = reader
 
     @classmethod
-    def from_sources(cls, sources: Mapping[str, str]) -> "_Loader":
+    def from_sources(cls, sources: Mapping[str, str]) -> "LexiconReader":
         """A loader that reads from ``sources`` (as in ``Lexicon.sources``) and never from
         disk; a path that is not among them is a NeurosymError."""
         texts = dict(sources)
@@ -666,7 +646,7 @@ class _Builder:
     """Turns one file's parse tree into its Lexicon, in passes: declarations, includes,
     raw lines, entries, then the checks that need everything (rules, modifiers, columns)."""
 
-    def __init__(self, loader: _Loader, lex: Lexicon, display: str | None, folder: Path):
+    def __init__(self, loader: LexiconReader, lex: Lexicon, display: str | None, folder: Path):
         self.loader = loader
         self.lex = lex
         self.display = display
@@ -1117,6 +1097,7 @@ def _show(node) -> str:
 
 __all__ = [
     "Entry",
+    "LexiconReader",
     "Feature",
     "Lexicon",
     "Modifier",

@@ -19,7 +19,7 @@ from neurosym.compile.fsg import compile_fsg
 from neurosym.compile.pcfg import RuleTensors, load_pcfg
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import parse_fsg
-from neurosym.dsl.lexicon import _Loader, parse_lexicon
+from neurosym.dsl.lexicon import LexiconReader, parse_lexicon
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 from references import rule_tensors_log_prob
@@ -173,10 +173,10 @@ def test_lexicon_parsed_from_a_string_roundtrips(tmp_path):
 
 
 def test_reparse_never_reads_the_disk_and_names_missing_sources():
-    loader = _Loader.from_sources({"/nowhere/a.lex": '%include "b.lex"\n'})
+    loader = LexiconReader.from_sources({"/nowhere/a.lex": '%include "b.lex"\n'})
     with pytest.raises(NeurosymError, match="stored sources"):
         loader.reparse("/nowhere/a.lex", "a.lex")
-    lex = _Loader.from_sources({"/nowhere/a.lex": '%include "sub/../b.lex"\n', "/nowhere/b.lex": "%feature p\nx p=1\n"}).reparse("/nowhere/a.lex", "a.lex")
+    lex = LexiconReader.from_sources({"/nowhere/a.lex": '%include "sub/../b.lex"\n', "/nowhere/b.lex": "%feature p\nx p=1\n"}).reparse("/nowhere/a.lex", "a.lex")
     assert lex.values == {"x": {"p": 1.0}}
 
 

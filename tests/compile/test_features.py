@@ -11,6 +11,7 @@ from neurosym.compile.lexicon import FeatureBank, compile_lexicon, default_vocab
 from neurosym.dsl.lexicon import parse_lexicon
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
+from neurosym.compile.lexicon import term_words
 
 ROOT = Path(__file__).resolve().parents[2]
 SENTIMENT = ROOT / "lexicons" / "sentiment.lex"
@@ -147,11 +148,11 @@ def test_static_table(bank):
 
 def test_term_words_for_the_fsg(bank):
     lex = bank.lexicon
-    assert lex.term_words("pos", "high", threshold=0.95) == ["wonderful", "excellent"]
-    assert lex.term_words("neg", "high", threshold=0.95) == ["terrible", "awful"]
+    assert term_words(lex, "pos", "high", threshold=0.95) == ["wonderful", "excellent"]
+    assert term_words(lex, "neg", "high", threshold=0.95) == ["terrible", "awful"]
     # power kernel 0.9 ** (|x - 0.2| / 0.35): pleasant (0.4) 0.942, good (0.6) 0.886, great (0.8) 0.835
-    assert lex.term_words("pos", "low", threshold=0.88) == ["pleasant", "good"]
-    assert lex.term_words("pos", "low", threshold=0.9) == ["pleasant"]
+    assert term_words(lex, "pos", "low", threshold=0.88) == ["pleasant", "good"]
+    assert term_words(lex, "pos", "low", threshold=0.9) == ["pleasant"]
     assert lex.class_words("ADJ_POS") == ["good", "great", "excellent", "pleasant", "wonderful"]
 
 

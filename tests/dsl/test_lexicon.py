@@ -21,6 +21,7 @@ from neurosym.dsl.lexicon import (
     parse_lexicon,
 )
 from neurosym.errors import NeurosymError, SourceError
+from neurosym.compile.lexicon import term_words
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "lex"
@@ -89,17 +90,17 @@ def test_terms_default_to_an_even_spread_over_the_range():
 
 def test_class_words_and_term_words():
     lex = read_lexicon(DATA / "small.lex")
-    assert lex.term_words("polarity", "pos") == ["good"]  # triangular: 0.6 in pos
-    assert lex.term_words("polarity", "neu") == ["so-so"]
-    assert lex.term_words("polarity", "neg") == ["bad", "can't stand"]
-    assert lex.term_words("strength", "high", threshold=0.99) == []
-    assert lex.term_words("strength", "low", threshold=0.99) == ["slightly"]
+    assert term_words(lex, "polarity", "pos") == ["good"]  # triangular: 0.6 in pos
+    assert term_words(lex, "polarity", "neu") == ["so-so"]
+    assert term_words(lex, "polarity", "neg") == ["bad", "can't stand"]
+    assert term_words(lex, "strength", "high", threshold=0.99) == []
+    assert term_words(lex, "strength", "low", threshold=0.99) == ["slightly"]
     with pytest.raises(NeurosymError, match="no class 'AJD'.*did you mean 'ADJ'"):
         lex.class_words("AJD")
     with pytest.raises(NeurosymError, match="no feature 'polarty'"):
-        lex.term_words("polarty", "pos")
+        term_words(lex, "polarty", "pos")
     with pytest.raises(NeurosymError, match="no term 'hi'.*low, med, high"):
-        lex.term_words("strength", "hi")
+        term_words(lex, "strength", "hi")
 
 
 def test_summary_lists_features_classes_and_counts():

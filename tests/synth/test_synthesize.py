@@ -115,27 +115,6 @@ def test_write_synthesised_result_to_existing_bank(tmp_path):
     assert bank.names == ["YEAR", "PAIRS"] and bank["PAIRS"].accepts("0101")
 
 
-def test_cli_functions(tmp_path):
-    from neurosym.synth.cli import load_examples, synth_command
-
-    plain = tmp_path / "ex.txt"
-    plain.write_text("# ends in 0\n+ 0\n+ 10\n+ 110\n- 1\n- 01\n+ 1010\n- 011\n")
-    assert load_examples(plain) == (["0", "10", "110", "1010"], ["1", "01", "011"])
-    ar = tmp_path / "ar"
-    ar.write_text("starts with 0\n++\n0\n0X\n--\n1\n1X\n")
-    assert load_examples(ar, expand_x=True) == (["0", "00", "01"], ["1", "10", "11"])
-    rg = tmp_path / "rg"
-    rg.write_text('// examples\n"ab",+\n"a1",-\n')
-    assert load_examples(rg) == (["ab"], ["a1"])
-    bad = tmp_path / "bad"
-    bad.write_text("0\n")
-    with pytest.raises(NeurosymError, match="expected"):
-        load_examples(bad)
-    out = synth_command(ar, expand_x=True, time_budget=5, bank=tmp_path / "b.regex", name="START0")
-    assert "pattern: /0[01]*/" in out and "solved: yes" in out
-    assert neurosym.load(tmp_path / "b.regex")["START0"].accepts("011")
-
-
 def test_generalize_opens_text_patterns_only_while_consistent():
     from neurosym.synth.beam import generalize
 
