@@ -13,7 +13,21 @@ from pathlib import Path
 
 import click
 
+from neurosym import kinds
+from neurosym.bench import compile as bench_compile_module
+from neurosym.bench import inside as bench_inside_module
+from neurosym.bench import wfsa as bench_wfsa_module
+from neurosym.bench.synth import bench_synth_command
+from neurosym.compile.artifact import save
+from neurosym.compile.regex import Limits
 from neurosym.errors import NeurosymError
+from neurosym.experiments.semantic_fusion import ABLATION as FUSION_ABLATION
+from neurosym.experiments.semantic_fusion import MAIN as FUSION_MAIN
+from neurosym.experiments.semantic_fusion import format_report as format_fusion_report
+from neurosym.experiments.semantic_fusion import reproduce as reproduce_fusion
+from neurosym.lm.train import train_from_file
+from neurosym.synth import synthesize, write_to_bank
+from neurosym.vocab import load_vocab
 
 
 class NeurosymGroup(click.Group):
@@ -40,8 +54,6 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 def _limits(max_states: int, time_limit: float):
-    from neurosym.compile.regex import Limits
-
     return Limits(max_states=max_states, time_limit=time_limit)
 
 
@@ -63,13 +75,11 @@ def with_limits(f):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: bool) -> None:
     """Parse and compile FILES; report each one's errors (exit 2 if any)."""
-    import neurosym
-
     results, failed = [], False
     for f in files:
         try:
-            obj = neurosym.load(f, max_states=max_states, time_limit=time_limit)
-            results.append({"file": str(f), "ok": True, **_summary(obj)})
+            obj = kinds.load(f, None, _limits(max_states, time_limit))
+            results.append({"file": str(f), "ok": True, **kinds.summary(obj)})
         except NeurosymError as err:
             failed = True
             results.append({"file": str(f), "ok": False, "error": str(err)})
@@ -85,31 +95,6 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
         sys.exit(2)
 
 
-def _summary(obj) -> dict:
-    """Sizes of any compiled object, plus a one-line ``what``."""
-    from neurosym.compile.lexicon import FeatureBank
-    from neurosym.compile.pcfg import RuleTensors
-    from neurosym.compile.regex import RegexBank
-    from neurosym.compile.weighted import WeightedAutomaton
-
-    if isinstance(obj, RegexBank):
-        out = {"kind": "regex", "patterns": len(obj), "states": int(obj.offsets[-1]), "vocab_size": len(obj.vocab)}
-        out["what"] = f"{out['patterns']} patterns, {out['states']} states"
-    elif isinstance(obj, WeightedAutomaton):
-        out = {"kind": "fsg", "states": obj.num_states, "vocab_size": len(obj.vocab), "ppl_floor": obj.entropy().ppl_floor}
-        out["what"] = f"{out['states']} states, {out['vocab_size']} tokens, perplexity floor {out['ppl_floor']:.4g}"
-    elif isinstance(obj, RuleTensors):
-        out = {"kind": "pcfg", "nonterminals": obj.N, "preterminals": obj.T, "vocab_size": len(obj.vocab)}
-        out["what"] = f"CNF with {obj.N} nonterminals, {obj.T} preterminals, {len(obj.vocab)} tokens"
-    elif isinstance(obj, FeatureBank):
-        out = {"kind": "lexicon", "features": len(obj.names), "vocab_size": len(obj.vocab), "roles": obj.roles}
-        out["what"] = f"{len(obj.names)} feature columns over {len(obj.vocab)} tokens"
-    else:
-        out = {"kind": "automaton", "patterns": 1, "states": obj.num_states, "vocab_size": len(obj.vocab)}
-        out["what"] = f"{obj.num_states} states"
-    return out
-
-
 @main.command(name="compile")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--vocab", "vocab_spec", default=None, help="'bytes', a tokenizers .json file, or a word-per-line file. Default: the bank's characters.")
@@ -118,14 +103,10 @@ def _summary(obj) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 def compile_cmd(file: Path, vocab_spec: str | None, output: Path, max_states: int, time_limit: float, as_json: bool) -> None:
     """Compile FILE to a tensor artifact (written atomically)."""
-    import neurosym
-    from neurosym.compile.artifact import save
-    from neurosym.vocab import load_vocab
-
     vocab = load_vocab(vocab_spec) if vocab_spec else None
-    obj = neurosym.load(file, vocab, max_states=max_states, time_limit=time_limit)
+    obj = kinds.load(file, vocab, _limits(max_states, time_limit))
     save(obj, output)
-    summary = {"file": str(file), "output": str(output), **_summary(obj)}
+    summary = {"file": str(file), "output": str(output), **kinds.summary(obj)}
     click.echo(json.dumps(summary) if as_json else f"wrote {output}: {summary['what']}")
 
 
@@ -142,57 +123,16 @@ def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], samples:
     """Describe FILE: a regex bank or artifact (states, classes, samples), an FSG (entropy,
     perplexity floor, cycles, samples), a PCFG (rule counts, consistency, CNF, sample
     trees) or a lexicon (features, classes, term tables)."""
-    from neurosym import describe
-
-    limits = _limits(max_states, time_limit)
-    kind = file.suffix
-    if kind in (".fsg", ".pcfg", ".lex") and not file.is_file():
-        raise NeurosymError(f"{file}: no such file")
-    if kind == ".fsg":
-        report, text = _report(describe.describe_fsg(file, limits, samples, seed), describe.format_fsg)
-        drawn = describe.draw_fsg(file, draw) if draw is not None else None
-    elif kind == ".pcfg":
-        report, text = _report(describe.describe_pcfg(file, samples, seed), describe.format_pcfg)
-        drawn = _no_drawing(draw, "a PCFG")
-    elif kind == ".lex":
-        report, text = _report(describe.describe_lexicon(file, list(words) or None), describe.format_lexicon)
-        drawn = _no_drawing(draw, "a lexicon")
-    elif kind == ".safetensors" and _artifact_kind(file) in ("pcfg", "features"):
-        report, text = _report(describe.describe_artifact(file, samples, seed), describe.format_artifact)
-        drawn = _no_drawing(draw, "a PCFG or lexicon artifact")
-    else:
-        from neurosym.inspect import describe_bank, draw_automaton, format_report, load_any
-
-        bank = load_any(file, max_states=limits.max_states, time_limit=limits.time_limit)
-        unknown = [n for n in names if n not in bank.patterns]
-        if unknown:
-            raise NeurosymError(f"{file}: no pattern named {', '.join(unknown)}; the bank has {', '.join(bank.names)}")
-        report, text = _report(describe_bank(bank, list(names) or None, samples), format_report)
-        drawn = draw_automaton(bank.patterns[names[0] if names else bank.names[0]], draw) if draw is not None else None
+    options = kinds.InspectOptions(tuple(names), tuple(words), samples, seed, draw, _limits(max_states, time_limit))
+    report, text, drawn = kinds.inspect(file, options)
     click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else text)
     if drawn is not None and not as_json:
         click.echo(f"drew {file} to {drawn}")
 
 
-def _artifact_kind(file: Path) -> str | None:
-    from neurosym.compile.artifact import artifact_kind
-
-    return artifact_kind(file)
-
-
-def _report(report: dict, fmt) -> tuple[dict, str]:
-    return report, fmt(report)
-
-
-def _no_drawing(draw: Path | None, what: str) -> None:
-    if draw is not None:
-        raise NeurosymError(f"--draw draws automata and FSGs, not {what}")
-    return None
-
-
 @main.command()
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("-n", "n", default=10, show_default=True, help="How many samples.")
+@click.option("-n", "n", default=10, show_default=True, type=click.IntRange(min=0), help="How many samples.")
 @click.option("--seed", default=0, show_default=True, help="Random seed (same seed, same samples).")
 @click.option("--max-len", default=60, show_default=True, help="Longest sample in tokens (longer draws are redrawn).")
 @click.option("--trees", is_flag=True, help="PCFGs: print bracketed derivation trees instead of sentences.")
@@ -202,37 +142,7 @@ def _no_drawing(draw: Path | None, what: str) -> None:
 def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: str | None, max_states: int, time_limit: float, as_json: bool) -> None:
     """Draw N samples from FILE: sentences of an FSG or PCFG (from the grammar's own
     distribution), or strings of a regex bank's pattern (uniform random walks)."""
-    import neurosym
-
-    if n < 0:
-        raise NeurosymError(f"-n must be >= 0, got {n}")
-    kind = file.suffix
-    if trees and kind != ".pcfg":
-        raise NeurosymError("--trees applies to PCFGs only")
-    if kind == ".fsg":
-        auto = neurosym.load(file, max_states=max_states, time_limit=time_limit)
-        out = [" ".join(auto.vocab.tokens[i] for i in s) for s in auto.sample(n, max_len=max_len, seed=seed)]
-    elif kind == ".pcfg":
-        from neurosym.compile.pcfg_check import check_pcfg
-        from neurosym.compile.pcfg_sample import sample_trees
-        from neurosym.dsl.pcfg import read_pcfg
-
-        if not file.is_file():
-            raise NeurosymError(f"{file}: no such file")
-        grammar = read_pcfg(file)
-        check_pcfg(grammar, strict=True)
-        drawn = sample_trees(grammar, n, seed=seed, max_len=max_len, limits=_limits(max_states, time_limit))
-        out = [str(t) if trees else " ".join(t.leaves()) for t in drawn]
-    elif kind == ".regex":
-        bank = neurosym.load(file, max_states=max_states, time_limit=time_limit)
-        name = pattern or bank.names[0]
-        if name not in bank.patterns:
-            raise NeurosymError(f"{file}: no pattern named {name}; the bank has {', '.join(bank.names)}")
-        out = bank.patterns[name].char_dfa.sample(n, max_len=max_len, seed=seed)
-    elif kind == ".lex":
-        raise NeurosymError(f"{file}: a lexicon describes tokens and does not generate sentences; sample its FSG instead")
-    else:
-        raise NeurosymError(f"{file}: cannot sample a {kind or 'file without extension'!r} file; expected .fsg, .pcfg or .regex")
+    out = kinds.sample(file, kinds.SampleOptions(n, seed, max_len, trees, pattern, _limits(max_states, time_limit)))
     click.echo(json.dumps(out, ensure_ascii=False) if as_json else "\n".join(out))
 
 
@@ -242,8 +152,6 @@ def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: st
 def train(config: Path, resume: bool) -> None:
     """Train from a TOML CONFIG (its [run] task names what to train). Under torchrun,
     trains with distributed data parallel."""
-    from neurosym.lm.train import train_from_file
-
     result = train_from_file(config, resume=resume)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in result.eval.items() if isinstance(v, float))
     click.echo(f"{result.run_dir}: {result.steps} steps, final loss {result.loss:.4f}" + (f"; {figures}" if figures else ""))
@@ -254,7 +162,7 @@ def train(config: Path, resume: bool) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Image file (default RUN/curves.png).")
 def plot(run: Path, output: Path | None) -> None:
     """Plot a run's metrics (train loss, learning rate, evaluation metrics)."""
-    from neurosym.lm.plot import plot_run
+    from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
     click.echo(f"wrote {plot_run(run, output)}")
 
@@ -276,16 +184,15 @@ def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, th
     """Baseline vs semantic-fusion LM on the clause.fsg corpus: PPL, seen-only PPL, focus CE,
     semantic MSE (mean ± std over seeds), Welch's t-test and step times, next to the
     paper's figures and the exact floor."""
-    from neurosym.experiments.semantic_fusion import ABLATION, MAIN, format_report, reproduce as run_recipe  # lazy: torch training stack
-    from neurosym.lm.plot import plot_run  # lazy: matplotlib
+    from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
     say = None if as_json else (lambda line: click.echo(line, err=True))
-    variants = ABLATION if ablation else MAIN
-    report = run_recipe(seeds=seeds, out_dir=out_dir, epochs=epochs, progress=say, resume=resume, variants=variants, threads=threads)
+    variants = FUSION_ABLATION if ablation else FUSION_MAIN
+    report = reproduce_fusion(seeds=seeds, out_dir=out_dir, epochs=epochs, progress=say, resume=resume, variants=variants, threads=threads)
     for v in report["variants"]:
         for r in report[v]["runs"]:
             r["plot"] = str(plot_run(r["run_dir"]))
-    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+    click.echo(json.dumps(report, indent=2) if as_json else format_fusion_report(report))
 
 
 def _read_examples(path: Path | None) -> list[str]:
@@ -316,8 +223,6 @@ def _read_examples(path: Path | None) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
 def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, seed: int, lam: float, output: Path | None, name: str | None, select: str, as_json: bool) -> None:
     """Synthesise a small regex accepting every positive and no negative example."""
-    from neurosym.synth import synthesize, write_to_bank
-
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
     pos, neg = _read_examples(pos_file), _read_examples(neg_file)
@@ -347,37 +252,33 @@ def bench() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json: bool) -> None:
     """Word list as a trie vs an interegular alternation; token index over a BPE vocabulary."""
-    from neurosym.bench.compile import format_results, run
-
-    results = run(n_words=n_words, bpe_size=bpe_size, reference_timeout=reference_timeout, progress=not as_json)
-    click.echo(json.dumps(results, indent=2) if as_json else format_results(results))
+    results = bench_compile_module.run(n_words=n_words, bpe_size=bpe_size, reference_timeout=reference_timeout, progress=not as_json)
+    click.echo(json.dumps(results, indent=2) if as_json else bench_compile_module.format_results(results))
 
 
 @bench.command(name="inside")
-@click.option("--batch", default=8, show_default=True, help="Sentences per batch.")
+@click.option("--batch", default=8, show_default=True, type=click.IntRange(min=1), help="Sentences per batch.")
 @click.option("--lengths", default="20,40", show_default=True, help="Comma-separated sentence lengths.")
 @click.option("--sizes", default="16,32,64", show_default=True, help="Comma-separated N = T.")
-@click.option("--repeats", default=3, show_default=True, help="Timed runs per configuration (the median is reported).")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Timed runs per configuration (the median is reported).")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before a run is abandoned.")
 @click.option("--memory-cap-gb", default=20.0, show_default=True, help="Address-space cap per process (at most 75% of available memory).")
-@click.option("--threads", type=int, default=None, help="Torch threads per process (default: torch's).")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Torch threads per process (default: torch's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str, timeout: float, memory_cap_gb: float, threads: int | None, as_json: bool) -> None:
     """Inside algorithm forward+backward: ours vs pytorch-struct's SentCFG (seconds, ratio, peak memory)."""
-    from neurosym.bench.inside import format_results, run
-
     def ints(text: str, what: str) -> tuple[int, ...]:
         try:
             return tuple(int(x) for x in text.split(","))
         except ValueError:
             raise NeurosymError(f"--{what}: expected comma-separated integers, got {text!r}") from None
 
-    results = run(
+    results = bench_inside_module.run(
         batch=batch, lengths=ints(lengths, "lengths"), sizes=ints(sizes, "sizes"), repeats=repeats, device=device,
         timeout=timeout, memory_cap_gb=memory_cap_gb, threads=threads, progress=not as_json,
     )
-    click.echo(json.dumps(results, indent=2) if as_json else format_results(results))
+    click.echo(json.dumps(results, indent=2) if as_json else bench_inside_module.format_results(results))
 
 
 @bench.command(name="synth")
@@ -390,21 +291,17 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Also write the results as JSON to this file.")
 def bench_synth(methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, seed: int, json_path: Path | None) -> None:
     """Regex synthesis on the AlphaRegex and Regel problems: solved counts, seconds, F1."""
-    from neurosym.bench.synth import bench_synth_command
-
     click.echo(bench_synth_command(methods, time_budget, regel_time_budget, regel_limit, suites, seed, json_path))
 
 
 @bench.command(name="wfsa")
-@click.option("--threads", default=None, type=int, help="Torch threads (default: torch's).")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="Torch threads (default: torch's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def bench_wfsa(threads: int | None, as_json: bool) -> None:
     """RegexLayer over 100 regexes on a 64 x 128 batch: tokens/s forward and forward+backward,
     and the ratio to a dense matmul recurrence with as many weights."""
-    from neurosym.bench.wfsa import format_results, run
-
-    results = run(progress=not as_json, threads=threads)
-    click.echo(json.dumps(results, indent=2) if as_json else format_results(results))
+    results = bench_wfsa_module.run(progress=not as_json, threads=threads)
+    click.echo(json.dumps(results, indent=2) if as_json else bench_wfsa_module.format_results(results))
 
 
 if __name__ == "__main__":

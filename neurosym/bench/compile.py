@@ -17,6 +17,10 @@ from collections import Counter
 from pathlib import Path
 
 from neurosym.data import shared_data
+from neurosym.compile.regex import Limits, words_dfa
+from neurosym.compile.artifact import atomic_write_bytes, default_cache_dir
+from neurosym.compile.regex import pattern_dfa, to_automaton
+from neurosym.vocab import Vocab
 
 TOKEN_REGEXES = {
     "capitalised": r"[A-Z][a-z]+",
@@ -45,8 +49,6 @@ def _interegular_alternation(words: list[str], out) -> None:
 
 def bench_words(n_words: int, reference_timeout: float) -> dict:
     """Seconds to compile ``n_words`` words as our trie vs interegular's alternation."""
-    from neurosym.compile.regex import Limits, words_dfa
-
     words = frequent_words(n_words)
     t0 = time.perf_counter()
     dfa = words_dfa(words, limits=Limits(max_states=10 * n_words + 1000))
@@ -94,7 +96,6 @@ def bpe_tokenizer(vocab_size: int):
     """A byte-level BPE trained on :func:`bpe_corpus`, cached by size and data hash."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from neurosym.compile.artifact import atomic_write_bytes, default_cache_dir
 
     files = bpe_corpus()
     digest = hashlib.sha256(b"".join(hashlib.sha256(f.read_bytes()).digest() for f in files)).hexdigest()[:16]
@@ -114,9 +115,6 @@ def bpe_tokenizer(vocab_size: int):
 
 def bench_token_index(bpe_size: int) -> dict:
     """Seconds and mask memory to index three regexes over a byte-level BPE vocabulary."""
-    from neurosym.compile.regex import pattern_dfa, to_automaton
-    from neurosym.vocab import Vocab
-
     t0 = time.perf_counter()
     vocab = Vocab.from_tokenizer(bpe_tokenizer(bpe_size))
     setup = time.perf_counter() - t0

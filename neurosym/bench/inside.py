@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from neurosym.layers.inside import inside
 
 IMPLEMENTATIONS = ("neurosym", "torch_struct")
 
@@ -42,8 +43,6 @@ def _worker(cfg: dict) -> dict:
     rules = torch.randn(B, N, N + T, N + T, generator=g).to(device).requires_grad_()
     roots = torch.randn(B, N, generator=g).to(device).requires_grad_()
     if cfg["impl"] == "neurosym":
-        from neurosym.layers.inside import inside
-
         def log_partition():
             return inside(terms, rules, roots)
     else:

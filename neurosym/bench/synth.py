@@ -33,6 +33,10 @@ import numpy as np
 
 from neurosym.errors import NeurosymError
 from neurosym.synth import regex_ast as ra
+from neurosym.compile.regex import pattern_dfa
+from neurosym.data import shared_data
+from neurosym.synth import synthesize
+from neurosym.data import shared_data_dir
 
 # ---------------------------------------------------------------------- AlphaRegex
 
@@ -252,8 +256,6 @@ def equivalent(d1, d2) -> bool:
 def fresh_strings(problem: dict, candidate_dfa, n: int = 200, seed: int = 0) -> list[str]:
     """Fresh strings for F1: samples of the ground truth's and the candidate's languages
     and random edits of the examples (examples themselves excluded)."""
-    from neurosym.compile.regex import pattern_dfa
-
     rng = np.random.default_rng(seed)
     gt_dfa = pattern_dfa(problem["regex"])
     out = set(gt_dfa.sample(n, max_len=24, seed=seed))
@@ -294,8 +296,6 @@ def f1_score(pattern: str, truth: str, strings: Sequence[str]) -> float:
 
 
 def _shared(name: str) -> Path:
-    from neurosym.data import shared_data
-
     return shared_data(name)
 
 
@@ -304,8 +304,6 @@ BENCH_METHODS = ("beam", "beam-posterior", "evolve", "reinforce")
 
 def _synthesize(problem: dict, method: str, time_budget: float, seed: int, progress: bool):
     """``beam-posterior`` is ``beam`` with ``select="posterior"``."""
-    from neurosym.synth import synthesize
-
     options = {"select": "posterior"} if method == "beam-posterior" else {}
     base = "beam" if method == "beam-posterior" else method
     return synthesize(problem["positives"], problem["negatives"], method=base, time_budget=time_budget, seed=seed, progress=progress, **options)
@@ -334,8 +332,6 @@ def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float =
 
 
 def run_regel(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, limit: int | None = None, suites=("so", "deepregex"), progress: bool = False, log=None) -> dict:
-    from neurosym.compile.regex import pattern_dfa
-
     usable, skipped = load_regel(suites=suites)
     if limit is not None:
         usable = usable[:limit]
@@ -389,8 +385,6 @@ def run(
     """Run the benchmarks; returns a dict ``{"alpharegex": {method: ...}, "regel": {...}}``.
 
     Raises :class:`NeurosymError` with a clear message when the shared data is absent."""
-    from neurosym.data import shared_data_dir
-
     if shared_data_dir() is None:
         raise NeurosymError(
             "neurosym bench synth needs the shared data sets (../shared/data/alpharegex and ../shared/data/regel, "

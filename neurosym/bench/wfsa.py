@@ -22,6 +22,9 @@ import sys
 import time
 
 import torch
+from neurosym.compile.regex import compile_regex
+from neurosym.layers.wfsa import RegexLayer
+from neurosym.vocab import Vocab
 
 WORDS = [
     "hello", "world", "neural", "symbol", "regex", "token", "state", "graph", "tensor", "python",
@@ -57,10 +60,6 @@ def regex_list(n: int = 100) -> list[str]:
 
 def build_layer(n_regex: int):
     """The per-token layer over printable ASCII + ``<unk>``, its vocabulary and automata."""
-    from neurosym.compile.regex import compile_regex
-    from neurosym.layers.wfsa import RegexLayer
-    from neurosym.vocab import Vocab
-
     vocab = Vocab.chars(string.printable[:95], specials=("<unk>",))
     autos = [compile_regex(p, vocab=vocab) for p in regex_list(n_regex)]
     return RegexLayer(autos), vocab, autos
@@ -141,8 +140,6 @@ def _run(n_regex: int, batch: int, length: int, repeats: int, rank: int | None, 
 
     models = {"per-token": layer}
     if rank is not None:
-        from neurosym.layers.wfsa import RegexLayer
-
         models[f"rank {rank}"] = RegexLayer(autos, rank=rank)
     rows = {}
     for name, make in [("forward", fwd), ("forward_backward", fwd_bwd)]:

@@ -30,7 +30,9 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Union
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Union
 
 import numpy as np
 import torch
@@ -46,11 +48,13 @@ from neurosym.compile.regex import Limits, RegexBank, compile_bank
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl import ir
 from neurosym.errors import NeurosymError
+from neurosym.version import __version__
 from neurosym.vocab import Vocab
+from neurosym.dsl.lexicon import LexiconReader
+from neurosym.dsl.regex import read_regex_bank
 
 FORMAT = "neurosym-automata"
 FORMAT_VERSION = 1  # the new kinds added fields only; "automaton" and "bank" files are unchanged
-KINDS = ("automaton", "bank", "fsg", "pcfg", "features")
 RULE_TENSORS = ("root", "binary", "emit", "root_term", "empty")
 
 Artifact = Union[Automaton, RegexBank, WeightedAutomaton, RuleTensors, FeatureBank]
@@ -80,16 +84,10 @@ def _own(t: torch.Tensor) -> torch.Tensor:
 def to_bytes(obj: Artifact) -> bytes:
     """Serialise an automaton, bank, weighted automaton (FSG), rule tensors (PCFG) or
     feature bank (lexicon) to safetensors bytes: tensors + JSON header."""
-    if isinstance(obj, WeightedAutomaton):  # before Automaton: it is one
-        tensors, header = _fsg_to_tensors(obj)
-    elif isinstance(obj, RuleTensors):
-        tensors, header = _pcfg_to_tensors(obj)
-    elif isinstance(obj, FeatureBank):
-        tensors, header = _features_to_tensors(obj)
-    elif isinstance(obj, (RegexBank, Automaton)):
-        tensors, header = _automata_to_tensors(obj)
-    else:
-        raise NeurosymError(f"cannot save a {type(obj).__name__}; expected an Automaton, RegexBank, WeightedAutomaton, RuleTensors or FeatureBank")
+    codec = next((c for c in CODECS if isinstance(obj, c.type)), None)
+    if codec is None:
+        raise NeurosymError(f"cannot save a {type(obj).__name__}; expected {', '.join(c.type.__name__ for c in CODECS)}")
+    tensors, header = codec.encode(obj)
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, **header}
     return st_save(tensors, metadata={"neurosym": json.dumps(header)})
 
@@ -182,18 +180,12 @@ def from_bytes(data: bytes, origin: str = "<bytes>") -> Artifact:
         raise NeurosymError(f"{origin}: unknown artifact kind {kind!r}; this neurosym reads {', '.join(KINDS)}")
     try:
         vocab = Vocab.from_json(header["vocab"])
-        if kind == "fsg":
-            return _fsg_from_tensors(tensors, header, vocab, origin)
-        if kind == "pcfg":
-            return _pcfg_from_tensors(tensors, header, vocab)
-        if kind == "features":
-            return _features_from_tensors(tensors, header, vocab, origin)
-        return _automata_from_tensors(tensors, header, vocab)
+        return BY_KIND[kind].decode(tensors, header, vocab, origin)
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as err:
         raise NeurosymError(f"{origin}: the {kind} artifact is malformed ({type(err).__name__}: {err})") from None
 
 
-def _automata_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab) -> Automaton | RegexBank:
+def _automata_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab, origin: str) -> Automaton | RegexBank:
     autos = []
     for i, (name, source, members) in enumerate(zip(header["names"], header["sources"], header["partitions"])):
         char_dfa = None
@@ -214,7 +206,7 @@ def _fsg_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Voc
     return w
 
 
-def _pcfg_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab) -> RuleTensors:
+def _pcfg_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab, origin: str) -> RuleTensors:
     return RuleTensors(
         **{k: tensors[k] for k in RULE_TENSORS},
         nonterminals=list(header["nonterminals"]),
@@ -226,8 +218,6 @@ def _pcfg_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vo
 
 
 def _features_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab, origin: str) -> FeatureBank:
-    from neurosym.dsl.lexicon import LexiconReader
-
     src = header["lexicon"]
     try:
         lexicon = LexiconReader.from_sources(src["sources"]).reparse(src["key"], header.get("path"), src.get("format", "lex"), src.get("folder"))
@@ -239,6 +229,29 @@ def _features_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab
     if not same or bank.names != list(header.get("columns", bank.names)):
         raise NeurosymError(f"{origin}: artifact is inconsistent: the feature table rebuilt from its lexicon differs from the stored one")
     return bank
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How one compiled type becomes tensors + header and back; ``kinds`` are the header
+    kinds it writes and reads."""
+
+    type: type
+    kinds: tuple[str, ...]
+    encode: Callable[[Any], tuple[dict[str, torch.Tensor], dict]]
+    decode: Callable[[dict[str, torch.Tensor], dict, Vocab, str], Any]
+
+
+# the first codec whose type matches saves an object: WeightedAutomaton before Automaton
+CODECS = (
+    Codec(WeightedAutomaton, ("fsg",), _fsg_to_tensors, _fsg_from_tensors),
+    Codec(RuleTensors, ("pcfg",), _pcfg_to_tensors, _pcfg_from_tensors),
+    Codec(FeatureBank, ("features",), _features_to_tensors, _features_from_tensors),
+    Codec(RegexBank, ("bank",), _automata_to_tensors, _automata_from_tensors),
+    Codec(Automaton, ("automaton",), _automata_to_tensors, _automata_from_tensors),
+)
+BY_KIND = {k: c for c in CODECS for k in c.kinds}
+KINDS = tuple(BY_KIND)
 
 
 def _read_header(data: bytes) -> dict:
@@ -295,8 +308,6 @@ def bank_sources(bank: ir.Bank) -> list[str]:
 
 def cache_key(sources: list[str], vocab: Vocab | None, limits: Limits) -> str:
     """sha256 over the sources' contents, the vocabulary hash, the limits and the version."""
-    from neurosym import __version__
-
     h = hashlib.sha256(f"{FORMAT}/{FORMAT_VERSION}/{__version__}/{limits.max_states}/{limits.time_limit}".encode())
     for src in sources:
         h.update(b"\x00" + Path(src).name.encode() + b"\x00" + hashlib.sha256(Path(src).read_bytes()).digest())
@@ -306,8 +317,6 @@ def cache_key(sources: list[str], vocab: Vocab | None, limits: Limits) -> str:
 
 def load_cached(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits(), cache_dir: str | Path | None = None) -> RegexBank:
     """Compile a `.regex` bank, reusing a cached artifact when no source has changed."""
-    from neurosym.dsl.regex import read_regex_bank
-
     bank_ir = read_regex_bank(path)
     key = cache_key(bank_sources(bank_ir), vocab, limits)
     target = Path(cache_dir or default_cache_dir()) / f"{key}.safetensors"

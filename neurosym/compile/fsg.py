@@ -28,11 +28,14 @@ import numpy as np
 import torch
 
 from neurosym.compile.dfa import DEFAULT_VOCAB_CAP, finite_strings
+from neurosym.compile.lexicon import term_words
 from neurosym.compile.regex import Limits, compile_bank, to_automaton
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import FsgGrammar, Label, read_fsg
 from neurosym.errors import CompileError, NeurosymError, SourceError, Span
 from neurosym.vocab import Vocab
+from neurosym.dsl.regex import read_regex_bank
+from neurosym.dsl.lexicon import read_lexicon
 
 SUM_TOLERANCE = 1e-6
 
@@ -161,8 +164,6 @@ class _Imports:
                 self._lexicon(imp)
 
     def _regex(self, imp, limits: Limits) -> None:
-        from neurosym.dsl.regex import read_regex_bank
-
         bank = read_regex_bank(imp.path)
         names = imp.names if imp.names is not None else [(n, imp.span) for n in bank.patterns]
         for name, at in names:
@@ -174,8 +175,6 @@ class _Imports:
             self.terminals[name] = sub.patterns[name].char_dfa
 
     def _lexicon(self, imp) -> None:
-        from neurosym.dsl.lexicon import read_lexicon
-
         lex = read_lexicon(imp.path)
         names = None
         if imp.names is not None:

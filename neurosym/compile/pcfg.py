@@ -22,6 +22,7 @@ from neurosym.compile.regex import Limits, rule_dfa
 from neurosym.dsl.pcfg import NT, Grammar, Terminal, as_grammar, read_pcfg
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
+from neurosym.compile.automaton import token_delta
 
 
 
@@ -326,8 +327,6 @@ def _default_vocab(cnf: CNFGrammar, dfas: dict) -> Vocab:
 
 
 def _emissions(cnf: CNFGrammar, vocab: Vocab, dfas: dict) -> np.ndarray:
-    from neurosym.compile.automaton import token_delta
-
     by_surface: dict = {}
     for i, s in enumerate(vocab.surfaces):
         if s is not None:

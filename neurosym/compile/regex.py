@@ -17,7 +17,7 @@ from pathlib import Path
 import interegular
 import numpy as np
 import torch
-from interegular.patterns import InvalidSyntax, Unsupported, _ParsePattern
+from interegular.patterns import InvalidSyntax, Pattern, Unsupported
 
 from neurosym.compile.automaton import Automaton, token_delta
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
@@ -26,6 +26,7 @@ from neurosym.dsl import ir
 from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
+from neurosym.dsl.regex import read_regex_bank
 
 REGEX_SPECIALS = ("<unk>",)  # a default character vocabulary's only special: "any other character"
 ALLOWED_FLAGS = frozenset("is")
@@ -39,6 +40,9 @@ class Limits:
     time_limit: float = DEFAULT_TIME_LIMIT
 
 
+_SENTINEL = "\x00"
+
+
 def parse_pattern(pattern: str, span: Span | None = None, ignore_case: bool = False):
     """Check and parse a Python-syntax pattern into interegular's AST (errors carry positions).
 
@@ -47,9 +51,15 @@ def parse_pattern(pattern: str, span: Span | None = None, ignore_case: bool = Fa
     at = span or Span(None, 1, 1)
     check_pattern(pattern, Span(at.path, at.line, at.col - 1), ignore_case)
     try:
-        # Unsimplified on purpose: interegular's simplify() drops the removed flags of a
-        # scoped group that spans the whole pattern, e.g. (?-i:a) under flags="i".
-        return _ParsePattern(normalize_pattern(pattern)).parse()
+        # interegular's public parse simplifies, and simplify() loses the removed flags of
+        # a scoped group wrapped in a group of one option, e.g. (?-i:a) as the whole pattern
+        # under flags="i". Parsed as one option of a two-option alternation (a NUL sentinel
+        # the other), the pattern is never collapsed; the sentinel option is then dropped.
+        parsed = interegular.parse_pattern(f"(?:{normalize_pattern(pattern)}|{_SENTINEL})")
+        *options, sentinel = parsed.options
+        if not options or [getattr(x, "chars", None) for x in getattr(sentinel, "parts", ())] != [frozenset(_SENTINEL)]:
+            raise InvalidSyntax("unexpected parse")  # never for a pattern that parses on its own
+        return Pattern(tuple(options), parsed.added_flags, parsed.removed_flags)
     except Unsupported as err:
         raise SourceError.at(at, f"unsupported regex feature: {err}; only regular languages are supported") from None
     except (InvalidSyntax, ValueError) as err:
@@ -269,8 +279,6 @@ def _check_flags(flags: str, span: Span | None) -> None:
 
 def load_regex(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
     """Parse and compile a `.regex` bank file."""
-    from neurosym.dsl.regex import read_regex_bank
-
     return compile_bank(read_regex_bank(path), vocab, limits)
 
 

@@ -27,6 +27,7 @@ from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
+from neurosym.dsl.regex import read_regex_bank
 
 SUM_TOLERANCE = 1e-6
 FRIENDLY = {
@@ -336,8 +337,6 @@ class _Builder:
             self.import_(args[0], args[1])
 
     def import_(self, file_tok: Token, names: Tree) -> None:
-        from neurosym.dsl.regex import read_regex_bank
-
         at = self.span(file_tok)
         rel = unquote(file_tok, at, strict=False)
         target = (self.folder / rel).resolve()

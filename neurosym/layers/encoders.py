@@ -38,6 +38,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from neurosym.errors import NeurosymError
+from neurosym.layers.pda import NondeterministicStackRNN, StackRNN
+from neurosym.layers.wfsa import RegexLayer  # lazily: the encoders work without it
 
 POOLS = ("mean", "max", "last", "first")
 
@@ -338,7 +340,6 @@ class StackEncoder(Encoder):
         **stack_kwargs,
     ):
         super().__init__(dim, padding_idx, pooled, pool)
-        from neurosym.layers.pda import NondeterministicStackRNN, StackRNN
 
         cls = NondeterministicStackRNN if nondeterministic else StackRNN
         hidden_size = hidden_size or dim
@@ -380,7 +381,6 @@ class RegexBankEncoder(Encoder):
         **layer_kwargs,
     ):
         super().__init__(dim, padding_idx, pooled, "mean")
-        from neurosym.layers.wfsa import RegexLayer  # lazily: the encoders work without it
 
         if automata is None:
             raise NeurosymError("the regex encoder needs automata (an Automaton, a list of them, a RegexBank or a RegexLayer)")

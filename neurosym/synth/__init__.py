@@ -21,8 +21,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from neurosym.compile.regex import compile_regex
 from neurosym.errors import NeurosymError
-from neurosym.synth import regex_ast
+from neurosym.synth import beam, evolve, regex_ast, reinforce
 from neurosym.synth.bank import write_to_bank
 from neurosym.synth.distance import distances, objective
 from neurosym.synth.regex_ast import parse, simplify, size, to_pattern
@@ -79,7 +80,7 @@ def _check_examples(positives, negatives) -> tuple[list[str], list[str]]:
     return pos, neg
 
 
-def evaluate(
+def score_on_examples(
     pattern: str | regex_ast.Node,
     positives: Sequence[str],
     negatives: Sequence[str] = (),
@@ -91,11 +92,9 @@ def evaluate(
     Returns ``pattern, score, solved, size, distances, accepted_negatives``; ``solved``
     requires the compiled DFA and ``re.fullmatch`` to agree that every positive is
     accepted and no negative is."""
-    import neurosym
-
     node = simplify(parse(pattern) if isinstance(pattern, str) else pattern)
     text = to_pattern(node)
-    dfa = neurosym.compile_regex(text).char_dfa
+    dfa = compile_regex(text).char_dfa
     score, d, _ = objective(dfa, positives, negatives, size(node), lam, neg_penalty)
     rx = re.compile(text)
     dfa_ok = all(dfa.accepts(s) for s in positives) and not any(dfa.accepts(s) for s in negatives)
@@ -139,15 +138,10 @@ def synthesize(
     if time_budget <= 0:
         raise NeurosymError("time_budget must be positive")
     t0 = time.monotonic()
-    if method == "beam":
-        from neurosym.synth.beam import search
-    elif method == "evolve":
-        from neurosym.synth.evolve import search
-    else:
-        from neurosym.synth.reinforce import search
+    search = {"beam": beam.search, "evolve": evolve.search, "reinforce": reinforce.search}[method]
     node, info = search(pos, neg, time_budget=time_budget, seed=seed, lam=lam, progress=progress, leaves=leaves, **options)
     seconds = time.monotonic() - t0
-    ev = evaluate(node, pos, neg, lam)
+    ev = score_on_examples(node, pos, neg, lam)
     return SynthResult(
         pattern=ev["pattern"],
         score=ev["score"],
@@ -161,4 +155,4 @@ def synthesize(
     )
 
 
-__all__ = ["METHODS", "SynthResult", "distances", "evaluate", "objective", "regex_ast", "synthesize", "write_to_bank"]
+__all__ = ["METHODS", "SynthResult", "distances", "score_on_examples", "objective", "regex_ast", "synthesize", "write_to_bank"]

@@ -6,6 +6,9 @@ import re
 from pathlib import Path
 
 from neurosym.errors import NeurosymError
+from neurosym.compile.artifact import atomic_write_bytes
+from neurosym.compile.regex import compile_bank
+from neurosym.dsl.regex import parse_regex_bank
 
 NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _RULE = re.compile(r"^\s*([A-Z_][A-Z0-9_]*)\s*(?:\[[^\]]*\])?\s*:", re.M)
@@ -28,10 +31,6 @@ def write_to_bank(path: str | Path, name: str, pattern: str) -> None:
     (the whole bank is parsed and compiled before anything is written); the file is
     replaced atomically, so readers see the old bank or the new one.
     """
-    from neurosym.compile.artifact import atomic_write_bytes
-    from neurosym.compile.regex import compile_bank
-    from neurosym.dsl.regex import parse_regex_bank
-
     path = Path(path)
     entry = bank_entry(name, pattern)
     old = path.read_text(encoding="utf-8") if path.exists() else ""

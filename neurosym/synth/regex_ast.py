@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from neurosym.errors import NeurosymError
+from neurosym.compile.regex import Limits, pattern_dfa  # same DFA as compile_regex(p).char_dfa
 
 
 class Node:
@@ -726,7 +727,6 @@ class DFACache:
             self._d.move_to_end(pattern)
             return d
         self.misses += 1
-        from neurosym.compile.regex import Limits, pattern_dfa  # same DFA as compile_regex(p).char_dfa
 
         d = pattern_dfa(pattern, limits=Limits(self.max_states, self.time_limit))
         self._d[pattern] = d
