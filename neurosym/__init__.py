@@ -17,7 +17,7 @@ from neurosym.compile.lexicon import FeatureBank
 from neurosym.compile.pcfg import RuleTensors
 from neurosym.compile.regex import Limits, RegexBank, compile_regex
 from neurosym.compile.weighted import Entropy, WeightedAutomaton
-from neurosym.errors import CompileError, ConfigError, NeurosymError, SourceError
+from neurosym.errors import CompileError, ConfigError, NeurosymError, SourceError, TaskError
 from neurosym.version import __version__
 from neurosym.vocab import Vocab
 
@@ -44,6 +44,7 @@ __all__ = [
     "RegexBank",
     "RuleTensors",
     "SourceError",
+    "TaskError",
     "Vocab",
     "WeightedAutomaton",
     "compile_regex",

@@ -58,5 +58,12 @@ class CompileError(NeurosymError):
     """Valid input whose compilation cannot be carried out (state cap, time cap, ...)."""
 
 
-class ConfigError(NeurosymError):
-    """A bad configuration value or key; the message names the key."""
+class ConfigError(NeurosymError, ValueError):
+    """A bad configuration value or key; the message names the key. Also a ``ValueError``
+    (as lark's ``ConfigurationError``), so ``except ValueError`` still catches it."""
+
+
+class TaskError(NeurosymError, TypeError):
+    """A training task (``neurosym.lm.train.Task``) that breaks its protocol: a missing
+    method, a model that is not an ``nn.Module``, a loss of the wrong shape. Also a
+    ``TypeError``."""

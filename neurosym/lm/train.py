@@ -35,7 +35,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from neurosym.errors import ConfigError, NeurosymError
+from neurosym.errors import ConfigError, NeurosymError, TaskError
 from neurosym.lm.checkpoint import (
     LAST,
     CheckpointError,
@@ -106,7 +106,7 @@ def schedule_factor(step: int, *, total_steps: int, warmup_steps: int, kind: str
         return 1.0 - progress
     if kind == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * progress))
-    raise ValueError(f"unknown schedule {kind!r}")
+    raise ConfigError(f"optim.schedule: unknown schedule {kind!r}; expected cosine, linear or constant")
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -277,7 +277,7 @@ class Trainer:
             config = Config.from_dict(config)
         for name in ("build_model", "train_batches", "loss"):
             if not callable(getattr(task, name, None)):
-                raise TypeError(f"task {type(task).__name__} has no {name}() method (see neurosym.lm.train.Task)")
+                raise TaskError(f"task {type(task).__name__} has no {name}() method (see neurosym.lm.train.Task)")
         self.config = config
         self.task = task
         self.callbacks = list(callbacks)
@@ -337,7 +337,7 @@ class Trainer:
         seed_all(cfg.run.seed)
         model = self.task.build_model(cfg)
         if not isinstance(model, nn.Module):
-            raise TypeError(f"build_model() returned {type(model).__name__}, not an nn.Module")
+            raise TaskError(f"build_model() returned {type(model).__name__}, not an nn.Module")
         self.model = model.to(self.device)
         self.steps_per_epoch = self._count_steps()
         self.total_steps = self.steps_per_epoch * cfg.optim.epochs
@@ -452,12 +452,13 @@ class Trainer:
         part, share = shard_batch(batch, self.rank, self.world_size)
         part = _map_tensors(part, lambda t: t.to(self.device))
         self.optimizer.zero_grad(set_to_none=True)
-        loss, logs = self.task.loss(wrapped, part)
-        if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
-            raise TypeError("task.loss() must return (0-d loss tensor, dict of floats)")
+        out = self.task.loss(wrapped, part)
+        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.Tensor) and out[0].ndim == 0 and isinstance(out[1], dict)):
+            raise TaskError("task.loss() must return (0-d loss tensor, dict of floats)")
+        loss, logs = out
         clash = TRAIN_KEYS & set(logs)
         if clash:
-            raise ValueError(f"task.loss() logs reserved metric name(s) {sorted(clash)}")
+            raise TaskError(f"task.loss() logs reserved metric name(s) {sorted(clash)}")
         # DDP averages gradients over ranks; weighting each rank's mean loss by its share of
         # the rows makes that average the gradient of the global batch's mean loss.
         (loss if self.world_size == 1 else loss * (share * self.world_size)).backward()
@@ -494,7 +495,7 @@ class Trainer:
                 metrics = self._evaluate(evaluate)
                 clash = EVAL_KEYS & set(metrics)
                 if clash:
-                    raise ValueError(f"task.evaluate() returns reserved metric name(s) {sorted(clash)}")
+                    raise TaskError(f"task.evaluate() returns reserved metric name(s) {sorted(clash)}")
                 self.last_eval = metrics
                 self._write({"kind": "eval", "step": self.step, "epoch": self.epoch,
                              "seconds": self._seconds(), **metrics})

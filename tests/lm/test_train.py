@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from neurosym.errors import ConfigError, NeurosymError
+from neurosym.errors import ConfigError, NeurosymError, TaskError
 from neurosym.lm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from neurosym.lm.config import Config
 from neurosym.lm.plot import plot_run
@@ -539,3 +539,34 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+class _NoLoss:
+    def build_model(self, config):
+        return TinyLM(TinyModel())
+
+    def train_batches(self, epoch, generator):
+        return []
+
+
+class _NotAModule(TinyTask):
+    def build_model(self, config):
+        return "a model"
+
+
+class _BadLoss(TinyTask):
+    def loss(self, model, batch):
+        return 1.0
+
+
+def test_broken_tasks_are_task_errors(tmp_path):
+    """A task that breaks the protocol is a NeurosymError (the CLI's exit 2) and a TypeError."""
+    assert issubclass(TaskError, NeurosymError) and issubclass(TaskError, TypeError)
+    assert issubclass(ConfigError, ValueError)
+    config = Config.from_dict(tiny_config(tmp_path, "a"))
+    with pytest.raises(TaskError, match="has no loss"):
+        Trainer(config, _NoLoss()).fit()
+    with pytest.raises(TaskError, match="not an nn.Module"):
+        Trainer(Config.from_dict(tiny_config(tmp_path, "b")), _NotAModule(config)).fit()
+    with pytest.raises(TaskError, match=r"must return \(0-d loss tensor"):
+        Trainer(Config.from_dict(tiny_config(tmp_path, "c")), _BadLoss(config)).fit()
