@@ -38,13 +38,18 @@ from neurosym.data import resolve_data_path
 from neurosym.data.corpora import choose_holdout, sample_sentences
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm.config import Config
-from neurosym.lm.fusion import build_fusion_lm, control_names, make_batch
-from neurosym.lm.losses import adjective_uniformizer, aux_bce, label_smoothed_ce
+from neurosym.lm.fusion import ControlColumns, build_fusion_lm, control_names, make_batch
+from neurosym.lm.losses import aux_bce, class_uniformizer, label_smoothed_ce
 from neurosym.lm.metrics import evaluate, floor_ppl
 from neurosym.lm.model import CausalLM, LMConfig
 from neurosym.lm.train import Trainer, param_groups, seed_all
 
 # The published figures (their encoder had no causal mask; see DESIGN "Findings").
+# The sentence-level control of sentiment.lex: how positive, negative and intense the
+# strongest adjective is, and how the sentence ends.
+CONTROL = ControlColumns(max_prefixes=("pos_", "neg_", "str_"), final=("is_eos", "is_question"))
+
+
 PAPER = {"baseline": {"ppl": 2.249}, "fusion": {"ppl": 2.152}, "floor_ppl": 2.67, "causal": False}
 
 
@@ -106,7 +111,7 @@ class SemanticFusionTask:
         words = d.max_len - 2
         self.train_sentences = sample_sentences(self.train_auto, d.train, seed=d.seed, max_words=words)
         self.valid_sentences = sample_sentences(self.auto, d.valid, seed=d.seed + 10_007, max_words=words)
-        control = self.model_cfg.kind == "fusion" and self.model_cfg.control
+        control = CONTROL if self.model_cfg.kind == "fusion" and self.model_cfg.control else None
         self.train_data = make_batch(self.train_sentences, self.auto, self.bank, control=control)
         self.valid_batches = [
             make_batch(self.valid_sentences[i : i + 256], self.auto, self.bank) for i in range(0, len(self.valid_sentences), 256)
@@ -122,7 +127,7 @@ class SemanticFusionTask:
         )
         if m.kind == "baseline":
             return CausalLM(lm)
-        n_control = len(control_names(self.bank.names)) if m.control else 0
+        n_control = len(control_names(self.bank.names, CONTROL)) if m.control else 0
         return build_fusion_lm(lm, len(self.bank.names), n_control, aux_hidden=m.aux_hidden if m.aux_weight > 0 else None)
 
     def steps_per_epoch(self) -> int:
@@ -147,7 +152,7 @@ class SemanticFusionTask:
         logs = {"ce": float(ce.detach())}
         total = ce
         if m.uniformizer_weight > 0:  # the same for both models
-            uni = adjective_uniformizer(out.logits, batch["targets"], self.adjective_ids.to(out.logits.device), m.uniformizer_weight)
+            uni = class_uniformizer(out.logits, batch["targets"], self.adjective_ids.to(out.logits.device), m.uniformizer_weight)
             total = total + uni
             logs["uniformizer"] = float(uni.detach())
         if fusion and m.aux_weight > 0:

@@ -6,8 +6,8 @@ evaluation metrics (:mod:`neurosym.lm.metrics`). See docs/lm.md.
 
 from __future__ import annotations
 
-from neurosym.lm.fusion import AuxHead, GatedFusion, build_fusion_lm, control_from_features, control_names, make_batch
-from neurosym.lm.losses import adjective_uniformizer, aux_bce, label_smoothed_ce
+from neurosym.lm.fusion import AuxHead, ControlColumns, GatedFusion, build_fusion_lm, control_from_features, control_names, make_batch
+from neurosym.lm.losses import class_uniformizer, aux_bce, label_smoothed_ce
 from neurosym.lm.metrics import (
     evaluate,
     floor_ppl,
@@ -23,11 +23,12 @@ from neurosym.lm.model import CausalLM, LMConfig, LMOutput
 
 __all__ = [
     "AuxHead",
+    "ControlColumns",
     "CausalLM",
     "GatedFusion",
     "LMConfig",
     "LMOutput",
-    "adjective_uniformizer",
+    "class_uniformizer",
     "aux_bce",
     "build_fusion_lm",
     "control_from_features",

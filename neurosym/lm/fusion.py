@@ -25,6 +25,7 @@ batch of sentences sampled from an FSG the way the model, the losses and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -32,8 +33,15 @@ from torch import Tensor, nn
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm.model import CausalLM, LMConfig
 
-MAX_PREFIXES = ("pos_", "neg_", "str_")
-FINAL_COLUMNS = ("is_eos", "is_question")
+@dataclass(frozen=True)
+class ControlColumns:
+    """Which feature columns make up a sentence-level control: the maximum over the
+    sentence of every column starting with one of ``max_prefixes``, then the value of
+    each ``final`` column at the sentence's last position. A recipe chooses them
+    (the semantic-fusion recipe's are ``experiments.semantic_fusion.CONTROL``)."""
+
+    max_prefixes: tuple[str, ...]
+    final: tuple[str, ...]
 
 
 def _positive(name: str, value: int, owner: str, allow_zero: bool = False) -> None:
@@ -104,11 +112,12 @@ class AuxHead(nn.Module):
 
 
 # ---------------------------------------------------------------------- control
-def control_names(names: Sequence[str], max_prefixes: Sequence[str] = MAX_PREFIXES, final: Sequence[str] = FINAL_COLUMNS) -> list[str]:
+def control_names(names: Sequence[str], columns: ControlColumns) -> list[str]:
     """The C columns :func:`control_from_features` produces, in order: ``max:<col>`` for
-    every feature column starting with one of ``max_prefixes`` (in the bank's order),
-    then ``final:<col>`` for every column of ``final``."""
+    every feature column starting with one of ``columns.max_prefixes`` (in the bank's
+    order), then ``final:<col>`` for every column of ``columns.final``."""
     names = list(names)
+    max_prefixes, final = columns.max_prefixes, columns.final
     missing = [f for f in final if f not in names]
     if missing:
         raise NeurosymError(f"control needs feature column(s) {', '.join(missing)}; the bank has {', '.join(names)}")
@@ -118,19 +127,18 @@ def control_names(names: Sequence[str], max_prefixes: Sequence[str] = MAX_PREFIX
 def control_from_features(
     features: Tensor,
     names: Sequence[str],
+    columns: ControlColumns,
     lengths: Tensor | Sequence[int] | None = None,
-    max_prefixes: Sequence[str] = MAX_PREFIXES,
-    final: Sequence[str] = FINAL_COLUMNS,
 ) -> Tensor:
     """The gold sentence-level control (B, C) of features (B, L, F) with column ``names``.
 
     With ``valid(b, t) = t < lengths[b]`` (all positions when ``lengths`` is None):
 
     * ``max:<col>`` = max over valid t of ``features[b, t, col]``, for the columns whose
-      name starts with ``max_prefixes`` (``pos_*``, ``neg_*``, ``str_*``: how positive,
-      how negative and how intense the sentence's strongest adjective is);
-    * ``final:<col>`` = ``features[b, lengths[b] - 1, col]``, for ``final`` columns
-      (``is_eos``: the sentence ends in ``. ! ?``; ``is_question``: in ``?``).
+      name starts with ``columns.max_prefixes`` (in the recipe ``pos_*``, ``neg_*``,
+      ``str_*``: how positive, negative and intense the strongest adjective is);
+    * ``final:<col>`` = ``features[b, lengths[b] - 1, col]``, for ``columns.final``
+      (in the recipe ``is_eos``: the sentence ends in ``. ! ?``; ``is_question``: in ``?``).
 
     Empty rows (length 0) give 0. With :func:`make_batch`'s layout (inputs
     ``<bos> w1 .. wn``, ``lengths = n + 1``) the final position holds the sentence's
@@ -140,7 +148,8 @@ def control_from_features(
         raise NeurosymError(f"control_from_features: features must be (B, L, {len(names)}) for {len(names)} names, got {tuple(features.shape)}")
     B, L, _ = features.shape
     names = list(names)
-    control_names(names, max_prefixes, final)  # checks the final columns exist
+    control_names(names, columns)  # checks the final columns exist
+    max_prefixes, final = columns.max_prefixes, columns.final
     if lengths is None:
         lengths = torch.full((B,), L, dtype=torch.long, device=features.device)
     lengths = torch.as_tensor(lengths, dtype=torch.long, device=features.device)
@@ -169,7 +178,7 @@ def _special(vocab, token: str) -> int:
     return vocab.tokens.index(token)
 
 
-def make_batch(sentences: Sequence[Sequence[int]], automaton, bank=None, control: bool = False) -> dict[str, Tensor]:
+def make_batch(sentences: Sequence[Sequence[int]], automaton, bank=None, control: ControlColumns | None = None) -> dict[str, Tensor]:
     """Sentences (token ids, no specials) -> a padded LM batch.
 
     Row b is ``full = <bos> w1 .. wn <eos>`` padded with ``<pad>``; the model reads
@@ -184,7 +193,8 @@ def make_batch(sentences: Sequence[Sequence[int]], automaton, bank=None, control
       (B, L, F), the features of the *target* tokens: ``f = featurize(full)`` gives
       ``features = f[:-1]`` (``featurize`` is causal) and ``aux_targets = f[1:]``; both are
       0 at padding;
-    * with ``control=True`` too: ``control`` (B, C) = :func:`control_from_features`.
+    * with ``control`` (a :class:`ControlColumns`) too: ``control`` (B, C) =
+      :func:`control_from_features`.
     """
     vocab = automaton.vocab
     pad, bos, eos = _special(vocab, "<pad>"), _special(vocab, "<bos>"), _special(vocab, "<eos>")
@@ -203,11 +213,11 @@ def make_batch(sentences: Sequence[Sequence[int]], automaton, bank=None, control
         feats = bank.featurize(full, roles)  # (B, L + 1, F)
         batch["features"] = feats[:, :-1] * real[..., None]
         batch["aux_targets"] = feats[:, 1:] * real[..., None]
-        if control:
-            batch["control"] = control_from_features(batch["features"], bank.names, batch["lengths"])
-    elif control:
-        raise NeurosymError("make_batch(control=True) needs a feature bank")
+        if control is not None:
+            batch["control"] = control_from_features(batch["features"], bank.names, control, batch["lengths"])
+    elif control is not None:
+        raise NeurosymError("make_batch(control=...) needs a feature bank")
     return batch
 
 
-__all__ = ["AuxHead", "FINAL_COLUMNS", "GatedFusion", "MAX_PREFIXES", "build_fusion_lm", "control_from_features", "control_names", "make_batch"]
+__all__ = ["AuxHead", "ControlColumns", "GatedFusion", "build_fusion_lm", "control_from_features", "control_names", "make_batch"]

@@ -8,7 +8,7 @@ Notation: logits (B, L, V), targets (B, L) long with ``pad_id`` at padding,
   left out of the sum and of the count).
 * :func:`aux_bce`: ``weight * mean_{t in mask, f} -[y log q + (1 - y) log(1 - q)]``,
   soft targets y in [0, 1].
-* :func:`adjective_uniformizer`: ``weight * mean_{t: y_t in C} KL(p_t|C || U_C)`` where
+* :func:`class_uniformizer`: ``weight * mean_{t: y_t in C} KL(p_t|C || U_C)`` where
   ``p_t|C`` is the softmax restricted to (renormalised over) the class C and U_C the
   uniform distribution on C; ``KL(p || U) = sum_c p_c log(p_c |C|) = log|C| - H(p)``.
   It pulls the model towards not preferring one adjective of a class over another
@@ -69,7 +69,7 @@ def aux_bce(pred: Tensor, target: Tensor, mask: Tensor, weight: float = 0.5) -> 
     return weight * bce[mask].mean()
 
 
-def adjective_uniformizer(logits: Tensor, targets: Tensor, class_ids: Tensor, weight: float = 0.01) -> Tensor:
+def class_uniformizer(logits: Tensor, targets: Tensor, class_ids: Tensor, weight: float = 0.01) -> Tensor:
     """``weight * mean KL(p_class || uniform)`` at the positions whose target is in the class.
 
     logits (B, L, V), targets (B, L), class_ids (C,) long (e.g. the adjective token ids)
@@ -86,4 +86,4 @@ def adjective_uniformizer(logits: Tensor, targets: Tensor, class_ids: Tensor, we
     return weight * kl.mean()
 
 
-__all__ = ["adjective_uniformizer", "aux_bce", "label_smoothed_ce"]
+__all__ = ["class_uniformizer", "aux_bce", "label_smoothed_ce"]

@@ -12,6 +12,7 @@ import neurosym
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm import AuxHead, CausalLM, GatedFusion, LMConfig, build_fusion_lm, control_from_features, control_names, make_batch
 from neurosym.lm.losses import aux_bce, label_smoothed_ce
+from neurosym.experiments.semantic_fusion import CONTROL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +39,7 @@ def config(auto, positions="sinusoidal") -> LMConfig:
 def test_make_batch_layout(recipe):
     auto, bank = recipe
     sents = auto.sample(6, seed=1)
-    b = make_batch(sents, auto, bank, control=True)
+    b = make_batch(sents, auto, bank, control=CONTROL)
     v = auto.vocab.tokens
     bos, eos, pad = v.index("<bos>"), v.index("<eos>"), v.index("<pad>")
     L = max(map(len, sents)) + 1
@@ -62,19 +63,19 @@ def test_make_batch_layout(recipe):
     subj, bos_col = bank.column("is_subject"), bank.column("is_bos")
     assert b["features"][:, 1, subj].eq(1).all() and b["features"][:, 0, subj].eq(0).all()
     assert b["features"][:, 1, bos_col].eq(1).all()
-    assert b["control"].shape == (6, len(control_names(bank.names)))
+    assert b["control"].shape == (6, len(control_names(bank.names, CONTROL)))
     with pytest.raises(NeurosymError, match="needs a feature bank"):
-        make_batch(sents, auto, None, control=True)
+        make_batch(sents, auto, None, control=CONTROL)
     assert set(make_batch(sents, auto)) == {"ids", "targets", "lengths"}
 
 
 # ---------------------------------------------------------------------- control
 def test_control_names(recipe):
     _, bank = recipe
-    names = control_names(bank.names)
+    names = control_names(bank.names, CONTROL)
     assert names == [f"max:{p}_{t}" for p in ("pos", "neg", "str") for t in ("low", "med", "high")] + ["final:is_eos", "final:is_question"]
     with pytest.raises(NeurosymError, match="is_question"):
-        control_names(["pos_low", "is_eos"])
+        control_names(["pos_low", "is_eos"], CONTROL)
 
 
 def test_control_from_features_by_hand():
@@ -86,17 +87,17 @@ def test_control_from_features_by_hand():
     f[0, 3, 4] = 1.0  # past the end
     f[1, :, 1] = torch.tensor([0.2, 0.5, 0.4, 0.6])
     f[1, 3, 3:] = 1.0
-    c = control_from_features(f, names, torch.tensor([3, 4]))
+    c = control_from_features(f, names, CONTROL, torch.tensor([3, 4]))
     assert torch.allclose(c, torch.tensor([[0.7, 0.0, 1.0, 0.0], [0.0, 0.6, 1.0, 1.0]]))
-    assert torch.allclose(control_from_features(f, names), torch.tensor([[0.9, 0.0, 0.0, 1.0], [0.0, 0.6, 1.0, 1.0]]))
-    assert control_from_features(f, names, [0, 1])[0].eq(0).all()
+    assert torch.allclose(control_from_features(f, names, CONTROL), torch.tensor([[0.9, 0.0, 0.0, 1.0], [0.0, 0.6, 1.0, 1.0]]))
+    assert control_from_features(f, names, CONTROL, [0, 1])[0].eq(0).all()
 
 
 def test_gold_control_on_the_corpus(recipe):
     auto, bank = recipe
     sents = auto.sample(64, seed=2)
-    b = make_batch(sents, auto, bank, control=True)
-    cols = control_names(bank.names)
+    b = make_batch(sents, auto, bank, control=CONTROL)
+    cols = control_names(bank.names, CONTROL)
     tok = auto.vocab.tokens
     pos_words = {"good", "great", "excellent", "pleasant", "wonderful"}
     for i, s in enumerate(sents):
@@ -147,8 +148,8 @@ def test_gated_fusion_input_checks():
 def test_gradient_flows_through_the_gate(recipe):
     auto, bank = recipe
     torch.manual_seed(0)
-    model = build_fusion_lm(config(auto), len(bank.names), n_control=len(control_names(bank.names)))
-    b = make_batch(auto.sample(8, seed=3), auto, bank, control=True)
+    model = build_fusion_lm(config(auto), len(bank.names), n_control=len(control_names(bank.names, CONTROL)))
+    b = make_batch(auto.sample(8, seed=3), auto, bank, control=CONTROL)
     features = b["features"].clone().requires_grad_(True)
     out = model(b["ids"], features=features, control=b["control"])
     loss = label_smoothed_ce(out.logits, b["targets"]) + aux_bce(out.extras["aux"], b["aux_targets"], b["targets"] != 0)
@@ -183,9 +184,9 @@ def test_build_fusion_lm(recipe):
 def test_fusion_model_is_causal_with_real_features(recipe, positions, with_control):
     auto, bank = recipe
     torch.manual_seed(1)
-    n_control = len(control_names(bank.names)) if with_control else 0
+    n_control = len(control_names(bank.names, CONTROL)) if with_control else 0
     model = build_fusion_lm(config(auto, positions), len(bank.names), n_control=n_control).eval()
-    b = make_batch(auto.sample(4, seed=5), auto, bank, control=with_control)
+    b = make_batch(auto.sample(4, seed=5), auto, bank, control=CONTROL if with_control else None)
     ids = b["ids"]
     B, L = ids.shape
     V = len(auto.vocab)

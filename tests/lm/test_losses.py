@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from neurosym.lm.losses import adjective_uniformizer, aux_bce, label_smoothed_ce
+from neurosym.lm.losses import class_uniformizer, aux_bce, label_smoothed_ce
 
 
 def _softmax(row: list[float]) -> list[float]:
@@ -105,12 +105,12 @@ def test_uniformizer_is_log_c_minus_entropy():
         H = -sum(q * math.log(q) for q in p)
         kls.append(math.log(3) - H)
     expected = 0.01 * sum(kls) / 3
-    assert adjective_uniformizer(logits, targets, cls).item() == pytest.approx(expected, rel=1e-6)
-    assert adjective_uniformizer(logits, targets, cls, weight=1.0).item() == pytest.approx(100 * expected, rel=1e-6)
+    assert class_uniformizer(logits, targets, cls).item() == pytest.approx(expected, rel=1e-6)
+    assert class_uniformizer(logits, targets, cls, weight=1.0).item() == pytest.approx(100 * expected, rel=1e-6)
     # KL(p || U) direction: equals sum p log(p / (1/C))
     p = torch.softmax(logits[0, 0, cls], -1)
     kl = (p * (p * 3).log()).sum()
-    assert adjective_uniformizer(logits[:1, :1], targets[:1, :1], cls, weight=1.0).item() == pytest.approx(kl.item(), rel=1e-6)
+    assert class_uniformizer(logits[:1, :1], targets[:1, :1], cls, weight=1.0).item() == pytest.approx(kl.item(), rel=1e-6)
 
 
 def test_uniformizer_is_zero_for_uniform_class_logits_and_without_class_targets():
@@ -119,9 +119,9 @@ def test_uniformizer_is_zero_for_uniform_class_logits_and_without_class_targets(
     logits = torch.randn(1, 4, V)
     logits[..., 1] = logits[..., 3] = 0.7  # indifferent within the class; the rest is arbitrary
     targets = torch.tensor([[1, 3, 2, 0]])
-    assert adjective_uniformizer(logits, targets, cls).item() == pytest.approx(0.0, abs=1e-7)
+    assert class_uniformizer(logits, targets, cls).item() == pytest.approx(0.0, abs=1e-7)
     x = torch.randn(1, 4, V, requires_grad=True)
-    none = adjective_uniformizer(x, torch.tensor([[2, 4, 5, 0]]), cls)
+    none = class_uniformizer(x, torch.tensor([[2, 4, 5, 0]]), cls)
     none.backward()
     assert none.item() == 0.0 and x.grad.abs().sum() == 0
 
@@ -129,7 +129,7 @@ def test_uniformizer_is_zero_for_uniform_class_logits_and_without_class_targets(
 def test_uniformizer_gradient_only_touches_class_logits():
     cls = torch.tensor([1, 3])
     x = torch.randn(1, 2, 5, requires_grad=True)
-    adjective_uniformizer(x, torch.tensor([[3, 0]]), cls).backward()
+    class_uniformizer(x, torch.tensor([[3, 0]]), cls).backward()
     g = x.grad[0]
     assert g[0, cls].abs().sum() > 0
     assert g[0, [0, 2, 4]].abs().sum() == 0 and g[1].abs().sum() == 0
