@@ -10,12 +10,16 @@ the start state (state 0), so two equal languages give identical tables.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from neurosym.compile.nfa import NFA, Label
 from neurosym.errors import CompileError
+
+S = TypeVar("S", bound=Hashable)  # a subset of NFA states, as a hashable key
 
 OTHER = 0  # the class of every character the automaton does not mention
 DEFAULT_VOCAB_CAP = 10_000  # strings a regex terminal may contribute to a default vocabulary
@@ -77,6 +81,38 @@ def partition_labels(labels: list[Label]) -> tuple[Partition, list[np.ndarray]]:
     return Partition(class_of, members), label_classes
 
 
+def subset_construction(
+    first: S,
+    moves: Callable[[S], Iterable[tuple[Sequence[int], S]]],
+    n_symbols: int,
+    max_subsets: int,
+    too_many: Exception,
+    check: Callable[[int], None] | None = None,
+) -> tuple[list[S], np.ndarray]:
+    """The subset construction's worklist, written once: from the subset ``first``,
+    ``moves(subset)`` gives ``(symbols, target subset)`` pairs (a subset with no move on a
+    symbol rejects it). Returns the subsets in discovery order (``first`` is 0) and the
+    transition table (n, n_symbols), -1 = reject. More than ``max_subsets`` subsets raise
+    ``too_many``; ``check(n)`` runs before subset n is expanded (e.g. a time limit)."""
+    index = {first: 0}
+    subsets = [first]
+    rows: list[np.ndarray] = []
+    for n, subset in enumerate(subsets):
+        if check is not None:
+            check(n)
+        row = np.full(n_symbols, -1, dtype=np.int64)
+        for symbols, target in moves(subset):
+            j = index.get(target)
+            if j is None:
+                if len(subsets) >= max_subsets:
+                    raise too_many
+                j = index[target] = len(subsets)
+                subsets.append(target)
+            row[list(symbols)] = j
+        rows.append(row)
+    return subsets, np.stack(rows)
+
+
 def determinize(
     nfa: NFA,
     start: int,
@@ -127,37 +163,28 @@ def determinize(
     for s in range(len(nfa)):  # memoise single-state closures (cheap, and reused everywhere)
         closure_cache[s] = closure([s])
 
-    budget = max_states + len(nfa)
-    first = closure_cache[start]
-    index = {first: 0}
-    subsets = [first]
-    rows: list[np.ndarray] = []
-    for n, subset in enumerate(subsets):
-        if n % 256 == 0 and time.monotonic() - t0 > time_limit:
-            raise CompileError(f"{what}: determinisation exceeded the time limit of {time_limit:g} s")
-        moves: dict[int, set[int]] = {}
+    def moves(subset: frozenset[int]) -> Iterator[tuple[list[int], frozenset[int]]]:
+        by_class: dict[int, set[int]] = {}
         for s in subset:
             for li, dst in arc_lists[s]:
                 for k in label_classes[li].tolist():
-                    moves.setdefault(k, set()).add(dst)
-        row = np.full(K, -1, dtype=np.int64)
+                    by_class.setdefault(k, set()).add(dst)
         by_target: dict[frozenset[int], list[int]] = {}
-        for k, dsts in moves.items():
+        for k, dsts in by_class.items():
             by_target.setdefault(frozenset(dsts), []).append(k)
         for dsts, ks in by_target.items():
-            target = frozenset().union(*(closure_cache[d] for d in dsts))
-            j = index.get(target)
-            if j is None:
-                j = index[target] = len(subsets)
-                subsets.append(target)
-                if len(subsets) > budget:
-                    raise CompileError(
-                        f"{what}: the DFA exceeds the state cap of {max_states:,} states "
-                        "during determinisation; simplify the pattern or raise max_states"
-                    )
-            row[ks] = j
-        rows.append(row)
-    trans = np.stack(rows) if rows else np.full((1, K), -1, dtype=np.int64)
+            yield ks, frozenset().union(*(closure_cache[d] for d in dsts))
+
+    def check(n: int) -> None:
+        if n % 256 == 0 and time.monotonic() - t0 > time_limit:
+            raise CompileError(f"{what}: determinisation exceeded the time limit of {time_limit:g} s")
+
+    too_many = CompileError(
+        f"{what}: the DFA exceeds the state cap of {max_states:,} states "
+        "during determinisation; simplify the pattern or raise max_states"
+    )
+    subsets, rows = subset_construction(closure_cache[start], moves, K, max_states + len(nfa), too_many, check)
+    trans = rows
     final = np.array([bool(s & finals) for s in subsets])
     dfa = CharDFA(trans, final, part)
     dfa = dfa.minimized()

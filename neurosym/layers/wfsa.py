@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from neurosym.compile.automaton import Automaton
-from neurosym.compile.dfa import minimize_table
+from neurosym.compile.dfa import minimize_table, subset_construction
 from neurosym.compile.regex import RegexBank
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
@@ -436,35 +436,27 @@ def _as_automata(automata) -> tuple[list[Automaton], list[str | None]]:
 
 
 def _determinize(arcs: np.ndarray, starts: np.ndarray, final: np.ndarray, max_states: int) -> tuple[np.ndarray, np.ndarray]:
-    """Subset construction: arcs (Q, V, Q) bool, starts and final (Q,) bool -> a DFA table
-    (n, V) (-1 = reject; the empty subset is dropped) and its final (n,) bool; start 0.
-
-    Loops over the discovered subsets; each subset's successors on every token come
-    from one boolean matrix product."""
+    """The NFA kept by ``snap_back(mode="subset")`` made deterministic: arcs (Q, V, Q) bool,
+    starts and final (Q,) bool -> a DFA table (n, V) (-1 = reject) and its final (n,)
+    bool; start 0. The worklist is :func:`neurosym.compile.dfa.subset_construction`;
+    each subset's successors on every token come from one boolean matrix product."""
     Q, V, _ = arcs.shape
     flat = arcs.reshape(Q, V * Q).astype(np.int32)
-    index = {starts.tobytes(): 0}
-    subsets, rows = [starts], []
-    while len(rows) < len(subsets):
-        nxt = (subsets[len(rows)].astype(np.int32) @ flat).reshape(V, Q) > 0  # (V, Q)
-        row = np.full(V, -1, dtype=np.int64)
+
+    def moves(subset: frozenset[int]):
+        vec = np.zeros(Q, dtype=np.int32)
+        vec[list(subset)] = 1
+        nxt = (vec @ flat).reshape(V, Q) > 0  # (V, Q)
         uniq, inverse = np.unique(nxt, axis=0, return_inverse=True)
-        ids = []
-        for sub in uniq:  # at most V distinct successor subsets
-            if not sub.any():
-                ids.append(-1)
-                continue
-            key = sub.tobytes()
-            if key not in index:
-                if len(subsets) >= max_states:
-                    raise NeurosymError(f"snap_back: the subset construction exceeds {max_states:,} states")
-                index[key] = len(subsets)
-                subsets.append(sub)
-            ids.append(index[key])
-        row[:] = np.array(ids, dtype=np.int64)[inverse.reshape(-1)]
-        rows.append(row)
-    table = np.stack(rows)
-    return table, np.array([bool((s & final).any()) for s in subsets])
+        for u, sub in enumerate(uniq):  # at most V distinct successor subsets
+            if sub.any():
+                yield np.nonzero(inverse.reshape(-1) == u)[0].tolist(), frozenset(np.nonzero(sub)[0].tolist())
+
+    first = frozenset(np.nonzero(starts)[0].tolist())
+    too_many = NeurosymError(f"snap_back: the subset construction exceeds {max_states:,} states")
+    subsets, table = subset_construction(first, moves, V, max_states, too_many)
+    fin = np.nonzero(final)[0]
+    return table, np.array([bool(s.intersection(fin.tolist())) for s in subsets])
 
 
 def _size_groups(sizes: list[int], max_groups: int) -> list[tuple[list[int], int]]:
