@@ -35,6 +35,10 @@ from torch.autograd.function import once_differentiable
 
 NEG_INF = float("-inf")
 LOG_ZERO = NEG_INF  # log 0: the semiring zero of every log-space dynamic program
+# A finite stand-in for LOG_ZERO, for the few places where -inf would turn into NaN
+# (inf - inf in a clamped log-sum's gradient, 0 * inf in a KL, a soft minimum over
+# "no path" costs). exp() of it is 0 in every float dtype; sums of a few stay finite.
+LOG_ZERO_FINITE = -1e30
 MAX_CHUNK = 2**24  # elements of the (..., i, k, j) broadcast the max semiring holds at once
 
 
@@ -234,4 +238,4 @@ class MaxSemiring(Semiring):
         return torch.cat(blocks, -2)
 
 
-__all__ = ["LOG_ZERO", "LogOperand", "LogSemiring", "MaxSemiring", "Semiring"]
+__all__ = ["LOG_ZERO", "LOG_ZERO_FINITE", "LogOperand", "LogSemiring", "MaxSemiring", "Semiring"]

@@ -26,11 +26,12 @@ from torch import nn
 from torch.utils import checkpoint as _checkpoint
 
 from neurosym.errors import NeurosymError
+from neurosym.semiring import LOG_ZERO_FINITE
 
 ACTIONS = ("push", "pop", "noop")
 """The order of the three Joulin–Mikolov actions in action tensors (..., 3)."""
 
-NEG = -1e30
+NEG = LOG_ZERO_FINITE  # clamped log-scores: gradients of logsumexp stay NaN-free
 """Stands for log 0 in the nondeterministic stack: finite, so gradients stay finite."""
 
 CHECKPOINT_AFTER = 32

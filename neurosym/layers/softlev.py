@@ -20,8 +20,9 @@ import torch
 
 from neurosym.compile.automaton import Automaton
 from neurosym.errors import NeurosymError
+from neurosym.semiring import LOG_ZERO_FINITE
 
-BIG = 1e9  # "no path": finite, so that gradients through smoothed mins stay NaN-free
+BIG = -LOG_ZERO_FINITE  # the cost of "no path": finite, so gradients through smoothed mins stay NaN-free
 
 
 def softmin(x: torch.Tensor, dim: int, temperature: float) -> torch.Tensor:

@@ -45,9 +45,9 @@ from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import minimize_table, subset_construction
 from neurosym.compile.regex import RegexBank
 from neurosym.errors import NeurosymError
+from neurosym.semiring import LOG_ZERO_FINITE
 from neurosym.vocab import Vocab
 
-_KL_FILL = -1e4  # stands for -inf in kl_to_prior: exp() underflows to 0 without inf - inf = nan
 
 
 class RegexLayer(nn.Module):
@@ -272,10 +272,10 @@ class RegexLayer(nn.Module):
         def rows(w: torch.Tensor, final: torch.Tensor) -> torch.Tensor:
             w = w.permute(1, 2, 0, 3).reshape(K, Q, V * Q)  # (K, Q_from, V·Q_to)
             logits = torch.cat([w, final.unsqueeze(-1)], dim=-1)
-            return logits.masked_fill(logits == float("-inf"), _KL_FILL).log_softmax(-1)
+            return logits.masked_fill(logits == float("-inf"), LOG_ZERO_FINITE).log_softmax(-1)
 
         def start(w: torch.Tensor) -> torch.Tensor:
-            return w.masked_fill(~self.state_mask, _KL_FILL).log_softmax(-1)
+            return w.masked_fill(~self.state_mask, LOG_ZERO_FINITE).log_softmax(-1)
 
         prior_final = torch.where(self.final_states, 0.0, self.penalty).to(self.start_weights.dtype)
         prior_start = torch.full_like(self.start_weights, self.penalty)
