@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from neurosym.semiring import LOG_ZERO
 
 INF = -LOG_ZERO  # the min-plus (cost) zero: an impossible edit path
