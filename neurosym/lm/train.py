@@ -47,13 +47,11 @@ from neurosym.lm.checkpoint import (
     set_rng_state,
 )
 from neurosym.lm.config import Config, load_config
+from neurosym.lm.distributed import map_tensors, setup_distributed, shard_batch
+from neurosym.lm.rundir import CONFIG_FILE, METRICS, Means, config_differences, jsonable, truncate_metrics
 
-METRICS = "metrics.jsonl"
-CONFIG_FILE = "config.json"
 TRAIN_KEYS = {"kind", "step", "epoch", "loss", "lr", "grad_norm", "seconds"}
 EVAL_KEYS = {"kind", "step", "epoch", "seconds"}
-# Settings that may change between a run and its resumption without changing the result.
-RESUME_MAY_CHANGE = {"log", "run.name", "run.out_dir", "run.device"}
 
 
 @runtime_checkable
@@ -127,138 +125,6 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-# ---------------------------------------------------------------- distributed helpers
-
-
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-    owns_group: bool = False  # we initialised the process group, so we destroy it
-
-
-def _setup_distributed(device: str) -> tuple[_Dist, torch.device]:
-    """Join the process group torchrun describes (RANK/WORLD_SIZE/LOCAL_RANK), if any."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    initialized = dist.is_available() and dist.is_initialized()
-    if world <= 1 and not initialized:
-        return _Dist(), torch.device(device)
-    cuda = device.startswith("cuda")
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    owns = False
-    if not initialized:
-        dist.init_process_group(backend="nccl" if cuda else "gloo")
-        owns = True
-    if cuda:
-        torch.cuda.set_device(local_rank)
-        dev = torch.device("cuda", local_rank)
-    else:
-        dev = torch.device(device)
-    return _Dist(dist.get_rank(), dist.get_world_size(), local_rank, owns), dev
-
-
-def _first_tensor(batch: Any) -> torch.Tensor | None:
-    if isinstance(batch, torch.Tensor):
-        return batch
-    if isinstance(batch, dict):
-        batch = list(batch.values())
-    if isinstance(batch, (list, tuple)):
-        for x in batch:
-            t = _first_tensor(x)
-            if t is not None:
-                return t
-    return None
-
-
-def _map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return fn(batch)
-    if isinstance(batch, dict):
-        return type(batch)((k, _map_tensors(v, fn)) for k, v in batch.items())
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
-        return type(batch)(*(_map_tensors(v, fn) for v in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_map_tensors(v, fn) for v in batch)
-    return batch
-
-
-def shard_batch(batch: Any, rank: int, world: int) -> tuple[Any, float]:
-    """This rank's rows of a global batch, and its share ``rows / global rows``.
-
-    Every tensor whose first dimension is the batch size is cut with ``tensor_split``
-    (near-equal contiguous slices); other values are passed whole.
-    """
-    if world == 1:
-        return batch, 1.0
-    first = _first_tensor(batch)
-    if first is None or first.ndim == 0:
-        raise NeurosymError("under DDP every batch needs a tensor whose first dimension is the batch")
-    rows = first.shape[0]
-    if rows < world:
-        raise NeurosymError(f"a batch of {rows} rows cannot be split across {world} processes")
-    part = _map_tensors(batch, lambda t: t.tensor_split(world)[rank] if t.ndim and t.shape[0] == rows else t)
-    return part, _first_tensor(part).shape[0] / rows
-
-
-# ---------------------------------------------------------------- metrics
-
-
-class _Means:
-    """Running sums of the logged values since the last metrics line (saved in checkpoints)."""
-
-    def __init__(self, state: dict[str, Any] | None = None):
-        self.sums: dict[str, float] = dict(state["sums"]) if state else {}
-        self.count: int = state["count"] if state else 0
-
-    def add(self, values: dict[str, float]) -> None:
-        for k, v in values.items():
-            self.sums[k] = self.sums.get(k, 0.0) + v
-        self.count += 1
-
-    def pop(self) -> dict[str, float]:
-        out = {k: v / self.count for k, v in self.sums.items()} if self.count else {}
-        self.sums, self.count = {}, 0
-        return out
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"sums": dict(self.sums), "count": self.count}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # strict JSON has no NaN/inf
-    return value
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Keep the metrics lines up to ``step`` (a resumed run rewrites what came after)."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if json.loads(line)["step"] <= step:
-                kept.append(line + "\n")
-        except (ValueError, KeyError, TypeError):
-            continue  # a line torn by a kill
-    atomic_write(path, lambda f: f.write("".join(kept).encode("utf-8")))
-
-
-def _config_differences(saved: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
-    diffs = []
-    for key in sorted(set(saved) | set(current)):
-        name = f"{prefix}{key}"
-        if name in RESUME_MAY_CHANGE:
-            continue
-        a, b = saved.get(key), current.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            diffs += _config_differences(a, b, name + ".")
-        elif a != b:
-            diffs.append(f"{name} (checkpoint {json.dumps(a)}, config {json.dumps(b)})")
-    return diffs
-
-
 # ---------------------------------------------------------------- the trainer
 
 
@@ -298,7 +164,7 @@ class Trainer:
         """Train to the end (or continue from ``run_dir/last.pt`` with ``resume=True``)."""
         deterministic_before = torch.are_deterministic_algorithms_enabled()
         threads_before = torch.get_num_threads()
-        self._dist, self.device = _setup_distributed(self.config.run.device)
+        self._dist, self.device = setup_distributed(self.config.run.device)
         self.rank, self.world_size = self._dist.rank, self._dist.world
         try:
             if self.config.run.threads is not None:
@@ -332,7 +198,7 @@ class Trainer:
             if state is None:
                 (self.run_dir / METRICS).unlink(missing_ok=True)  # a run killed before its first checkpoint
             else:
-                _truncate_metrics(self.run_dir / METRICS, state["step"])
+                truncate_metrics(self.run_dir / METRICS, state["step"])
 
         seed_all(cfg.run.seed)
         model = self.task.build_model(cfg)
@@ -351,7 +217,7 @@ class Trainer:
         )
         self._data_gen = torch.Generator().manual_seed(cfg.run.seed)
         self._epoch_start_state = self._data_gen.get_state()
-        self._means = _Means()
+        self._means = Means()
         self._elapsed = 0.0
         if state is not None:
             self._restore(state)
@@ -368,7 +234,7 @@ class Trainer:
         if not path.exists():
             raise CheckpointError(f"{path}: nothing to resume (no checkpoint); start the run without --resume")
         state = load_checkpoint(path)
-        diffs = _config_differences(state["config"], self.config.to_dict())
+        diffs = config_differences(state["config"], self.config.to_dict())
         if diffs:
             raise ConfigError(
                 f"{self.config.source or self.run_dir}: the config differs from the one {path} was trained with: "
@@ -399,7 +265,7 @@ class Trainer:
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self._data_gen.set_state(state["data_rng"])
         self._epoch_start_state = state["data_rng"]
-        self._means = _Means(state["means"])
+        self._means = Means(state["means"])
         self._elapsed = state["elapsed"]
         self.last_loss, self.last_eval = state["last_loss"], dict(state["last_eval"])
         rngs = state["rng"]
@@ -450,7 +316,7 @@ class Trainer:
 
     def _train_step(self, wrapped: nn.Module, batch: Any) -> None:
         part, share = shard_batch(batch, self.rank, self.world_size)
-        part = _map_tensors(part, lambda t: t.to(self.device))
+        part = map_tensors(part, lambda t: t.to(self.device))
         self.optimizer.zero_grad(set_to_none=True)
         out = self.task.loss(wrapped, part)
         if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.Tensor) and out[0].ndim == 0 and isinstance(out[1], dict)):
@@ -550,7 +416,7 @@ class Trainer:
 
     def _write(self, line: dict[str, Any]) -> None:
         if self._metrics is not None:
-            self._metrics.write(json.dumps({k: _jsonable(v) for k, v in line.items()}) + "\n")
+            self._metrics.write(json.dumps({k: jsonable(v) for k, v in line.items()}) + "\n")
             self._metrics.flush()
 
     def _barrier(self) -> None:

@@ -30,7 +30,8 @@ from neurosym.errors import ConfigError, NeurosymError, TaskError
 from neurosym.lm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from neurosym.lm.config import Config
 from neurosym.lm.plot import plot_run
-from neurosym.lm.train import FitResult, Trainer, param_groups, schedule_factor, shard_batch, train_from_file
+from neurosym.lm.distributed import shard_batch
+from neurosym.lm.train import FitResult, Trainer, param_groups, schedule_factor, train_from_file
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
