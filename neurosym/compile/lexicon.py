@@ -39,7 +39,7 @@ from neurosym.dsl.lexicon import (
     TokenCond,
     ValueOf,
     read_lexicon,
-    walk,
+    walk_rule,
 )
 from neurosym.errors import NeurosymError
 from neurosym.fuzzy import membership
@@ -129,7 +129,7 @@ class FeatureBank(nn.Module):
 
         self._token_sets: dict[tuple[str, ...], str] = {}
         for f in lexicon.computed:
-            for node in walk(f.rule):
+            for node in walk_rule(f.rule):
                 if isinstance(node, TokenCond) and node.texts not in self._token_sets:
                     name = f"token_set_{len(self._token_sets)}"
                     wanted = set(node.texts)
@@ -163,7 +163,7 @@ class FeatureBank(nn.Module):
                 self.register_buffer(key, torch.tensor(f.terms.centers), persistent=False)
                 self._centers[f.name] = key
 
-        self.roles: list[str] = sorted({n.role for f in lexicon.computed for n in walk(f.rule) if isinstance(n, RoleCond)})
+        self.roles: list[str] = sorted({n.role for f in lexicon.computed for n in walk_rule(f.rule) if isinstance(n, RoleCond)})
         self.register_buffer("table", self._static(self.features), persistent=False)
 
     # ------------------------------------------------------------------ public
@@ -211,7 +211,7 @@ class FeatureBank(nn.Module):
         if missing:
             needs = []
             for name in missing:
-                users = [f.name for f in self.features if any(isinstance(n, RoleCond) and n.role == name for n in walk(f.rule))]
+                users = [f.name for f in self.features if any(isinstance(n, RoleCond) and n.role == name for n in walk_rule(f.rule))]
                 needs.append(f"feature {', '.join(users)} needs role {name!r}")
             given = ", ".join(sorted(roles)) if roles else "none"
             raise NeurosymError(
