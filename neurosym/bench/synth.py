@@ -37,6 +37,7 @@ from neurosym.compile.regex import pattern_dfa
 from neurosym.data import shared_data
 from neurosym.synth import synthesize
 from neurosym.data import shared_data_dir
+from neurosym.synth.simplify import simplify
 
 # ---------------------------------------------------------------------- AlphaRegex
 
@@ -170,7 +171,7 @@ def regel_to_ast(gt: str, constants: Sequence[str] = ()) -> ra.Node:
             return ra.Cat((anything, a[0]))
         raise NeurosymError(f"unknown Regel function {fn}")
 
-    return ra.simplify(tr(_parse_regel(gt.strip())))
+    return simplify(tr(_parse_regel(gt.strip())))
 
 
 def regel_to_regex(gt: str, constants: Sequence[str] = ()) -> str:

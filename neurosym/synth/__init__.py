@@ -26,7 +26,8 @@ from neurosym.errors import NeurosymError
 from neurosym.synth import beam, evolve, regex_ast, reinforce
 from neurosym.synth.bank import write_to_bank
 from neurosym.synth.distance import distances, objective
-from neurosym.synth.regex_ast import parse, simplify, size, to_pattern
+from neurosym.synth.regex_ast import parse, size, to_pattern
+from neurosym.synth.simplify import simplify
 
 METHODS = ("beam", "evolve", "reinforce")
 

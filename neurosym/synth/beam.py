@@ -32,6 +32,9 @@ from neurosym.synth import regex_ast as ra
 from neurosym.synth.bestfirst import SMALL_ALPHABET, BestFirst, weighted_leaves
 from neurosym.synth.distance import objective
 from neurosym.synth.posterior import BETA, choose
+from neurosym.synth.dfa_cache import compiled_dfa
+from neurosym.synth.edits import edits
+from neurosym.synth.simplify import simplify
 
 # AlphaRegex's costs (leaf 20, | 30, concatenation 5, * and ? 20), + at 25, and a hole at
 # 50 instead of AlphaRegex's 100: on the 25 AlphaRegex problems this solves no24 too, in
@@ -55,13 +58,13 @@ class Scorer:
         self.evaluations = 0
 
     def __call__(self, r: ra.Node) -> float:
-        r = ra.simplify(r)
+        r = simplify(r)
         s = self.cache.get(r)
         if s is not None:
             return s
         self.evaluations += 1
         try:
-            dfa = ra.compiled_dfa(r)
+            dfa = compiled_dfa(r)
         except NeurosymError:  # a candidate whose DFA is over the caps is worst
             s = float("inf")
         else:
@@ -75,7 +78,7 @@ class Scorer:
         return s
 
     def solved(self, r: ra.Node) -> bool:
-        return self(r) <= self.lam * ra.size(ra.simplify(r)) + 1e-9
+        return self(r) <= self.lam * ra.size(simplify(r)) + 1e-9
 
 
 class Progress:
@@ -115,7 +118,7 @@ def seeds(positives: Sequence[str], leaves: Sequence[ra.Node]) -> list[ra.Node]:
     out: list[ra.Node] = []
     out.extend(ra.Star(x) for x in leaves[-2:])
     out.extend(ra.Plus(x) for x in leaves[:2])
-    return [ra.simplify(x) for x in out]
+    return [simplify(x) for x in out]
 
 
 def local_beam(
@@ -130,14 +133,14 @@ def local_beam(
     progress: Progress | None = None,
 ) -> ra.Node:
     """Beam search over single edits; returns the best candidate seen."""
-    pool = {ra.simplify(x) for x in start}
+    pool = {simplify(x) for x in start}
     beam = sorted(pool, key=scorer)[:beam_width]
     best = beam[0]
     seen = set(pool)
     while time.monotonic() < t_end and not scorer.solved(best):
         cands: list[ra.Node] = []
         for r in beam:
-            nb = [x for x in ra.edits(r, list(leaves)) if x not in seen and ra.size(x) <= max_size]
+            nb = [x for x in edits(r, list(leaves)) if x not in seen and ra.size(x) <= max_size]
             if len(nb) > max_neighbours:
                 idx = rng.choice(len(nb), size=max_neighbours, replace=False)
                 nb = [nb[i] for i in idx]
@@ -184,7 +187,7 @@ def generalize(r: ra.Node, positives: Sequence[str], negatives: Sequence[str]) -
     if type(r) is ra.Star and "" not in positives:
         r = ra.Plus(r.child)
     anything = ra.Star(ra.ANY)
-    cand = ra.simplify(ra.Cat((r, anything)))
+    cand = simplify(ra.Cat((r, anything)))
     if cand != r and consistent(cand, positives, negatives):
         r = cand
     if type(r) is not ra.Cat:
@@ -193,11 +196,11 @@ def generalize(r: ra.Node, positives: Sequence[str], negatives: Sequence[str]) -
     i = 1
     while i < len(items):
         if anything not in (items[i - 1], items[i]):
-            cand = ra.simplify(ra.Cat(tuple(items[:i] + [anything] + items[i:])))
+            cand = simplify(ra.Cat(tuple(items[:i] + [anything] + items[i:])))
             if consistent(cand, positives, negatives):
                 items = list(cand.items) if type(cand) is ra.Cat else [cand]
         i += 1
-    return ra.simplify(ra.cat(*items))
+    return simplify(ra.cat(*items))
 
 
 def collect(bf: BestFirst, time_budget: float, window: float, limit: int, progress=None) -> list[ra.Node]:

@@ -42,6 +42,7 @@ import numpy as np
 
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.infix import InfixSpace
+from neurosym.synth.simplify import simplify
 
 HOLE = ("H",)
 MAX_SPLITS = 16
@@ -371,7 +372,7 @@ class BestFirst:
 
     def candidates(self) -> list[ra.Node]:
         """The best complete (not necessarily consistent) regexes seen, best first."""
-        return [ra.simplify(self.ast[c]) for _, c in sorted(self.best_partial, reverse=True)]
+        return [simplify(self.ast[c]) for _, c in sorted(self.best_partial, reverse=True)]
 
     # ------------------------------------------------------------------ search
     def search(self, time_budget: float = 10.0, max_cost: float = float("inf"), progress=None) -> ra.Node | None:
@@ -398,7 +399,7 @@ class BestFirst:
             if p[0] == "C":
                 if p[1] not in done:
                     done.add(p[1])
-                    yield cost, ra.simplify(self.ast[p[1]])
+                    yield cost, simplify(self.ast[p[1]])
                 continue
             if seen.get(p, cost) < cost:
                 continue

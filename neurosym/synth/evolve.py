@@ -20,6 +20,8 @@ import numpy as np
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.beam import Progress, Scorer, seeds
 from neurosym.synth.bestfirst import default_leaves
+from neurosym.synth.edits import replace_at, subtrees
+from neurosym.synth.simplify import simplify
 
 
 def random_regex(leaves: Sequence[ra.Node], rng: np.random.Generator, depth: int = 3) -> ra.Node:
@@ -42,7 +44,7 @@ def _pick(rng: np.random.Generator, items: list):
 
 def mutate(r: ra.Node, leaves: Sequence[ra.Node], rng: np.random.Generator) -> ra.Node:
     """One random single edit of ``r`` (simplified)."""
-    path, node = _pick(rng, list(ra.subtrees(r)))
+    path, node = _pick(rng, list(subtrees(r)))
     leaf = _pick(rng, list(leaves))
     t = type(node)
     kind = int(rng.integers(8))
@@ -66,14 +68,14 @@ def mutate(r: ra.Node, leaves: Sequence[ra.Node], rng: np.random.Generator) -> r
         new = random_regex(leaves, rng, 2)
     else:
         new = ra.Cat((node, random_regex(leaves, rng, 2)))
-    return ra.simplify(ra.replace(r, path, new))
+    return simplify(replace_at(r, path, new))
 
 
 def crossover(a: ra.Node, b: ra.Node, rng: np.random.Generator) -> ra.Node:
     """``a`` with a random subtree replaced by a random subtree of ``b``."""
-    path, _ = _pick(rng, list(ra.subtrees(a)))
-    _, donor = _pick(rng, list(ra.subtrees(b)))
-    return ra.simplify(ra.replace(a, path, donor))
+    path, _ = _pick(rng, list(subtrees(a)))
+    _, donor = _pick(rng, list(subtrees(b)))
+    return simplify(replace_at(a, path, donor))
 
 
 def _select(pop: list, fit: list, rng: np.random.Generator, k: int) -> ra.Node:
@@ -104,9 +106,9 @@ def search(
     rng = np.random.default_rng(seed)
     leaves = list(leaves) if leaves is not None else default_leaves(positives, negatives)
     scorer = Scorer(positives, negatives, lam)
-    pop = [ra.simplify(x) for x in seeds(positives, leaves)] + list(leaves)
+    pop = [simplify(x) for x in seeds(positives, leaves)] + list(leaves)
     while len(pop) < population:
-        pop.append(ra.simplify(random_regex(leaves, rng, 4)))
+        pop.append(simplify(random_regex(leaves, rng, 4)))
     pop = pop[:population]
     bar = Progress(progress, time_budget, "synth evolve")
     generations = 0

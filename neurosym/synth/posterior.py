@@ -33,6 +33,9 @@ import numpy as np
 
 from neurosym.errors import NeurosymError
 from neurosym.synth import regex_ast as ra
+from neurosym.synth.dfa_cache import compiled_dfa
+from neurosym.synth.edits import replace_at, subtrees
+from neurosym.synth.simplify import simplify
 
 PRINTABLE = "".join(chr(i) for i in range(32, 127))
 BETA = 0.3  # nats per unit of cost: a leaf (cost 20) is worth 6 nats of likelihood
@@ -163,11 +166,11 @@ class Posterior:
         self.cache: dict[ra.Node, float] = {}
 
     def __call__(self, r: ra.Node) -> float:
-        r = ra.simplify(r)
+        r = simplify(r)
         s = self.cache.get(r)
         if s is None:
             try:
-                dfa = ra.compiled_dfa(r)
+                dfa = compiled_dfa(r)
             except NeurosymError:
                 s = -math.inf
             else:
@@ -195,38 +198,38 @@ def _tighter_leaves(node: ra.Node, chars_seen: frozenset) -> list[ra.Node]:
 def shrinking_edits(r: ra.Node, chars_seen: frozenset, max_count: int = 8) -> list[ra.Node]:
     """Single edits of ``r`` whose language is a subset of ``r``'s, simplified."""
     out: dict[ra.Node, None] = {}
-    base = ra.simplify(r)
+    base = simplify(r)
 
     def add(x: ra.Node) -> None:
-        x = ra.simplify(x)
+        x = simplify(x)
         if x != base:
             out.setdefault(x, None)
 
-    for path, node in ra.subtrees(r):
+    for path, node in subtrees(r):
         t = type(node)
         if t in (ra.Chars, ra.AnyChar):
             for leaf in _tighter_leaves(node, chars_seen):
-                add(ra.replace(r, path, leaf))
+                add(replace_at(r, path, leaf))
         elif t is ra.Star:
-            add(ra.replace(r, path, ra.EPS))
-            add(ra.replace(r, path, ra.Plus(node.child)))
-            add(ra.replace(r, path, ra.Opt(node.child)))
+            add(replace_at(r, path, ra.EPS))
+            add(replace_at(r, path, ra.Plus(node.child)))
+            add(replace_at(r, path, ra.Opt(node.child)))
             if node.child == ra.ANY:
                 for cls in KNOWN_CLASSES:
-                    add(ra.replace(r, path, ra.Star(ra.Chars(cls))))
+                    add(replace_at(r, path, ra.Star(ra.Chars(cls))))
         elif t is ra.Plus:
-            add(ra.replace(r, path, node.child))
+            add(replace_at(r, path, node.child))
         elif t is ra.Opt:
-            add(ra.replace(r, path, node.child))
-            add(ra.replace(r, path, ra.EPS))
+            add(replace_at(r, path, node.child))
+            add(replace_at(r, path, ra.EPS))
         elif t is ra.Alt:
             for i in range(len(node.items)):
-                add(ra.replace(r, path, ra.alt(*(node.items[:i] + node.items[i + 1 :]))))
+                add(replace_at(r, path, ra.alt(*(node.items[:i] + node.items[i + 1 :]))))
         if t in (ra.Star, ra.Plus):
             lo = 0 if t is ra.Star else 1
             for k in range(max(2, lo), max_count + 1):
-                add(ra.replace(r, path, ra.repeat(node.child, k, k)))
-                add(ra.replace(r, path, ra.repeat(node.child, k, None)))
+                add(replace_at(r, path, ra.repeat(node.child, k, k)))
+                add(replace_at(r, path, ra.repeat(node.child, k, None)))
     return list(out)
 
 
@@ -240,7 +243,7 @@ def refine(
     """Hill-climb from ``r`` by :func:`shrinking_edits` that keep every positive accepted,
     to a local maximum of ``posterior``."""
     seen = frozenset(c for s in positives for c in s)
-    best, best_score = ra.simplify(r), posterior(r)
+    best, best_score = simplify(r), posterior(r)
     for _ in range(max_steps):
         improved = False
         for x in shrinking_edits(best, seen):
@@ -272,7 +275,7 @@ def choose(
             best, best_score = x, s
         if t_end is not None and time.monotonic() > t_end:
             break
-    return best if best is not None else ra.simplify(candidates[0])
+    return best if best is not None else simplify(candidates[0])
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Regex ASTs for synthesis: printing, parsing back, size, canonical form, edits.
+"""Regex ASTs for synthesis: nodes, printing, parsing back, size.
 
 Nodes are frozen (hashable) dataclasses:
 
@@ -15,20 +15,19 @@ Nodes are frozen (hashable) dataclasses:
 same language as :func:`neurosym.compile_regex`), :func:`parse` reads that subset back
 (plus ``(?:...)``, ``\\d \\w \\s``, ``\\xHH`` and counted repeats ``{m}``, ``{m,}``,
 ``{m,n}``, expanded), :func:`size` counts nodes as in a binary tree (an n-ary
-``Cat``/``Alt`` costs ``n - 1`` joins), :func:`simplify` rewrites to a canonical form
-so equivalent candidates are not searched twice, and :func:`edits` gives the
-single-edit neighbourhood used by local search.
+``Cat``/``Alt`` costs ``n - 1`` joins). The canonical form is in
+:mod:`neurosym.synth.simplify`, the single-edit neighbourhood in
+:mod:`neurosym.synth.edits` and the compiled-DFA cache in :mod:`neurosym.synth.dfa_cache`.
 """
 
 from __future__ import annotations
 
-import re
-from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 
+from interegular import patterns as ire
+
+from neurosym.compile.regex import parse_pattern
 from neurosym.errors import NeurosymError
-from neurosym.compile.regex import Limits, pattern_dfa  # same DFA as compile_regex(p).char_dfa
 
 
 class Node:
@@ -216,171 +215,42 @@ def _pat_run(x: Node, k: int, more: bool) -> str:
 
 
 # ---------------------------------------------------------------------- parsing
-_CLASS_ESC = {
-    "d": frozenset("0123456789"),
-    "w": frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"),
-    "s": frozenset(" \t\n\r\f\v"),
-}
-_CHAR_ESC = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
-
-
-class _Parser:
-    def __init__(self, text: str):
-        self.s = text
-        self.i = 0
-
-    def fail(self, msg: str):
-        raise NeurosymError(f"cannot parse regex {self.s!r} at offset {self.i}: {msg}")
-
-    def peek(self) -> str | None:
-        return self.s[self.i] if self.i < len(self.s) else None
-
-    def parse(self) -> Node:
-        r = self.alt()
-        if self.i != len(self.s):
-            self.fail("unexpected " + repr(self.s[self.i]))
-        return r
-
-    def alt(self) -> Node:
-        items = [self.cat()]
-        while self.peek() == "|":
-            self.i += 1
-            items.append(self.cat())
-        return items[0] if len(items) == 1 else Alt(tuple(items))
-
-    def cat(self) -> Node:
-        items = []
-        while self.peek() is not None and self.peek() not in "|)":
-            self.repeated = False
-            item = self.postfix()
-            if self.repeated and type(item) is Cat:  # x{3} is x x x in the sequence, not a group
-                items.extend(item.items)
-            else:
-                items.append(item)
-        if not items:
-            return EPS
-        return items[0] if len(items) == 1 else Cat(tuple(items))
-
-    def postfix(self) -> Node:
-        r = self.atom()
-        while True:
-            c = self.peek()
-            if c == "*":
-                r = Star(r)
-            elif c == "+":
-                r = Plus(r)
-            elif c == "?":
-                r = Opt(r)
-            elif c == "{":
-                m = re.compile(r"\{(\d*)(,?)(\d*)\}").match(self.s, self.i)
-                if not m or (not m.group(1) and not m.group(2)):
-                    self.fail("bad counted repeat")
-                lo = int(m.group(1) or 0)
-                hi = lo if not m.group(2) else (int(m.group(3)) if m.group(3) else None)
-                self.i = m.end()
-                r = repeat(r, lo, hi)
-                self.repeated = True
-                continue
-            else:
-                return r
-            self.repeated = False
-            self.i += 1
-            if self.peek() in ("?", "+"):
-                self.fail("lazy and possessive quantifiers are not supported")
-
-    def atom(self) -> Node:
-        c = self.peek()
-        if c is None:
-            self.fail("unexpected end")
-        if c == "(":
-            self.i += 1
-            if self.s.startswith("?:", self.i):
-                self.i += 2
-            elif self.peek() == "?":
-                self.fail("only plain and (?:...) groups are supported")
-            r = self.alt()
-            if self.peek() != ")":
-                self.fail("missing )")
-            self.i += 1
-            return r
-        if c == "[":
-            return self.char_class()
-        if c == ".":
-            self.i += 1
-            return ANY
-        if c == "\\":
-            return self.escape(in_class=False)
-        if c in "*+?{":
-            self.fail("nothing to repeat")
-        if c in "^$":
-            self.fail("anchors are not supported")
-        self.i += 1
-        return Chars(c)
-
-    def escape(self, in_class: bool):
-        self.i += 1
-        c = self.peek()
-        if c is None:
-            self.fail("dangling backslash")
-        self.i += 1
-        if c in _CLASS_ESC:
-            return Chars(_CLASS_ESC[c])
-        if c in _CHAR_ESC:
-            return Chars(_CHAR_ESC[c])
-        if c in "xuU":
-            n = {"x": 2, "u": 4, "U": 8}[c]
-            h = self.s[self.i : self.i + n]
-            if len(h) != n or not all(x in "0123456789abcdefABCDEF" for x in h):
-                self.fail("bad hex escape")
-            self.i += n
-            return Chars(chr(int(h, 16)))
-        if c.isalnum():
-            self.fail(f"unsupported escape \\{c}")
-        return Chars(c)
-
-    def char_class(self) -> Node:
-        self.i += 1
-        if self.s.startswith("^\\s\\S]", self.i):
-            self.i += 6
-            return EMPTY
-        if self.peek() == "^":
-            self.fail("negated classes are not supported")
-        chars: set[str] = set()
-        first = True
-        while True:
-            c = self.peek()
-            if c is None:
-                self.fail("missing ]")
-            if c == "]" and not first:
-                self.i += 1
-                break
-            first = False
-            lo = self.class_item()
-            if isinstance(lo, frozenset):
-                chars |= lo
-                continue
-            if self.peek() == "-" and self.i + 1 < len(self.s) and self.s[self.i + 1] != "]":
-                self.i += 1
-                hi = self.class_item()
-                if isinstance(hi, frozenset) or ord(hi) < ord(lo):
-                    self.fail("bad range")
-                chars |= {chr(k) for k in range(ord(lo), ord(hi) + 1)}
-            else:
-                chars.add(lo)
-        return Chars(chars)
-
-    def class_item(self):
-        c = self.peek()
-        if c == "\\":
-            r = self.escape(in_class=True)
-            return r.chars if len(r.chars) > 1 else next(iter(r.chars))
-        self.i += 1
-        return c
-
-
 def parse(text: str) -> Node:
-    """Parse a pattern of the printed subset (see the module docstring)."""
-    return _Parser(text).parse()
+    """A pattern of the printed subset back to an AST, through the library's own regex
+    parser (:func:`neurosym.compile.regex.parse_pattern`, interegular's parse checked for
+    regular-language features) rather than a second hand-written one."""
+    return _from_parsed(parse_pattern(text))
+
+
+def _flat(kind: type, nodes) -> list[Node]:
+    """Items of nested ``kind`` nodes spliced in, as the printer's precedence reads them."""
+    out: list[Node] = []
+    for x in nodes:
+        out.extend(x.items if type(x) is kind else (x,))
+    return out
+
+
+def _from_parsed(n) -> Node:
+    """interegular's AST (as compile/nfa.py walks it) -> ours; flags and negated classes,
+    which the printer never writes, are errors."""
+    if isinstance(n, ire.Pattern):
+        if n.added_flags or n.removed_flags:
+            raise NeurosymError("inline flags are not supported in synthesis patterns")
+        return alt(*_flat(Alt, (_from_parsed(o) for o in n.options)))
+    if isinstance(n, ire._Concatenation):
+        items = [x for x in _flat(Cat, (_from_parsed(x) for x in n.parts)) if x != EPS]
+        return cat(*items) if items else EPS
+    if isinstance(n, ire._Repeated):
+        return repeat(_from_parsed(n.base), n.min, n.max)
+    if n is ire._DOT:
+        return ANY
+    if isinstance(n, ire._CharGroup):
+        if n.negated:
+            raise NeurosymError("negated classes are not supported in synthesis patterns")
+        return Chars(n.chars) if n.chars else EMPTY
+    if n is ire._EMPTY:
+        return EPS
+    raise NeurosymError(f"unsupported regex construct {type(n).__name__} in a synthesis pattern")
 
 
 def repeat(r: Node, lo: int, hi: int | None) -> Node:
@@ -451,323 +321,7 @@ def fill(r: Node, by: Node) -> Node:
     return r
 
 
-# ---------------------------------------------------------------------- canonical form
-def _sort_key(r: Node) -> tuple:
-    return (size(r), to_pattern(r))
-
-
-def _strip(r: Node) -> Node:
-    """Drop an outer ``*``/``+``/``?``: inside a star they change nothing."""
-    while type(r) in UNARY:
-        r = r.child
-    return r
-
-
-def simplify(r: Node) -> Node:
-    """A canonical form of ``r`` (never larger, same language).
-
-    Flattens nested concatenations and alternations, sorts and dedupes alternatives,
-    merges single-character alternatives into one class, drops ``()`` from sequences,
-    rewrites ``ε|r`` to ``r?``, ``(r*)*``, ``(r+)*``, ``(r?)*``, ``(r*)+``, ``(r?)+``
-    and ``(r+)?`` to ``r*``, ``(r?)?`` to ``r?``, ``r??``-like options of nullable
-    ``r`` to ``r``, ``(a*|b)*`` to ``(a|b)*``, ``(a*b*)*`` to ``(a|b)*``, ``r*r*`` to
-    ``r*``, ``rr*``/``r*r`` to ``r+`` and ``.*[a-z]*`` to ``.*``. Holes are opaque.
-    """
-    return _simplify(r)
-
-
-@lru_cache(maxsize=65536)
-def _simplify(r: Node) -> Node:
-    t = type(r)
-    if t in LEAVES:
-        return r
-    if t is Cat:
-        items: list[Node] = []
-        for x in r.items:
-            x = _simplify(x)
-            if type(x) is Cat:
-                items.extend(x.items)
-            elif type(x) is Eps:
-                continue
-            elif type(x) is Empty:
-                return EMPTY
-            else:
-                items.append(x)
-        items = _merge_runs(items)
-        if not items:
-            return EPS
-        return items[0] if len(items) == 1 else Cat(tuple(items))
-    if t is Alt:
-        flat: list[Node] = []
-        for x in r.items:
-            x = _simplify(x)
-            flat.extend(x.items if type(x) is Alt else [x])
-        return _simplify_alt(flat)
-    c = _simplify(r.child)
-    tc = type(c)
-    if tc is Empty:
-        return EMPTY if t is Plus else EPS
-    if tc is Eps:
-        return EPS
-    if t is Star:
-        return _star(c)
-    if t is Plus:
-        if tc is Plus:
-            return c
-        if tc in (Star, Opt) or nullable(c):
-            return _star(c)
-        return Plus(c)
-    # Opt
-    if tc is Plus:
-        return _star(c.child)
-    if nullable(c):
-        return c
-    return Opt(c)
-
-
-def _star(c: Node) -> Node:
-    """``Star`` of a simplified node: inside a star, ``*``/``+``/``?`` on alternatives and
-    sequences of nullable items are redundant: ``(a*|b)* = (a|b)*``, ``(a*b*)* = (a|b)*``."""
-    flat: list[Node] = []
-
-    def add(x: Node) -> None:
-        x = _strip(x)
-        tx = type(x)
-        if tx is Alt or (tx is Cat and all(nullable(y) for y in x.items)):
-            for y in x.items:
-                add(y)
-        elif tx is not Eps:
-            flat.append(x)
-
-    add(c)
-    if not flat:
-        return EPS
-    c = _strip(flat[0] if len(flat) == 1 else _simplify_alt(flat))
-    if type(c) in (Eps, Empty):
-        return EPS
-    return Star(c)
-
-
-def _simplify_alt(flat: list[Node]) -> Node:
-    has_eps = False
-    chars: set[str] = set()
-    any_char = False
-    rest: list[Node] = []
-    seen: set = set()
-    for x in flat:
-        tx = type(x)
-        if tx is Empty:
-            continue
-        if tx is Eps:
-            has_eps = True
-        elif tx is Chars:
-            chars |= x.chars
-        elif tx is AnyChar:
-            any_char = True
-        elif tx is Hole or x not in seen:
-            seen.add(x)
-            rest.append(x)
-    if any_char:
-        chars = {c for c in chars if c == "\n"}
-        rest.append(ANY)
-    if chars:
-        rest.append(Chars(chars))
-    # r | r* -> r*, r | r+ -> r+, r | r? -> r?, r+ | r* -> r*
-    wrapped = {type(x): set() for x in rest}
-    for x in rest:
-        if type(x) in UNARY:
-            wrapped[type(x)].add(x.child)
-    covered = wrapped.get(Star, set()) | wrapped.get(Plus, set()) | wrapped.get(Opt, set())
-    rest = [x for x in rest if not (x in covered and type(x) is not Hole)]
-    if Star in wrapped:
-        rest = [x for x in rest if not (type(x) in (Plus, Opt) and x.child in wrapped[Star])]
-    if not rest:
-        return EPS if has_eps else EMPTY
-    rest.sort(key=_sort_key)
-    body = rest[0] if len(rest) == 1 else Alt(tuple(rest))
-    if has_eps and not nullable(body):
-        if type(body) is Plus:
-            return _star(body.child)
-        return Opt(body)
-    return body
-
-
-def _merge_runs(items: list[Node]) -> list[Node]:
-    """``r* r*`` -> ``r*``, ``r r*``/``r* r`` -> ``r+``, ``r+ r*``/``r* r+`` -> ``r+``,
-    ``r? r*``/``r* r?`` -> ``r*`` on neighbouring items."""
-    out: list[Node] = []
-    for x in items:
-        if out:
-            y = out[-1]
-            merged = _merge_pair(y, x)
-            if merged is not None:
-                out[-1] = merged
-                # a merge may enable another with the item before
-                while len(out) >= 2:
-                    m2 = _merge_pair(out[-2], out[-1])
-                    if m2 is None:
-                        break
-                    out[-2:] = [m2]
-                continue
-        out.append(x)
-    return out
-
-
-def _within_any(r: Node) -> bool:
-    """Whether a star of ``r`` is inside ``.*`` (single characters other than newline)."""
-    return type(r) is AnyChar or (type(r) is Chars and "\n" not in r.chars)
-
-
-def _merge_pair(y: Node, x: Node) -> Node | None:
-    ty, tx = type(y), type(x)
-    if Hole in (ty, tx):
-        return None
-    if ty is Star and tx is Star and y.child == ANY and _within_any(x.child):
-        return y  # .*[a-z]* -> .*
-    if tx is Star and ty is Star and x.child == ANY and _within_any(y.child):
-        return x
-    if ty is Star and tx is Star and y.child == x.child:
-        return y
-    if ty is Star and x == y.child or tx is Star and y == x.child:
-        return Plus(x if ty is Star else y)
-    if ty is Star and tx in (Plus, Opt) and x.child == y.child:
-        return Plus(x.child) if tx is Plus else y
-    if tx is Star and ty in (Plus, Opt) and y.child == x.child:
-        return Plus(y.child) if ty is Plus else x
-    return None
-
-
-# ---------------------------------------------------------------------- neighbourhood
-def subtrees(r: Node, path: tuple = ()):
-    """Yield ``(path, node)`` for every node, root first; a path is a tuple of child indices."""
-    yield path, r
-    t = type(r)
-    if t in NARY:
-        for i, x in enumerate(r.items):
-            yield from subtrees(x, path + (i,))
-    elif t in UNARY:
-        yield from subtrees(r.child, path + (0,))
-
-
-def replace(r: Node, path: tuple, new: Node) -> Node:
-    """``r`` with the node at ``path`` replaced by ``new``."""
-    if not path:
-        return new
-    t = type(r)
-    i, rest = path[0], path[1:]
-    if t in NARY:
-        items = list(r.items)
-        items[i] = replace(items[i], rest, new)
-        return t(tuple(items))
-    return t(replace(r.child, rest, new))
-
-
-def edits(r: Node, leaves: list[Node], with_holes: bool = False) -> list[Node]:
-    """The single-edit neighbourhood of ``r``, simplified and deduplicated (``r`` excluded).
-
-    At every node: replace it by a leaf (or a hole), wrap it in ``*``, ``+`` or ``?``,
-    unwrap it (a postfix by its operand, a sequence or alternation by one of its items),
-    concatenate a leaf before or after it, alternate it with a leaf, and delete one
-    item of a sequence or alternation.
-    """
-    out: dict[Node, None] = {}
-    base = simplify(r)
-
-    def add(x: Node) -> None:
-        x = simplify(x)
-        if x != base:
-            out.setdefault(x, None)
-
-    for path, node in subtrees(r):
-        t = type(node)
-        for leaf in leaves:
-            if leaf != node:
-                add(replace(r, path, leaf))
-        if with_holes and t is not Hole:
-            add(replace(r, path, Hole()))
-        for w in UNARY:
-            if t is not w:
-                add(replace(r, path, w(node)))
-        if t in UNARY:
-            add(replace(r, path, node.child))
-        if t in NARY:
-            for i, x in enumerate(node.items):
-                add(replace(r, path, x))
-                if len(node.items) > 2:
-                    add(replace(r, path, t(node.items[:i] + node.items[i + 1 :])))
-        for leaf in leaves:
-            add(replace(r, path, Cat((node, leaf))))
-            add(replace(r, path, Cat((leaf, node))))
-            add(replace(r, path, Alt((node, leaf))))
-    return list(out)
-
-
-# ---------------------------------------------------------------------- compiled DFAs
-class DFACache:
-    """An LRU cache of compiled character DFAs, keyed by canonical pattern text.
-
-    Compilation is capped (``max_states``, ``time_limit`` seconds): a search must not
-    stall on one candidate whose DFA blows up; such a candidate raises
-    :class:`~neurosym.errors.CompileError`."""
-
-    def __init__(self, maxsize: int = 4096, max_states: int = 1000, time_limit: float = 2.0):
-        self.maxsize = maxsize
-        self.max_states = max_states
-        self.time_limit = time_limit
-        self._d: OrderedDict[str, object] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def __call__(self, r: Node | str):
-        """The minimal :class:`~neurosym.compile.dfa.CharDFA` of a node or pattern."""
-        pattern = to_pattern(simplify(r)) if isinstance(r, Node) else r
-        d = self._d.get(pattern)
-        if d is not None:
-            self.hits += 1
-            self._d.move_to_end(pattern)
-            return d
-        self.misses += 1
-
-        d = pattern_dfa(pattern, limits=Limits(self.max_states, self.time_limit))
-        self._d[pattern] = d
-        if len(self._d) > self.maxsize:
-            self._d.popitem(last=False)
-        return d
-
-
-compiled_dfa = DFACache()
-
 __all__ = [
-    "ANY",
-    "Alt",
-    "AnyChar",
-    "Cat",
-    "Chars",
-    "DFACache",
-    "EMPTY",
-    "EPS",
-    "Empty",
-    "Eps",
-    "Hole",
-    "Node",
-    "Opt",
-    "Plus",
-    "Star",
-    "alt",
-    "cat",
-    "class_body",
-    "compiled_dfa",
-    "edits",
-    "fill",
-    "holes",
-    "lit",
-    "nullable",
-    "parse",
-    "repeat",
-    "replace",
-    "runs",
-    "simplify",
-    "size",
-    "subtrees",
-    "to_pattern",
+    "ANY", "Alt", "AnyChar", "Cat", "Chars", "EMPTY", "EPS", "Empty", "Eps", "Hole", "Node", "Opt", "Plus", "Star",
+    "alt", "cat", "class_body", "fill", "holes", "lit", "nullable", "parse", "repeat", "runs", "size", "to_pattern",
 ]

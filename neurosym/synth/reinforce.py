@@ -20,6 +20,7 @@ from torch import nn
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.beam import Progress, Scorer
 from neurosym.synth.bestfirst import default_leaves
+from neurosym.synth.simplify import simplify
 
 OPS = [("*", 1), ("+", 1), ("?", 1), (".", 2), ("|", 2)]
 
@@ -146,7 +147,7 @@ def search(
                 prev = torch.where(active, tok, prev)
             rewards = []
             for s in seqs:
-                r = ra.simplify(decode(s, vocab))
+                r = simplify(decode(s, vocab))
                 sc = scorer(r)
                 if sc < best_score:
                     best, best_score = r, sc

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from neurosym.synth import regex_ast as ra
 from neurosym.synth import synthesize
 from neurosym.synth.posterior import Posterior, choose, log_likelihood, prior_cost, refine, shrinking_edits
+from neurosym.synth.dfa_cache import compiled_dfa
+from neurosym.synth.simplify import simplify
 
 
 def _strings(alphabet: str, n: int):
@@ -41,7 +43,7 @@ PATTERNS = ["a*", "(a|b)*", "ab*", "a(ba)*b?", "(aa|b)+", "a?b+a", "(ab|ba)*a"]
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_log_likelihood_equals_reference_walk(pattern):
-    dfa = ra.compiled_dfa(ra.parse(pattern))
+    dfa = compiled_dfa(ra.parse(pattern))
     rx = re.compile(pattern)
     strings = [s for s in _strings("ab", 5) if rx.fullmatch(s)]
     got = log_likelihood(dfa, strings, "ab")
@@ -55,7 +57,7 @@ def test_log_likelihood_equals_reference_walk(pattern):
 @given(st.lists(st.sampled_from(["a", "b", "ab", "a*", "b+", "(a|b)", "b?", "(ab)*"]), min_size=1, max_size=4))
 def test_probabilities_sum_to_at_most_one(parts):
     pattern = "".join(parts)
-    dfa = ra.compiled_dfa(ra.parse(pattern))
+    dfa = compiled_dfa(ra.parse(pattern))
     p = np.exp(log_likelihood(dfa, list(_strings("ab", 9)), "ab"))
     assert p.sum() <= 1 + 1e-9
     # a*: P(a^k) = 2^-(k+1) over {a, b}, so strings up to length 9 carry 1 - 2^-10
@@ -71,10 +73,10 @@ def test_smaller_languages_make_examples_likelier():
 
 def test_prior_cost_counts_repetitions_once():
     d = ra.Chars("0123456789")
-    three = ra.simplify(ra.parse("[0-9]{3}"))
+    three = simplify(ra.parse("[0-9]{3}"))
     assert ra.runs(three.items, min_run=2) == [(d, 3, False)]
     assert prior_cost(three) < 3 * prior_cost(d)
-    assert ra.runs(ra.simplify(ra.parse("[0-9]{4,}")).items, min_run=2) == [(d, 4, True)]
+    assert ra.runs(simplify(ra.parse("[0-9]{4,}")).items, min_run=2) == [(d, 4, True)]
     assert prior_cost(ra.parse("[0-9]{4,}")) == prior_cost(ra.parse("[0-9]{4}")) + 5
     assert prior_cost(ra.parse("a")) > prior_cost(ra.parse("[a-z]"))  # classes generalise
     assert prior_cost(ra.parse("[0-9]|a")) > prior_cost(ra.parse("[0-9]"))
@@ -83,9 +85,9 @@ def test_prior_cost_counts_repetitions_once():
 def test_shrinking_edits_only_shrink():
     r = ra.parse("(.*|x)[0-9]+.?")
     seen = frozenset("x1 ")
-    big = ra.compiled_dfa(r)
+    big = compiled_dfa(r)
     for x in shrinking_edits(r, seen):
-        small = ra.compiled_dfa(x)
+        small = compiled_dfa(x)
         for s in _strings("x1 ", 4):
             assert not small.accepts(s) or big.accepts(s), (ra.to_pattern(x), s)
 
