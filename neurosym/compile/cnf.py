@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neurosym.compile.pcfg_check import check_pcfg
+from neurosym.compile.pcfg_check import check_pcfg, generating
 from neurosym.dsl.pcfg import NT, Grammar, Terminal, TerminalImport
 from neurosym.errors import CompileError, Span
 
@@ -165,14 +165,7 @@ def to_cnf(grammar: Grammar, check: bool = True) -> CNFGrammar:
 def _useful(grammar: Grammar, tindex: dict[Terminal, int]) -> _Rules:
     """Positive-probability rules of generating, reachable symbols; terminals lifted, binarised."""
     prods = [p for p in grammar.productions if p.prob > 0]
-    gen: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for p in prods:
-            if p.lhs not in gen and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
-                gen.add(p.lhs)
-                changed = True
+    gen = generating(prods)
     prods = [p for p in prods if p.lhs in gen and all(not isinstance(s, NT) or s.name in gen for s in p.rhs)]
     by_lhs: dict[str, list] = {}
     for p in prods:

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import networkx as nx
 import numpy as np
 
-from neurosym.dsl.pcfg import NT, Grammar, as_grammar
+from neurosym.dsl.pcfg import NT, Grammar, Production, as_grammar
 from neurosym.errors import SourceError, Span
 
 RADIUS_LIMIT = 1.0 - 1e-9
@@ -48,9 +48,8 @@ class Analysis:
     expected_length: float | None
 
 
-def analyze(grammar: Grammar) -> Analysis:
-    """Reachability, generating symbols, the expected-children matrix and its radius."""
-    prods = [p for p in grammar.productions if p.prob > 0]
+def generating(prods: list[Production]) -> set[str]:
+    """The nonterminals that derive some terminal string through ``prods`` (a fixpoint)."""
     gen: set[str] = set()
     changed = True
     while changed:
@@ -59,6 +58,13 @@ def analyze(grammar: Grammar) -> Analysis:
             if p.lhs not in gen and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
                 gen.add(p.lhs)
                 changed = True
+    return gen
+
+
+def analyze(grammar: Grammar) -> Analysis:
+    """Reachability, generating symbols, the expected-children matrix and its radius."""
+    prods = [p for p in grammar.productions if p.prob > 0]
+    gen = generating(prods)
     by_lhs: dict[str, list] = {}
     for p in prods:
         by_lhs.setdefault(p.lhs, []).append(p)
@@ -147,4 +153,4 @@ def _worst_component(a: Analysis) -> tuple[list[str], float]:
     return [a.useful[i] for i in best], best_r
 
 
-__all__ = ["Analysis", "Finding", "RADIUS_LIMIT", "analyze", "check_pcfg"]
+__all__ = ["Analysis", "Finding", "RADIUS_LIMIT", "analyze", "check_pcfg", "generating"]
