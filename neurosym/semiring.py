@@ -10,6 +10,11 @@ what it computes:
   best structure.
 
 Both work on log-potentials, where ``zero = -inf`` (impossible) and ``one = 0``.
+
+* :class:`SoftMinSemiring` (soft-min with temperature T, +) over *costs*:
+  ``a ⊕ b = -T log(exp(-a/T) + exp(-b/T))``; at T = 0 the tropical (min, +) semiring
+  (:data:`MIN_PLUS`). Its zero is the finite ``-LOG_ZERO_FINITE``, so gradients through
+  smoothed minima of impossible paths stay NaN-free. Edit distances run in it.
 Semirings are plain classes used as namespaces: pass the class itself
 (``inside(..., semiring=MaxSemiring)``).
 
@@ -238,4 +243,64 @@ class MaxSemiring(Semiring):
         return torch.cat(blocks, -2)
 
 
-__all__ = ["LOG_ZERO", "LOG_ZERO_FINITE", "LogOperand", "LogSemiring", "MaxSemiring", "Semiring"]
+
+
+def softmin(x: Tensor, dim: int, temperature: float) -> Tensor:
+    """``-T logsumexp(-x / T)`` along ``dim``; the plain min when ``temperature == 0``."""
+    if temperature == 0:
+        return x.amin(dim)
+    return -temperature * torch.logsumexp(-x / temperature, dim)
+
+
+class SoftMinSemiring:
+    """(soft-min_T, +, no-path, 0) over costs; ``temperature == 0`` is (min, +).
+
+    An instance, since it carries its temperature: ``SoftMinSemiring(0.5).matmul(a, b)``.
+    ``zero`` is the finite no-path cost ``-LOG_ZERO_FINITE``; results are clamped to it."""
+
+    def __init__(self, temperature: float = 0.0):
+        if not float(temperature) >= 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        self.temperature = float(temperature)
+        self.zero = -LOG_ZERO_FINITE
+        self.one = 0.0
+
+    def __repr__(self) -> str:
+        return f"SoftMinSemiring(temperature={self.temperature:g})"
+
+    def sum(self, x: Tensor, dim: int = -1) -> Tensor:
+        """Soft minimum over ``dim`` (removed), at most ``zero`` (T > 0; at T = 0 sums of
+        no-path costs may exceed ``zero`` and still mean no path: compare with >=)."""
+        if self.temperature == 0:
+            return x.amin(dim)
+        return softmin(x, dim, self.temperature).clamp(max=self.zero)
+
+    def plus(self, a: Tensor, b: Tensor) -> Tensor:
+        if self.temperature == 0:
+            return torch.minimum(a, b)
+        return self.sum(torch.stack(torch.broadcast_tensors(a, b)), 0)
+
+    @staticmethod
+    def times(a: Tensor, b: Tensor) -> Tensor:
+        return a + b
+
+    def matmul(self, a: Tensor, b: Tensor) -> Tensor:
+        """(..., I, K) x (..., K, J) -> (..., I, J): ``⊕_k a[i, k] + b[k, j]`` (materialises
+        the (..., I, K, J) broadcast: cost matrices here are automaton-sized)."""
+        return self.sum(a.unsqueeze(-1) + b.unsqueeze(-3), -2)
+
+    def star(self, a: Tensor) -> Tensor:
+        """``I ⊕ a ⊕ a² ⊕ ... ⊕ a^(n-1)`` for an (n, n) matrix: every path of fewer than n
+        steps, each counted once (all the shortest ones when T = 0)."""
+        n = a.shape[-1]
+        eye = torch.full_like(a, self.zero)
+        eye.diagonal(dim1=-2, dim2=-1).fill_(0.0)
+        r = eye
+        for _ in range(n - 1):
+            r = self.plus(eye, self.matmul(r, a))
+        return r
+
+
+MIN_PLUS = SoftMinSemiring(0.0)  # the tropical semiring: exact shortest paths and edit distances
+
+__all__ = ["LOG_ZERO", "LOG_ZERO_FINITE", "MIN_PLUS", "SoftMinSemiring", "LogOperand", "softmin", "LogSemiring", "MaxSemiring", "Semiring"]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import neurosym.semiring as semiring_module
-from neurosym.semiring import LogSemiring, MaxSemiring
+from neurosym.semiring import MIN_PLUS, LogSemiring, MaxSemiring, SoftMinSemiring
 
 NEG = float("-inf")
 DT = torch.float64
@@ -181,3 +183,62 @@ def test_max_sum_plus_and_indicator():
     (g,) = torch.autograd.grad(MaxSemiring.sum(tie, 0), tie)
     assert g.tolist() == [1.0, 0.0, 0.0, 0.0]
     assert torch.equal(MaxSemiring.plus(torch.tensor([1.0, NEG]), torch.tensor([0.0, 2.0])), torch.tensor([1.0, 2.0]))
+
+
+# ---------------------------------------------------------------------- cost semirings
+
+
+def _shortest_paths(w: torch.Tensor) -> torch.Tensor:
+    """Floyd-Warshall in float64, the reference for the (min, +) closure."""
+    n = w.shape[0]
+    d = w.clone().double()
+    d.fill_diagonal_(0.0)
+    for m in range(n):
+        d = torch.minimum(d, d[:, m : m + 1] + d[m : m + 1, :])
+    return d
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 6), seed=st.integers(0, 10_000), density=st.floats(0.1, 1.0))
+def test_min_plus_star_is_all_pairs_shortest_paths(n, seed, density):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.rand(n, n, generator=g, dtype=torch.float64) * 5
+    w[torch.rand(n, n, generator=g) > density] = MIN_PLUS.zero
+    got = MIN_PLUS.star(w)
+    ref = _shortest_paths(w)
+    reachable = ref < MIN_PLUS.zero / 2
+    assert torch.allclose(got[reachable], ref[reachable])
+    assert (got[~reachable] >= MIN_PLUS.zero / 2).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("temperature", [0.0, 0.3, 2.0])
+def test_soft_min_matmul_against_loops(dtype, temperature):
+    sr = SoftMinSemiring(temperature)
+    g = torch.Generator().manual_seed(1)
+    a = torch.rand(3, 4, 5, generator=g, dtype=dtype) * 4
+    b = torch.rand(3, 5, 2, generator=g, dtype=dtype) * 4
+    got = sr.matmul(a, b)
+    for bi in range(3):
+        for i in range(4):
+            for j in range(2):
+                terms = (a[bi, i, :] + b[bi, :, j]).double()
+                ref = terms.min() if temperature == 0 else -temperature * torch.logsumexp(-terms / temperature, 0)
+                assert got[bi, i, j].item() == pytest.approx(ref.item(), rel=1e-5, abs=1e-5)
+
+
+def test_soft_min_is_a_semiring_and_tends_to_min():
+    g = torch.Generator().manual_seed(2)
+    a, b, c = (torch.rand(4, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    for t in (0.0, 0.5):
+        sr = SoftMinSemiring(t)
+        assert torch.allclose(sr.matmul(sr.matmul(a, b), c), sr.matmul(a, sr.matmul(b, c)))  # associative
+        assert torch.allclose(sr.matmul(a, sr.plus(b, c)), sr.plus(sr.matmul(a, b), sr.matmul(a, c)))  # distributive
+        eye = sr.star(torch.full((4, 4), sr.zero, dtype=torch.float64))
+        assert torch.allclose(sr.matmul(a, eye), a)  # the identity of star(no arcs)
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    for t in (1.0, 0.1, 0.01):
+        soft = SoftMinSemiring(t).sum(x)
+        assert x.min() - t * torch.log(torch.tensor(3.0)) <= soft <= x.min()  # at most T log n below the min
+    with pytest.raises(ValueError, match="temperature"):
+        SoftMinSemiring(-1.0)

@@ -20,16 +20,9 @@ import torch
 
 from neurosym.compile.automaton import Automaton
 from neurosym.errors import NeurosymError
-from neurosym.semiring import LOG_ZERO_FINITE
+from neurosym.semiring import LOG_ZERO_FINITE, SoftMinSemiring, softmin
 
 BIG = -LOG_ZERO_FINITE  # the cost of "no path": finite, so gradients through smoothed mins stay NaN-free
-
-
-def softmin(x: torch.Tensor, dim: int, temperature: float) -> torch.Tensor:
-    """``-T logsumexp(-x / T)`` along ``dim``; the plain min when ``temperature == 0``."""
-    if temperature == 0:
-        return x.amin(dim)
-    return -temperature * torch.logsumexp(-x / temperature, dim)
 
 
 def soft_levenshtein(
@@ -145,22 +138,53 @@ def soft_levenshtein_to_automaton(
     uniq, inverse = ids.unique(return_inverse=True)  # (U,), (B, L)
     C = cost_matrix[uniq] if cost_matrix is not None else (uniq.unsqueeze(1) != torch.arange(V, device=ids.device)).to(dtype)
     subst = softmin(C[:, :, None, None] + no_arc, 1, temperature)  # (U, Q, Q): read the token along an arc
-
-    def closure(d0: torch.Tensor) -> torch.Tensor:
-        r = d0
-        for _ in range(Q - 1):
-            r = softmin(torch.stack([d0, softmin(r.unsqueeze(2) + ins, 1, temperature)]), 0, temperature).clamp(max=BIG)
-        return r
-
-    d = torch.full((B, Q), BIG, dtype=dtype, device=ids.device)
-    d[:, automaton.start] = 0.0
-    d = closure(d)
-    for t in range(L):
-        read = softmin(d.unsqueeze(2) + subst[inverse[:, t]], 1, temperature)  # (B, Q)
-        nxt = closure(softmin(torch.stack([read, d + del_cost]), 0, temperature).clamp(max=BIG))
-        d = torch.where(active[:, t, None], nxt, d)
+    start = torch.full((Q,), BIG, dtype=dtype, device=ids.device)
+    start[automaton.start] = 0.0
     final = torch.where(automaton.final.to(ids.device), 0.0, BIG).to(dtype)
-    return softmin(d + final, 1, temperature)
+    return automaton_edit_distance(subst, inverse, active, start, final, ins, del_cost, SoftMinSemiring(temperature))
+
+
+def automaton_edit_distance(
+    read: torch.Tensor,
+    symbols: torch.Tensor,
+    active: torch.Tensor,
+    start: torch.Tensor,
+    final: torch.Tensor,
+    insert: torch.Tensor,
+    delete: float | torch.Tensor,
+    semiring: SoftMinSemiring,
+) -> torch.Tensor:
+    """The edit distance from sequences to an automaton's language, written once over a
+    cost semiring: (soft-min, +) for :func:`soft_levenshtein_to_automaton`, (min, +) for
+    regex synthesis (:func:`neurosym.synth.distance.distances`).
+
+    ``D[t, q]`` is the cost of editing the first t symbols into a string that leads from
+    the start to state q; reading symbol x along the arc q -> q' costs ``read[x, q, q']``
+    (match or substitution), deleting it costs ``delete``, and the insertions after it
+    follow the closure ``insert*`` (:meth:`SoftMinSemiring.star`):
+
+        D[0]   = start ⊗ insert*
+        D[t+1] = ((D[t] ⊗ read[x_t]) ⊕ (D[t] + delete)) ⊗ insert*
+        result = ⊕_q D[L, q] + final[q]
+
+    Args:
+        read: (U, Q, Q) costs per input symbol; ``symbols`` (B, L) index its first dim.
+        active: (B, L) bool, False on padding (those steps leave D unchanged).
+        start, final: (Q,) costs (0 on the start / final states, ``semiring.zero`` elsewhere).
+        insert: (Q, Q) cost of inserting one symbol along an arc.
+    Returns (B,) costs; ``semiring.zero`` where no edit reaches the language.
+    """
+    closure = semiring.star(insert)  # (Q, Q)
+    B, L = symbols.shape
+
+    def vecmat(d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # (B, Q) x (B|, Q, Q) -> (B, Q)
+        return semiring.matmul(d.unsqueeze(-2), m).squeeze(-2)
+
+    d = vecmat(start.expand(B, -1), closure)
+    for t in range(L):
+        step = semiring.plus(vecmat(d, read[symbols[:, t]]), d + delete)
+        d = torch.where(active[:, t, None], vecmat(step, closure), d)
+    return semiring.sum(d + final, -1)
 
 
 def _check_temperature(temperature: float) -> None:
@@ -177,4 +201,4 @@ def _lengths(lengths: torch.Tensor | None, B: int, L: int, device) -> torch.Tens
     return lengths
 
 
-__all__ = ["soft_levenshtein", "soft_levenshtein_to_automaton", "softmin"]
+__all__ = ["automaton_edit_distance", "soft_levenshtein", "soft_levenshtein_to_automaton", "softmin"]

@@ -20,14 +20,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
-from neurosym.semiring import LOG_ZERO
+from neurosym.layers.softlev import automaton_edit_distance
+from neurosym.semiring import LOG_ZERO, MIN_PLUS
 
 INF = -LOG_ZERO  # the min-plus (cost) zero: an impossible edit path
 
 
 class DistanceTables:
-    """Per-DFA tables of the dynamic program (cached on the DFA object)."""
+    """Per-DFA tables of the edit-distance program (cached on the DFA object), as float64
+    tensors for :func:`neurosym.layers.softlev.automaton_edit_distance` in (min, +)."""
 
     def __init__(self, dfa):
         trans = np.asarray(dfa.trans)
@@ -35,16 +38,14 @@ class DistanceTables:
         adj = np.zeros((S, S), dtype=bool)
         src, k = np.nonzero(trans >= 0)
         adj[src, trans[src, k]] = True
-        G = np.where(adj, 1.0, INF)
-        np.fill_diagonal(G, 0.0)
-        for m in range(S):  # Floyd-Warshall (S is small: minimal DFAs of candidate regexes)
-            np.minimum(G, G[:, m : m + 1] + G[m : m + 1, :], out=G)
-        self.G = G
-        self.sub = np.where(adj, 1.0, INF)  # (S, S): substitute the character, follow any arc
-        match = np.full((K, S, S), INF)
-        match[k, src, trans[src, k]] = 0.0  # (K, S, S): read a character of class k
-        self.match = match
-        self.final = np.asarray(dfa.final, dtype=bool)
+        big = MIN_PLUS.zero
+        self.insert = torch.from_numpy(np.where(adj, 1.0, big))  # (S, S): insert a character along any arc
+        read = np.broadcast_to(np.where(adj, 1.0, big), (K, S, S)).copy()  # substitute: follow any arc
+        read[k, src, trans[src, k]] = 0.0  # match: read a character of class k along its own arc
+        self.read = torch.from_numpy(read)  # (K, S, S)
+        self.start = torch.full((S,), big, dtype=torch.float64)
+        self.start[0] = 0.0
+        self.final = torch.from_numpy(np.where(np.asarray(dfa.final, dtype=bool), 0.0, big))
         self.S = S
 
 
@@ -57,13 +58,6 @@ def _tables(dfa) -> DistanceTables:
         except AttributeError:  # pragma: no cover - slotted DFA
             pass
     return t
-
-
-def _minplus(D: np.ndarray, M: np.ndarray) -> np.ndarray:
-    """(B, S) min-plus (S, S) -> (B, S); M may also be a batch (B, S, S)."""
-    if M.ndim == 2:
-        return (D[:, :, None] + M[None]).min(axis=1)
-    return (D[:, :, None] + M).min(axis=1)
 
 
 def encode(dfa, strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -79,24 +73,17 @@ def encode(dfa, strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def distances(dfa, strings: Sequence[str]) -> np.ndarray:
     """The edit distance of every string to the DFA's language, as a float array
-    (``inf`` when the language is empty)."""
+    (``inf`` when the language is empty): the shared edit-distance program in (min, +)."""
     B = len(strings)
     if B == 0:
         return np.zeros(0)
     t = _tables(dfa)
     cls, lengths = encode(dfa, strings)
-    D = np.full((B, t.S), INF)
-    D[:, 0] = 0.0
-    D = _minplus(D, t.G)
-    for i in range(int(lengths.max())):
-        active = lengths > i
-        c = cls[:, i]
-        new = np.minimum(D + 1.0, _minplus(D, t.sub))
-        new = np.minimum(new, _minplus(D, t.match[c]))
-        new = _minplus(new, t.G)
-        D = np.where(active[:, None], new, D)
-    out = np.where(t.final[None, :], D, INF).min(axis=1)
-    return out
+    symbols = torch.from_numpy(cls)
+    active = torch.arange(symbols.shape[1]) < torch.from_numpy(lengths)[:, None]
+    with torch.no_grad():
+        d = automaton_edit_distance(t.read, symbols, active, t.start, t.final, t.insert, 1.0, MIN_PLUS).numpy()
+    return np.where(d >= MIN_PLUS.zero, INF, d)
 
 
 def levenshtein(a: str, b: str) -> int:
