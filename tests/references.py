@@ -8,13 +8,66 @@ pytorch-struct's ``tests/extensions.py``.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
 from neurosym.dsl.pcfg import Terminal
 
 # --- automata and edit distances
-#     (kept in this section: language enumeration, brute-force distances)
+#     Enumerate a character DFA's language and take the least textbook Levenshtein
+#     distance: the reference for neurosym.synth.distance.distances.
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Plain edit distance between two strings ."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def language_strings(dfa, max_len: int, alphabet: Sequence[str]) -> list[str]:
+    """Every accepted string over ``alphabet`` of at most ``max_len`` characters."""
+    out: list[str] = []
+    classes = [(c, dfa.partition.class_of.get(c, 0)) for c in alphabet]
+    frontier = [("", 0)]
+    for depth in range(max_len + 1):
+        nxt = []
+        for w, q in frontier:
+            if dfa.final[q]:
+                out.append(w)
+            if depth == max_len:
+                continue
+            for c, k in classes:
+                q2 = int(dfa.trans[q, k])
+                if q2 >= 0:
+                    nxt.append((w + c, q2))
+        frontier = nxt
+    return out
+
+
+def brute_force_distance(dfa, s: str, max_len: int | None = None) -> float:
+    """Edit distance to the language by enumeration (slow).
+
+    The alphabet is the characters of ``s`` plus one character of every class (an
+    unmentioned one for class 0); words have at most ``max_len`` characters (default
+    ``len(s) + states + 2``, enough for the small automata of the tests)."""
+    part = dfa.partition
+    alphabet = set(s)
+    for k, members in enumerate(part.members):
+        if members:
+            alphabet.add(members[0])
+    unmentioned = next(ch for ch in "\u2603\u00a4~#" if ch not in part.class_of)
+    alphabet.add(unmentioned)
+    max_len = max_len if max_len is not None else len(s) + dfa.num_states + 2
+    words = language_strings(dfa, max_len, sorted(alphabet))
+    return float(min((levenshtein(s, w) for w in words), default=math.inf))
 
 
 # --- PCFG oracles
