@@ -19,11 +19,17 @@ view. Padding wastes ``Q² - Q_k²`` entries per automaton and token (a block-di
 automata run in a few groups of similar state counts, each padded only to its own
 largest (``RegexLayer.groups``).
 
-Speed. Per time step the forward pass gathers each sequence's (K, Q, Q) slice of
-``P = exp(W - column max)`` (computed once per call) and contracts it in real space
-with ``exp(alpha - max)``: no exp or logsumexp over (B, K, Q, Q) per step. The backward
-pass is the hand-written backward algorithm (``_ForwardAlgorithm``): it keeps only the
-(L + 1, B, K, Q) forward scores instead of a (B, K, Q, Q) slice per step.
+One forward loop. :func:`forward_scores` is the forward algorithm for every
+parametrisation: each step shifts alpha by its max and hands ``exp(alpha - max)`` to
+a *step* (the log of one real contraction). :func:`dense_step` gathers each sequence's
+(K, Q, Q) slice of ``P = exp(W - column max)`` (computed once per call); the low-rank
+step multiplies by the factors. No exp or logsumexp over (B, K, Q, Q) per step.
+
+Backward. The low-rank path differentiates the loop by autograd. The dense path uses
+the hand-written backward algorithm (:class:`DenseForward`), which keeps only the
+(L + 1, B, K, Q) forward scores instead of a (B, K, Q, Q) slice per step; measured
+1.3x faster than autograd through the same loop on the benchmark's 100 regexes
+(64 x 128 batch, one thread), and tested against it in float32 and float64.
 
 Low rank. ``RegexLayer(..., rank=r)`` stores real-space transitions instead,
 ``T[v, k, i, j] = sum_r E[v, r] F[k, i, r, j]`` with a token embedding E (V, r) shared by
@@ -35,7 +41,7 @@ factors are signed: negative products count as zero mass (clamped before the log
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -188,16 +194,7 @@ class RegexLayer(nn.Module):
         ids, active = self._check_ids(ids, lengths)
         if self.rank is None:
             return self._dense_forward(ids, active)
-        B, L = ids.shape
-        alpha = self._start().unsqueeze(0).expand(B, -1, -1)  # (B, K, Q)
-        step = self._lowrank_step()
-        valid = self.state_mask
-        for t in range(L):
-            shift = alpha.detach().amax(-1, keepdim=True)  # (B, K, 1); exact: the result does not depend on it
-            x = (alpha - shift).exp()  # (B, K, Q), max 1
-            nxt = (step(x, ids[:, t]) + shift).masked_fill(~valid, float("-inf"))  # (B, K, Q)
-            alpha = nxt if active is None else torch.where(active[:, t, None, None], nxt, alpha)
-        return torch.logsumexp(alpha + self._final(), dim=-1)
+        return forward_scores(self._start(), self._final(), self._lowrank_step(), ids, active, self.state_mask)
 
     def _dense_forward(self, ids: torch.Tensor, active: torch.Tensor | None) -> torch.Tensor:
         """The forward algorithm per size group (automata of similar state counts padded
@@ -207,14 +204,14 @@ class RegexLayer(nn.Module):
         for members, q in self.groups:
             ix = torch.tensor(members, device=w.device)
             sub = (w.index_select(1, ix)[:, :, :q, :q], start[ix, :q], final[ix, :q])
-            parts.append(_ForwardAlgorithm.apply(*sub, ids, active, valid[ix, :q]))
+            parts.append(DenseForward.apply(*sub, ids, active, valid[ix, :q]))
             order += members
         scores = torch.cat(parts, dim=1)
         if order != list(range(len(order))):
             scores = scores[:, torch.tensor(order, device=w.device).argsort()]
         return scores
 
-    def _lowrank_step(self):
+    def _lowrank_step(self) -> Step:
         """The per-step contraction for factored weights: the outer product of x and each
         token's embedding, (B, K, Q·r), then K batched (B, Q·r) @ (Q·r, Q) GEMMs
         (log of the result returned)."""
@@ -339,7 +336,60 @@ class RegexLayer(nn.Module):
         return out
 
 
-class _ForwardAlgorithm(torch.autograd.Function):
+# A step maps x = exp(alpha - shift) (B, K, Q), in (0, 1], and the tokens (B,) to
+# log(sum_i x[i] * exp(W[tok, i, j])) (B, K, Q): the log-space contraction of one
+# position, whatever the weights' parametrisation.
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def forward_scores(
+    start: torch.Tensor,
+    final: torch.Tensor,
+    step: Step,
+    ids: torch.Tensor,
+    active: torch.Tensor | None,
+    valid: torch.Tensor,
+    alphas: list[torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """The forward algorithm, written once for every parametrisation of the weights:
+    ``alpha_0 = start``, ``alpha_t+1[j] = log sum_i exp(alpha_t[i] + W[x_t, i, j])`` (each
+    step shifted by its max, so the contraction runs on reals in (0, 1]), and the score
+    ``log sum_j exp(alpha_L[j] + final[j])``.
+
+    start, final: (K, Q) log-weights; ids (B, L); active (B, L) bool or None (inactive
+    steps keep alpha); valid (K, Q) bool. ``alphas``, if given, receives alpha_0..alpha_L
+    (B, K, Q) (the hand-written backward reuses them). Returns (B, K)."""
+    B, L = ids.shape
+    alpha = start.unsqueeze(0).expand(B, -1, -1)  # (B, K, Q)
+    if alphas is not None:
+        alphas.append(alpha)
+    for t in range(L):
+        shift = alpha.detach().amax(-1, keepdim=True)  # (B, K, 1); exact: the result does not depend on it
+        shift = shift.masked_fill(shift == float("-inf"), 0.0)
+        nxt = (step((alpha - shift).exp(), ids[:, t]) + shift).masked_fill(~valid, float("-inf"))
+        alpha = nxt if active is None else torch.where(active[:, t, None, None], nxt, alpha)
+        if alphas is not None:
+            alphas.append(alpha)
+    return torch.logsumexp(alpha + final, dim=-1)
+
+
+def dense_step(w: torch.Tensor) -> tuple[Step, torch.Tensor, torch.Tensor]:
+    """The step of dense per-token log-weights w (V, K, Q, Q): ``P = exp(W - m)`` once,
+    with m (V, K, Q) the max over source states, then a gather and a real contraction
+    per position. Returns ``(step, P, m)``. Mass more than ~87 nats (float32) below a
+    sum's largest term is floored at the smallest normal number, never -inf."""
+    m = w.amax(dim=2)  # (V, K, Q)
+    m = m.masked_fill(m == float("-inf"), 0.0)
+    p = (w - m.unsqueeze(2)).exp()
+    tiny = torch.finfo(w.dtype).tiny
+
+    def step(x: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
+        return _contract(x, p.index_select(0, tok)).clamp_min(tiny).log() + m.index_select(0, tok)
+
+    return step, p, m
+
+
+class DenseForward(torch.autograd.Function):
     """The log-space forward algorithm over dense per-token weights, with a hand-written
     backward (the backward algorithm): it saves only the (L+1, B, K, Q) forward
     log-scores, not every step's (B, K, Q, Q) slice, reuses the forward's real-space
@@ -353,24 +403,10 @@ class _ForwardAlgorithm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, w, start, final, ids, active, valid):
-        B, L = ids.shape
-        # Shift by max + real matmul: P = exp(W - column max m) once per call, then every
-        # step is a gather and a batched real (1, Q) x (Q, Q) product of x = exp(alpha - shift).
-        m = w.amax(dim=2)  # (V, K, Q): max over source states
-        m = m.masked_fill(m == float("-inf"), 0.0)
-        p = (w - m.unsqueeze(2)).exp()
-        tiny = torch.finfo(w.dtype).tiny
-        alphas = w.new_empty(L + 1, B, *start.shape)  # (L+1, B, K, Q)
-        alphas[0] = start
-        for t in range(L):
-            a, tok = alphas[t], ids[:, t]
-            shift = a.amax(-1, keepdim=True)  # (B, K, 1)
-            y = _contract((a - shift).exp(), p.index_select(0, tok))  # (B, K, Q)
-            # Mass more than ~87 nats (float32) below a sum's largest term is floored, never -inf.
-            nxt = (y.clamp_min(tiny).log() + m.index_select(0, tok) + shift).masked_fill(~valid, float("-inf"))
-            alphas[t + 1] = nxt if active is None else torch.where(active[:, t, None, None], nxt, a)
-        scores = torch.logsumexp(alphas[L] + final, dim=-1)  # (B, K)
-        ctx.save_for_backward(p, m, start, final, ids, alphas, scores, valid)
+        step, p, m = dense_step(w)
+        alphas: list[torch.Tensor] = []
+        scores = forward_scores(start, final, step, ids, active, valid, alphas)
+        ctx.save_for_backward(p, m, start, final, ids, torch.stack(alphas), scores, valid)
         ctx.active = active
         return scores
 
@@ -498,4 +534,4 @@ def _svd_factors(real: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Ten
     return e.to(dtype).contiguous(), f.to(dtype).contiguous()
 
 
-__all__ = ["RegexLayer"]
+__all__ = ["DenseForward", "RegexLayer", "Step", "dense_step", "forward_scores"]

@@ -10,7 +10,7 @@ import neurosym
 from neurosym.compile.regex import compile_bank
 from neurosym.dsl import parse_regex_bank
 from neurosym.errors import NeurosymError
-from neurosym.layers.wfsa import RegexLayer
+from neurosym.layers.wfsa import RegexLayer, DenseForward, dense_step, forward_scores
 from neurosym.vocab import Vocab
 
 PATTERNS = [r"(19|20)[0-9]{2}", r"a(b|c)*d", r"[0-9]+(\.[0-9]+)?", r"x?y+z"]
@@ -158,6 +158,31 @@ def test_gradients_flow_and_match_the_plain_log_space_algorithm(autos, vocab):
     layer.accept_prob(ids, lengths).sum().backward()
     for name, p in layer.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hand_written_backward_equals_autograd_through_the_shared_loop(autos, vocab, dtype):
+    """The dense path's backward algorithm against autograd through forward_scores (the one
+    forward loop both paths run), with padding, on perturbed weights."""
+    torch.manual_seed(3)
+    layer = RegexLayer(autos).to(dtype)
+    with torch.no_grad():
+        layer.log_weights.add_(2 * torch.randn_like(layer.log_weights))
+    ids, lengths = pad([vocab.encode(s) for s in ["1999", "", "abcbd", "3.14", "yyz"]])
+    ids, active = layer._check_ids(ids, lengths)
+    inputs = [layer.token_log_weights().detach().requires_grad_(), layer._start().detach().requires_grad_(),
+              layer._final().detach().requires_grad_()]
+    g = torch.randn(5, len(autos), dtype=dtype)
+    (DenseForward.apply(*inputs, ids, active, layer.state_mask) * g).sum().backward()
+    manual = [x.grad.clone() for x in inputs]
+    for x in inputs:
+        x.grad = None
+    step, _, _ = dense_step(inputs[0])
+    (forward_scores(inputs[1], inputs[2], step, ids, active, layer.state_mask) * g).sum().backward()
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-9, atol=1e-10)
+    for a, b in zip(manual, (x.grad for x in inputs)):
+        finite = torch.isfinite(b)
+        torch.testing.assert_close(a[finite], b[finite], **tol)
 
 
 def test_gradcheck_small():
