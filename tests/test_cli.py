@@ -99,11 +99,11 @@ def test_cli_is_not_installed_as_a_top_level_module():
 
 
 def test_readme_main_command(runner):
-    """README: `neurosym reproduce semantic-fusion --seeds 3` (run for real by a slow test)."""
+    """README: `neurosym reproduce semantic-fusion` (5 seeds by default; run for real by a slow test)."""
     readme = (ROOT / "README.md").read_text()
-    assert "neurosym reproduce semantic-fusion --seeds 3" in readme
+    assert "\nneurosym reproduce semantic-fusion   " in readme
     r = runner.invoke(main, ["reproduce", "semantic-fusion", "--help"])
-    assert r.exit_code == 0 and "--seeds" in r.output
+    assert r.exit_code == 0 and "--seeds" in r.output and "default: 5" in r.output
 
 
 @pytest.mark.slow
@@ -113,7 +113,7 @@ def test_readme_main_command_runs(runner, tmp_path):
     assert r.exit_code == 0, r.output
     report = json.loads(r.output[r.output.index("{") :])
     assert report["all_at_or_above_floor"]
-    assert report["baseline"]["ppl"] >= report["floor_ppl"] and report["fusion"]["ppl"] >= report["floor_ppl"]
+    assert report["fusion"]["ppl"] < report["baseline"]["ppl"]  # what the recipe claims, on seed 0
 
 
 def test_debug_shows_the_traceback(runner, tmp_path):
