@@ -349,7 +349,7 @@ def forward_scores(
     ids: torch.Tensor,
     active: torch.Tensor | None,
     valid: torch.Tensor,
-    alphas: list[torch.Tensor] | None = None,
+    alphas: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The forward algorithm, written once for every parametrisation of the weights:
     ``alpha_0 = start``, ``alpha_t+1[j] = log sum_i exp(alpha_t[i] + W[x_t, i, j])`` (each
@@ -357,19 +357,19 @@ def forward_scores(
     ``log sum_j exp(alpha_L[j] + final[j])``.
 
     start, final: (K, Q) log-weights; ids (B, L); active (B, L) bool or None (inactive
-    steps keep alpha); valid (K, Q) bool. ``alphas``, if given, receives alpha_0..alpha_L
-    (B, K, Q) (the hand-written backward reuses them). Returns (B, K)."""
+    steps keep alpha); valid (K, Q) bool. ``alphas``, an (L + 1, B, K, Q) buffer if
+    given, receives alpha_0..alpha_L (the hand-written backward reuses them; no autograd
+    then). Returns (B, K)."""
     B, L = ids.shape
     alpha = start.unsqueeze(0).expand(B, -1, -1)  # (B, K, Q)
     if alphas is not None:
-        alphas.append(alpha)
+        alphas[0] = alpha
     for t in range(L):
         shift = alpha.detach().amax(-1, keepdim=True)  # (B, K, 1); exact: the result does not depend on it
-        shift = shift.masked_fill(shift == float("-inf"), 0.0)
         nxt = (step((alpha - shift).exp(), ids[:, t]) + shift).masked_fill(~valid, float("-inf"))
         alpha = nxt if active is None else torch.where(active[:, t, None, None], nxt, alpha)
         if alphas is not None:
-            alphas.append(alpha)
+            alphas[t + 1] = alpha
     return torch.logsumexp(alpha + final, dim=-1)
 
 
@@ -404,9 +404,9 @@ class DenseForward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, w, start, final, ids, active, valid):
         step, p, m = dense_step(w)
-        alphas: list[torch.Tensor] = []
+        alphas = w.new_empty(ids.shape[1] + 1, ids.shape[0], *start.shape)  # (L+1, B, K, Q)
         scores = forward_scores(start, final, step, ids, active, valid, alphas)
-        ctx.save_for_backward(p, m, start, final, ids, torch.stack(alphas), scores, valid)
+        ctx.save_for_backward(p, m, start, final, ids, alphas, scores, valid)
         ctx.active = active
         return scores
 
