@@ -17,7 +17,6 @@ import torch
 from neurosym.compile.cnf import CNFGrammar, to_cnf
 from neurosym.compile.dfa import DEFAULT_VOCAB_CAP, finite_strings
 from neurosym.compile.pcfg_check import analyze, check_pcfg
-from neurosym.compile.pcfg_sample import Tree
 from neurosym.compile.regex import Limits, rule_dfa
 from neurosym.dsl.pcfg import NT, Grammar, Terminal, as_grammar, read_pcfg
 from neurosym.errors import CompileError, SourceError, Span
@@ -207,42 +206,6 @@ class RuleTensors:
         if len(out) < n:
             raise CompileError(f"could not sample {n} sentences of at most {max_len} tokens; raise max_len")
         return out[:n]
-
-    def sample_trees(self, n: int, seed: int = 0, max_len: int = 64) -> list[Tree]:
-        """``n`` CNF derivation trees (leaves are token strings), at most ``max_len`` tokens."""
-        rng = np.random.default_rng(seed)
-        (bcdf, bl, br), (ecdf, ev), scdf = self._tables()
-        N = self.N
-        out: list[Tree] = []
-        attempts = 0
-        while len(out) < n:
-            attempts += 1
-            if attempts > 1000 * n:
-                raise CompileError(f"could not sample {n} trees of at most {max_len} tokens; raise max_len")
-            first = min(int(np.searchsorted(scdf, rng.random() * scdf[-1], side="right")), len(scdf) - 1)
-            if first == 0:
-                out.append(Tree(self.start, []))
-                continue
-            code = N + first - 1 if first <= self.T else first - 1 - self.T
-            root = Tree("", [])
-            stack, pending = [(root, code)], 1
-            while stack and pending <= max_len:
-                node, code = stack.pop()
-                if code < N:
-                    node.label = self.nonterminals[code]
-                    r = int(_draw(bcdf, np.array([code]), rng)[0])
-                    kids = [Tree("", []), Tree("", [])]
-                    node.children = kids
-                    stack += [(kids[1], int(br[r])), (kids[0], int(bl[r]))]
-                    pending += 1
-                else:
-                    node.label = self.preterminals[code - N]
-                    v = int(ev[_draw(ecdf, np.array([code - N]), rng)[0]])
-                    node.children = [self.vocab.tokens[v]]
-            if not stack:
-                out.append(root)
-        return out
-
 
 def _block_cdf(rows: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Cumulative probabilities of entries grouped by (sorted) ``rows``, shifted so row r

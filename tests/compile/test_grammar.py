@@ -303,8 +303,6 @@ def test_sampling_is_seeded_and_respects_max_len():
     a, b = rt.sample(50, seed=7, max_len=9), rt.sample(50, seed=7, max_len=9)
     assert a == b and all(1 <= len(s) <= 9 for s in a)
     assert rt.sample(50, seed=8, max_len=9) != a
-    trees = rt.sample_trees(5, seed=0, max_len=9)
-    assert all(str(t).startswith("(") and len(t.leaves()) <= 9 for t in trees)
 
 
 # ---------------------------------------------------------------------- checks with positions
