@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from scipy import stats
 
 from neurosym.compile.fsg import load_fsg
 from neurosym.compile.lexicon import load_lexicon
@@ -223,6 +222,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     ``{t, p}``; NaN with fewer than two values on a side."""
     if len(a) < 2 or len(b) < 2:
         return {"t": math.nan, "p": math.nan}
+    from scipy import stats  # lazy: scipy.stats takes ~0.5 s to import and only the report needs it
+
     res = stats.ttest_ind(list(a), list(b), equal_var=False)
     return {"t": float(res.statistic), "p": float(res.pvalue)}
 
