@@ -45,11 +45,11 @@ class RunConfig:
 
     def __post_init__(self):
         if not self.name or "/" in self.name or "\\" in self.name or self.name in {".", ".."}:
-            raise ValueError(f"run.name: expected a folder name, got {_show(self.name)}")
+            raise ConfigError(f"run.name: expected a folder name, got {_show(self.name)}")
         if self.threads is not None and self.threads < 1:
-            raise ValueError(f"run.threads: expected a positive number of threads, got {_show(self.threads)}")
+            raise ConfigError(f"run.threads: expected a positive number of threads, got {_show(self.threads)}")
         if self.task is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.task):
-            raise ValueError(f'run.task: expected "package.module:factory", got {_show(self.task)}')
+            raise ConfigError(f'run.task: expected "package.module:factory", got {_show(self.task)}')
 
 
 @dataclass
@@ -156,7 +156,7 @@ class Config:
         file and the key, exactly like the built-in tables.
         """
         if table not in ("model", "data"):
-            raise ValueError(f"section() is for the free-form tables 'model' and 'data', not {table!r}")
+            raise ConfigError(f"section() is for the free-form tables 'model' and 'data', not {table!r}")
         return _build(cls, getattr(self, table), table, _Source(self.source, self._text))
 
 
@@ -203,7 +203,7 @@ def _show(value: Any) -> str:
 
 def _check(ok: bool, key: str, expected: str, value: Any) -> None:
     if not ok:
-        raise ValueError(f"{key}: {expected}, got {_show(value)}")
+        raise ConfigError(f"{key}: {expected}, got {_show(value)}")
 
 
 @dataclass
