@@ -25,6 +25,7 @@ from neurosym.experiments.semantic_fusion import ABLATION as FUSION_ABLATION
 from neurosym.experiments.semantic_fusion import MAIN as FUSION_MAIN
 from neurosym.experiments.semantic_fusion import format_report as format_fusion_report
 from neurosym.experiments.semantic_fusion import reproduce as reproduce_fusion
+from neurosym.files import check_output
 from neurosym.lm.train import train_from_file
 from neurosym.synth import synthesize, write_to_bank
 from neurosym.vocab import load_vocab
@@ -98,11 +99,12 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
 @main.command(name="compile")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--vocab", "vocab_spec", default=None, help="'bytes', a tokenizers .json file, or a word-per-line file. Default: the bank's characters.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Output .safetensors file.")
+@click.option("-o", "--output", type=click.Path(), required=True, help="Output .safetensors file.")
 @with_limits
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
-def compile_cmd(file: Path, vocab_spec: str | None, output: Path, max_states: int, time_limit: float, as_json: bool) -> None:
+def compile_cmd(file: Path, vocab_spec: str | None, output: str, max_states: int, time_limit: float, as_json: bool) -> None:
     """Compile FILE to a tensor artifact (written atomically)."""
+    output = check_output(output, [file] + ([vocab_spec] if vocab_spec and Path(vocab_spec).exists() else []), "artifact")
     vocab = load_vocab(vocab_spec) if vocab_spec else None
     obj = kinds.load(file, vocab, _limits(max_states, time_limit))
     save(obj, output)
@@ -123,6 +125,8 @@ def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], samples:
     """Describe FILE: a regex bank or artifact (states, classes, samples), an FSG (entropy,
     perplexity floor, cycles, samples), a PCFG (rule counts, consistency, CNF, sample
     trees) or a lexicon (features, classes, term tables)."""
+    if draw is not None:
+        check_output(draw, [file], "drawing")
     options = kinds.InspectOptions(tuple(names), tuple(words), samples, seed, draw, _limits(max_states, time_limit))
     report, text, drawn = kinds.inspect(file, options)
     click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else text)
@@ -164,6 +168,8 @@ def plot(run: Path, output: Path | None) -> None:
     """Plot a run's metrics (train loss, learning rate, evaluation metrics)."""
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
+    if output is not None:
+        check_output(output, [], "plot")
     click.echo(f"wrote {plot_run(run, output)}")
 
 
@@ -225,6 +231,8 @@ def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float
     """Synthesise a small regex accepting every positive and no negative example."""
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
+    if output is not None:
+        check_output(output, [f for f in (pos_file, neg_file) if f is not None], "bank")
     pos, neg = _read_examples(pos_file), _read_examples(neg_file)
     if select != "first" and method != "beam":
         raise NeurosymError("--select applies to --method beam only")

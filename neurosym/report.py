@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from neurosym.compile.artifact import atomic_write_bytes, load_artifact
+from neurosym.compile.artifact import load_artifact
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import OTHER, Partition
 from neurosym.compile.fsg import analyze, compile_fsg, state_graph
@@ -25,6 +25,7 @@ from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import format_lexicon_summary, read_lexicon
 from neurosym.dsl.pcfg import read_pcfg
 from neurosym.errors import NeurosymError
+from neurosym.files import atomic_write_bytes
 
 
 # ---------------------------------------------------------------------- regex banks and automata

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, int]] = [
     ("neurosym.semiring", 0),
     ("neurosym.fuzzy", 0),
     ("neurosym.version", 0),
+    ("neurosym.files", 0),
     ("neurosym.dsl", 1),
     ("neurosym.compile", 2),
     ("neurosym.kinds", 3),

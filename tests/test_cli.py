@@ -56,6 +56,9 @@ def test_state_cap_error_names_the_cap(runner, tmp_path):
 def test_compile_writes_artifact(runner, good, tmp_path):
     out = tmp_path / "o" / "bank.safetensors"
     r = runner.invoke(main, ["compile", str(good), "-o", str(out), "--vocab", "bytes", "--json"])
+    assert r.exit_code == 2 and "does not exist" in r.output  # no folder is created silently
+    out.parent.mkdir()
+    r = runner.invoke(main, ["compile", str(good), "-o", str(out), "--vocab", "bytes", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["vocab_size"] == 256 and out.is_file()
     r = runner.invoke(main, ["inspect", str(out), "--json"])

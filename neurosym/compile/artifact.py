@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from neurosym.compile.regex import Limits, RegexBank, compile_bank
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl import ir
 from neurosym.errors import NeurosymError
+from neurosym.files import atomic_write_bytes
 from neurosym.version import __version__
 from neurosym.vocab import Vocab
 from neurosym.dsl.lexicon import LexiconReader
@@ -58,22 +58,6 @@ FORMAT_VERSION = 1  # the new kinds added fields only; "automaton" and "bank" fi
 RULE_TENSORS = ("root", "binary", "emit", "root_term", "empty")
 
 Artifact = Union[Automaton, RegexBank, WeightedAutomaton, RuleTensors, FeatureBank]
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _own(t: torch.Tensor) -> torch.Tensor:

@@ -15,12 +15,13 @@ import random
 import tempfile
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from neurosym.errors import NeurosymError
+from neurosym.files import atomic_write, fsync_dir
 
 FORMAT = 1
 LAST = "last.pt"
@@ -28,39 +29,6 @@ LAST = "last.pt"
 
 class CheckpointError(NeurosymError):
     """A checkpoint that is missing, unreadable or not a neurosym training checkpoint."""
-
-
-def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
-    """Write ``path`` through ``write(fileobj)`` so that it is replaced whole or not at all."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return path
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable (a no-op where folders cannot be opened, e.g. Windows)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def remove_stale_temps(folder: str | Path) -> list[Path]:
@@ -88,7 +56,7 @@ def save_checkpoint(folder: str | Path, state: dict[str, Any], keep_step: bool =
     try:
         os.link(step_file, tmp)
         os.replace(tmp, last)
-        _fsync_dir(folder)
+        fsync_dir(folder)
     except OSError:  # no hard links here: write it again
         with suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from neurosym.errors import NeurosymError
-from neurosym.lm.checkpoint import atomic_write
+from neurosym.files import atomic_write
 
 METRICS = "metrics.jsonl"
 NOT_PLOTTED = {"kind", "step", "epoch", "seconds"}

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from neurosym.lm.checkpoint import atomic_write
+from neurosym.files import atomic_write
 
 METRICS = "metrics.jsonl"
 CONFIG_FILE = "config.json"

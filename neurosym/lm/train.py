@@ -39,13 +39,13 @@ from neurosym.errors import ConfigError, NeurosymError, TaskError
 from neurosym.lm.checkpoint import (
     LAST,
     CheckpointError,
-    atomic_write,
     load_checkpoint,
     remove_stale_temps,
     rng_state,
     save_checkpoint,
     set_rng_state,
 )
+from neurosym.files import atomic_write
 from neurosym.lm.config import Config, load_config
 from neurosym.lm.distributed import map_tensors, setup_distributed, shard_batch
 from neurosym.lm.rundir import CONFIG_FILE, METRICS, Means, config_differences, jsonable, truncate_metrics

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from neurosym.errors import NeurosymError
-from neurosym.compile.artifact import atomic_write_bytes
+from neurosym.files import atomic_write_bytes
 from neurosym.compile.regex import compile_bank
 from neurosym.dsl.regex import parse_regex_bank
 

@@ -9,6 +9,7 @@ import neurosym
 from neurosym.compile import artifact
 from neurosym.compile.regex import Limits
 from neurosym.errors import NeurosymError
+from neurosym.files import atomic_write_bytes
 from neurosym.vocab import Vocab
 
 BANK = """\
@@ -62,7 +63,7 @@ def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", boom)
     with pytest.raises(OSError):
-        artifact.atomic_write_bytes(target, b"new contents")
+        atomic_write_bytes(target, b"new contents")
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.safetensors"]  # the temporary file is gone
 
