@@ -12,13 +12,16 @@ for a new file (``tempfile.mkstemp`` alone would leave ``0o600``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import torch
 
 from neurosym.errors import NeurosymError
 
@@ -76,6 +79,35 @@ def atomic_write_bytes(path: str | Path, data: bytes, make_parents: bool = True)
     return atomic_write(path, lambda f: f.write(data), make_parents)
 
 
+def digest(obj: Any) -> str:
+    """sha256 over a nested structure of dicts, lists, tuples, tensors and plain values
+    (keys sorted; a tensor counts its dtype, shape and bytes): a checksum of what a
+    checkpoint or an artifact holds, independent of how the container was serialised."""
+    h = hashlib.sha256()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(x, dict):
+            h.update(b"{")
+            for k in sorted(x, key=str):
+                h.update(repr(k).encode() + b":")
+                walk(x[k])
+            h.update(b"}")
+        elif isinstance(x, (list, tuple)):
+            h.update(b"[" if isinstance(x, list) else b"(")
+            for v in x:
+                walk(v)
+            h.update(b"]")
+        else:
+            h.update(repr(x).encode() + b";")
+
+    walk(obj)
+    return h.hexdigest()
+
+
 def check_output(path: str | Path, inputs: Iterable[str | Path] = (), what: str = "output") -> Path:
     """``path`` as a file the user asked to write, or a NeurosymError saying why not: an
     empty name, a folder, a missing parent folder, or one of the ``inputs`` (writing it
@@ -96,4 +128,4 @@ def check_output(path: str | Path, inputs: Iterable[str | Path] = (), what: str 
     return path
 
 
-__all__ = ["atomic_write", "atomic_write_bytes", "check_output", "fsync_dir"]
+__all__ = ["atomic_write", "atomic_write_bytes", "check_output", "digest", "fsync_dir"]

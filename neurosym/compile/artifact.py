@@ -47,7 +47,7 @@ from neurosym.compile.regex import Limits, RegexBank, compile_bank
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl import ir
 from neurosym.errors import NeurosymError
-from neurosym.files import atomic_write_bytes
+from neurosym.files import atomic_write_bytes, digest
 from neurosym.version import __version__
 from neurosym.vocab import Vocab
 from neurosym.dsl.lexicon import LexiconReader
@@ -72,7 +72,7 @@ def to_bytes(obj: Artifact) -> bytes:
     if codec is None:
         raise NeurosymError(f"cannot save a {type(obj).__name__}; expected {', '.join(c.type.__name__ for c in CODECS)}")
     tensors, header = codec.encode(obj)
-    header = {"format": FORMAT, "format_version": FORMAT_VERSION, **header}
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, **header, "checksum": digest(tensors)}
     return st_save(tensors, metadata={"neurosym": json.dumps(header)})
 
 
@@ -162,11 +162,55 @@ def from_bytes(data: bytes, origin: str = "<bytes>") -> Artifact:
     kind = header.get("kind")
     if kind not in KINDS:
         raise NeurosymError(f"{origin}: unknown artifact kind {kind!r}; this neurosym reads {', '.join(KINDS)}")
+    if "checksum" in header and header["checksum"] != digest(tensors):
+        raise NeurosymError(f"{origin}: corrupt artifact: its tensors do not match the checksum written with them")
     try:
         vocab = Vocab.from_json(header["vocab"])
+        _validate(kind, tensors, header, len(vocab), origin)
         return BY_KIND[kind].decode(tensors, header, vocab, origin)
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as err:
         raise NeurosymError(f"{origin}: the {kind} artifact is malformed ({type(err).__name__}: {err})") from None
+
+
+def _validate(kind: str, tensors: dict[str, torch.Tensor], header: dict, V: int, origin: str) -> None:
+    """Shapes, index ranges and probabilities an artifact must have, checked before use
+    (a file written by hand, or by a buggy tool, must not crash or mislead later)."""
+
+    def bad(what: str) -> NeurosymError:
+        return NeurosymError(f"{origin}: the {kind} artifact is invalid: {what}")
+
+    def table(name: str, states: int) -> None:
+        d = tensors[name]
+        if d.dim() != 2 or d.shape[1] != V or d.dtype not in (torch.int32, torch.int64):
+            raise bad(f"{name} must be an integer (states, {V}) table, got {tuple(d.shape)} {d.dtype}")
+        if d.numel() and (int(d.min()) < -1 or int(d.max()) >= states):
+            raise bad(f"{name} holds a next state outside [-1, {states})")
+
+    if kind in ("automaton", "bank"):
+        for i in range(len(header["names"])):
+            table(f"{i}.delta", tensors[f"{i}.delta"].shape[0])
+            if tensors[f"{i}.final"].shape != tensors[f"{i}.delta"].shape[:1]:
+                raise bad(f"{i}.final does not match {i}.delta")
+    elif kind == "fsg":
+        table("delta", tensors["delta"].shape[0])
+        lp, fin = tensors["log_probs"], tensors["final_log_probs"]
+        if lp.shape != tensors["delta"].shape or fin.shape != lp.shape[:1]:
+            raise bad("log_probs / final_log_probs do not match delta")
+        if torch.isnan(lp).any() or torch.isnan(fin).any() or (lp > 1e-9).any() or (fin > 1e-9).any():
+            raise bad("a log-probability is NaN or above 0")
+        mass = torch.logsumexp(torch.cat([lp, fin[:, None]], 1), 1).exp()
+        live = mass > 0
+        if not torch.allclose(mass[live], torch.ones_like(mass[live]), atol=1e-6):
+            raise bad("a state's outgoing probabilities do not sum to 1")
+    elif kind == "pcfg":
+        N, T = len(header["nonterminals"]), len(header["preterminals"])
+        shapes = {"root": (N,), "binary": (N, N + T, N + T), "emit": (T, V), "root_term": (T,), "empty": ()}
+        for name, shape in shapes.items():
+            x = tensors[name]
+            if tuple(x.shape) != shape:
+                raise bad(f"{name} has shape {tuple(x.shape)}, expected {shape}")
+            if torch.isnan(x).any() or (x > 1e-4).any():
+                raise bad(f"{name} holds a log-probability that is NaN or above 0")
 
 
 def _automata_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab, origin: str) -> Automaton | RegexBank:

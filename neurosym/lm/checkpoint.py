@@ -21,10 +21,12 @@ import numpy as np
 import torch
 
 from neurosym.errors import NeurosymError
-from neurosym.files import atomic_write, fsync_dir
+from neurosym.files import atomic_write, digest, fsync_dir
 
 FORMAT = 1
 LAST = "last.pt"
+# what every checkpoint the trainer writes holds (load_checkpoint checks them)
+REQUIRED = ("config", "model", "optimizer", "scheduler", "step", "epoch", "position", "total_steps", "rng")
 
 
 class CheckpointError(NeurosymError):
@@ -45,6 +47,7 @@ def save_checkpoint(folder: str | Path, state: dict[str, Any], keep_step: bool =
     """Write ``state`` to ``folder/last.pt`` atomically (and ``step-N.pt`` too if ``keep_step``)."""
     folder = Path(folder)
     state = {"format": FORMAT, **state}
+    state["checksum"] = digest(state)  # of every tensor and value: a flipped byte is caught on load
     last = folder / LAST
     if not keep_step:
         return atomic_write(last, lambda f: torch.save(state, f))
@@ -78,6 +81,12 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: corrupt or truncated checkpoint ({first})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a neurosym training checkpoint (format {FORMAT})")
+    missing = [k for k in REQUIRED if k not in state]
+    if missing:
+        raise CheckpointError(f"{path}: not a whole training checkpoint: no {', '.join(missing)}")
+    stored = state.pop("checksum", None)
+    if stored is not None and stored != digest(state):
+        raise CheckpointError(f"{path}: corrupt checkpoint: its contents do not match the checksum written with it")
     return state
 
 
