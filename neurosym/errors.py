@@ -67,3 +67,8 @@ class TaskError(NeurosymError, TypeError):
     """A training task (``neurosym.lm.train.Task``) that breaks its protocol: a missing
     method, a model that is not an ``nn.Module``, a loss of the wrong shape. Also a
     ``TypeError``."""
+
+
+class TrainingInterrupted(NeurosymError):
+    """Training stopped by the user (Ctrl-C); the message says where the last checkpoint
+    is and how to continue."""

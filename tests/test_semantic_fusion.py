@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from scipy import stats
 
 from neurosym.cli.main import main
-from neurosym.errors import ConfigError
+from neurosym.errors import ConfigError, NeurosymError
 from neurosym.experiments.semantic_fusion import format_report, recipe_config, reproduce, task
 from neurosym.lm.config import load_config
 
@@ -116,3 +116,20 @@ def test_train_command_and_plot(tmp_path):
     assert (tmp_path / "semantic-fusion" / "curves.png").is_file()
     r = runner.invoke(main, ["train", str(tmp_path / "c.toml")])
     assert r.exit_code == 2 and "--resume" in r.output  # a finished run is not overwritten
+
+
+def test_reproduce_says_what_is_happening_and_reuses_finished_runs(tmp_path, capsys):
+    lines: list[str] = []
+    kw = dict(seeds=1, out_dir=tmp_path, epochs=1, model=TINY, train=128, valid=32, threads=1, timing=False)
+    first = reproduce(progress=lines.append, **kw)
+    assert lines[0] == "[1/2] baseline, seed 0" and lines[2] == "[2/2] fusion, seed 0"
+    assert lines[1].startswith("      trained: ppl ") and "min left" in lines[1] and "min left" not in lines[3]
+    assert "semantic-fusion-baseline-seed0" in capsys.readouterr().err  # a tqdm bar per run, on stderr
+    with pytest.raises(NeurosymError, match="--resume to reuse finished runs"):
+        reproduce(progress=None, **kw)
+    lines.clear()
+    again = reproduce(progress=lines.append, resume=True, **kw)
+    assert lines[0] == "[1/2] baseline, seed 0 (resuming)" and "finished earlier, reused" in lines[1]
+    for v in ("baseline", "fusion"):
+        a, b = first[v]["runs"][0], again[v]["runs"][0]
+        assert a["ppl"] == b["ppl"] and b["seconds"] > 0  # the real training time, not 0 s

@@ -195,7 +195,7 @@ METRICS = ("ppl", "seen_ppl", "focus_ce", "sem_mse")
 
 def recipe_config(
     variant: str, seed: int, out_dir: str | Path = "runs", epochs: int | None = None, model: dict | None = None,
-    threads: int | None = RECIPE_THREADS, **data,
+    threads: int | None = RECIPE_THREADS, progress_bar: bool = False, **data,
 ) -> Config:
     """The shipped recipe (configs/semantic_fusion.toml) for one variant (a key of
     :data:`VARIANTS`, or a bare model kind) and seed; ``model`` and ``data`` entries
@@ -212,7 +212,7 @@ def recipe_config(
             "model": {**(model or {}), **VARIANTS[variant]},
             "data": data,
             "optim": optim,
-            "log": {"every": 50, "checkpoint_every": 200, "progress": False},
+            "log": {"every": 50, "checkpoint_every": 200, "progress": progress_bar},
         }
     )
 
@@ -296,19 +296,36 @@ def reproduce(
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     params: dict[str, int] = {}
     t = None
+    total, done, spent = seeds * len(variants), 0, []
     for seed in range(seeds):
         for v in variants:
-            config = recipe_config(v, seed, out_dir, epochs, model, threads, **data)
+            config = recipe_config(v, seed, out_dir, epochs, model, threads, progress_bar=progress is not None, **data)
+            exists = (config.run_dir / "last.pt").exists()
+            if exists and not resume:
+                raise NeurosymError(
+                    f"{config.run_dir}: an earlier run is there; add --resume to reuse finished runs and continue "
+                    "unfinished ones, or give another --out-dir"
+                )
+            if progress:
+                progress(f"[{done + 1}/{total}] {v}, seed {seed}" + (" (resuming)" if exists else ""))
             t = task(config)
             started = time.monotonic()
             trainer = Trainer(config, t)
-            result = trainer.fit(resume=resume and (config.run_dir / "last.pt").exists())
+            result = trainer.fit(resume=exists)
             params[v] = sum(p.numel() for p in trainer.model.parameters())
             figures = {k: float(val) for k, val in result.eval.items()}
-            figures.update(seed=seed, seconds=time.monotonic() - started, run_dir=str(result.run_dir), train_loss=result.loss)
+            figures.update(seed=seed, seconds=result.seconds, run_dir=str(result.run_dir), train_loss=result.loss)
             runs[v].append(figures)
+            done += 1
+            spent.append(time.monotonic() - started)
             if progress:
-                progress(f"{v} seed {seed}: ppl {figures['ppl']:.4f} seen_ppl {figures.get('seen_ppl', math.nan):.4f} ({figures['seconds']:.0f} s)")
+                how = ("finished earlier, reused" if result.resumed_from == result.steps
+                       else f"resumed from step {result.resumed_from}" if result.resumed_from is not None else "trained")
+                left = statistics.fmean(spent) * (total - done)
+                progress(
+                    f"      {how}: ppl {figures['ppl']:.4f}, seen-only ppl {figures.get('seen_ppl', math.nan):.4f}, "
+                    f"{figures['seconds']:.0f} s of training" + (f"; about {left / 60:.1f} min left" if done < total else "")
+                )
     floor = t.floor()
     report = {
         "floor_ppl": floor, "seeds": seeds, "variants": list(variants), "paper": PAPER, "holdout": t.holdout, "threads": threads,

@@ -35,7 +35,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from neurosym.errors import ConfigError, NeurosymError, TaskError
+from neurosym.errors import ConfigError, NeurosymError, TaskError, TrainingInterrupted
 from neurosym.lm.checkpoint import (
     LAST,
     CheckpointError,
@@ -82,6 +82,8 @@ class FitResult:
     steps: int  # optimizer steps taken in total (including before a resume)
     loss: float  # training loss of the last step (the global batch's, under DDP)
     eval: dict[str, float] = field(default_factory=dict)  # the last evaluate() result
+    seconds: float = 0.0  # training time in all, including the time before a resume
+    resumed_from: int | None = None  # the step a resumed run started from
 
 
 # ---------------------------------------------------------------- optimizer and schedule
@@ -157,6 +159,8 @@ class Trainer:
         self.steps_per_epoch = self.total_steps = 0
         self.last_loss = math.nan
         self.last_eval: dict[str, float] = {}
+        self._checkpoint_step = 0  # the step of the last checkpoint written or read
+        self._resumed_from: int | None = None
 
     # ------------------------------------------------------------ public
 
@@ -174,6 +178,13 @@ class Trainer:
                 torch.use_deterministic_algorithms(True)
                 torch.backends.cudnn.benchmark = False
             return self._fit(resume)
+        except KeyboardInterrupt:
+            last = self.run_dir / LAST
+            where = f"the last checkpoint, {last}, holds step {self._checkpoint_step}" if last.exists() else "no checkpoint was written yet"
+            raise TrainingInterrupted(
+                f"{self.run_dir}: interrupted at step {self.step} of {self.total_steps}; {where}. "
+                "Run the same command with --resume to continue"
+            ) from None
         finally:
             torch.use_deterministic_algorithms(deterministic_before)
             torch.set_num_threads(threads_before)
@@ -263,6 +274,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        self._checkpoint_step = self._resumed_from = self.step
         self._data_gen.set_state(state["data_rng"])
         self._epoch_start_state = state["data_rng"]
         self._means = Means(state["means"])
@@ -312,7 +324,7 @@ class Trainer:
             bar.close()
             if self._metrics is not None:
                 self._metrics.close()
-        return FitResult(self.run_dir, self.step, self.last_loss, dict(self.last_eval))
+        return FitResult(self.run_dir, self.step, self.last_loss, dict(self.last_eval), self._seconds(), self._resumed_from)
 
     def _train_step(self, wrapped: nn.Module, batch: Any) -> None:
         part, share = shard_batch(batch, self.rank, self.world_size)
@@ -408,6 +420,7 @@ class Trainer:
             "config": self.config.to_dict(),
         }
         save_checkpoint(self.run_dir, state, keep_step=self.config.log.keep_checkpoints)
+        self._checkpoint_step = self.step
 
     # ------------------------------------------------------------ small helpers
 

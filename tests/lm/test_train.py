@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from neurosym.errors import ConfigError, NeurosymError, TaskError
+from neurosym.errors import ConfigError, NeurosymError, TaskError, TrainingInterrupted
 from neurosym.lm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from neurosym.lm.config import Config
 from neurosym.lm.plot import plot_run
@@ -284,7 +284,9 @@ def test_resume_twice_and_resume_a_finished_run(tmp_path, reference):
     result = train(cfg, resume=True)
     assert_same_run(ref_dir, tmp_path / "tiny", ref, result)
     again = train(cfg, resume=True)  # nothing left to do
-    assert again == result
+    assert (again.steps, again.loss, again.eval) == (result.steps, result.loss, result.eval)
+    assert again.resumed_from == 36 and result.resumed_from == 25  # the checkpoint after the kill at 27 holds step 25
+    assert again.seconds > 0.5 * result.seconds > 0  # a finished run reports its training time (to its last checkpoint), not 0
 
 
 def test_resume_after_sigkill_is_exact(tmp_path, reference):
@@ -571,3 +573,19 @@ def test_broken_tasks_are_task_errors(tmp_path):
         Trainer(Config.from_dict(tiny_config(tmp_path, "b")), _NotAModule(config)).fit()
     with pytest.raises(TaskError, match=r"must return \(0-d loss tensor"):
         Trainer(Config.from_dict(tiny_config(tmp_path, "c")), _BadLoss(config)).fit()
+
+
+def test_an_interrupt_says_where_the_checkpoint_is_and_how_to_resume(tmp_path):
+    def ctrl_c(step):
+        def callback(trainer, s):
+            if s == step:
+                raise KeyboardInterrupt
+        return callback
+
+    cfg = tiny_config(tmp_path)
+    with pytest.raises(TrainingInterrupted, match=r"interrupted at step 7 of 36; the last checkpoint, .*last\.pt, holds step 5\. .*--resume"):
+        train(cfg, callbacks=[ctrl_c(7)])
+    with pytest.raises(TrainingInterrupted, match="step 3 of 36; no checkpoint was written yet"):
+        train(tiny_config(tmp_path, name="early"), callbacks=[ctrl_c(3)])
+    assert train(cfg, resume=True).resumed_from == 5
+
