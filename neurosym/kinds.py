@@ -194,13 +194,23 @@ def kind_of(path: str | Path) -> Kind:
     return kind
 
 
+def _too_deep(path: Path) -> NeurosymError:
+    return NeurosymError(
+        f"{path}: the input nests too deeply to process (brackets, '!' or prev(...) hundreds of levels deep); "
+        "flatten it or split it into named parts"
+    )
+
+
 def load(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> Any:
     """Parse and compile a grammar file (or read an artifact), chosen by its suffix."""
     path = Path(path)
     kind = kind_of(path)
     if not path.is_file():
         raise NeurosymError(f"{path}: no such file")
-    return kind.load(path, vocab, limits)
+    try:
+        return kind.load(path, vocab, limits)
+    except RecursionError:
+        raise _too_deep(path) from None
 
 
 def inspect(path: str | Path, options: InspectOptions = InspectOptions()) -> tuple[dict, str, Path | None]:
@@ -209,7 +219,10 @@ def inspect(path: str | Path, options: InspectOptions = InspectOptions()) -> tup
     kind = kind_of(path)
     if not path.is_file():
         raise NeurosymError(f"{path}: no such file")
-    return kind.inspect(path, options)
+    try:
+        return kind.inspect(path, options)
+    except RecursionError:
+        raise _too_deep(path) from None
 
 
 def sample(path: str | Path, options: SampleOptions = SampleOptions()) -> list[str]:
@@ -220,7 +233,10 @@ def sample(path: str | Path, options: SampleOptions = SampleOptions()) -> list[s
         raise NeurosymError("--trees applies to PCFGs only")
     if not path.is_file():
         raise NeurosymError(f"{path}: no such file")
-    return kind.sample(path, options)
+    try:
+        return kind.sample(path, options)
+    except RecursionError:
+        raise _too_deep(path) from None
 
 
 __all__ = ["BY_SUFFIX", "InspectOptions", "KINDS", "Kind", "SampleOptions", "inspect", "kind_of", "load", "sample", "summary"]

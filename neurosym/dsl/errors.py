@@ -5,10 +5,12 @@ Shared by every DSL parser: pass a dict of friendly names for the grammar's term
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from neurosym.errors import SourceError
+from neurosym.errors import SourceError, Span
 
 
 def describe_terminal(parser: Lark, name: str, friendly: dict[str, str]) -> str:
@@ -48,3 +50,26 @@ def lark_error(err: UnexpectedInput, parser: Lark, path: str | None, text: str, 
     if line is None or line < 1:
         line, col = 1, 1
     return SourceError(f"expected {want}, got {got}", path, line, col)
+
+
+def resolve_path(folder: Path, rel: str, at: Span) -> Path:
+    """``folder / rel`` resolved, or a SourceError at ``at`` for a name the file system
+    cannot hold (a NUL byte, a component over the length limit)."""
+    if "\0" in rel:
+        raise SourceError.at(at, f"the path {rel!r} contains a NUL byte")
+    try:
+        return (folder / rel).resolve()
+    except (OSError, ValueError) as err:
+        raise SourceError.at(at, f"cannot use the path {rel!r}: {getattr(err, 'strerror', None) or err}") from None
+
+
+def read_error(err: Exception, shown: str) -> str:
+    """A one-line reason why reading ``shown`` failed (for FileNotFoundError,
+    IsADirectoryError, other OSErrors, UnicodeDecodeError)."""
+    if isinstance(err, FileNotFoundError):
+        return f"no such file {shown}"
+    if isinstance(err, IsADirectoryError):
+        return f"{shown} is a folder, not a file"
+    if isinstance(err, UnicodeDecodeError):
+        return f"{shown} is not UTF-8 ({err.reason})"
+    return f"cannot read {shown}: {getattr(err, 'strerror', None) or err}"

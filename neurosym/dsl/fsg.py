@@ -21,6 +21,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl.errors import lark_error
+from neurosym.dsl.errors import read_error, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 
@@ -32,6 +33,7 @@ FRIENDLY = {
     "KEY": "an attribute (key=value)",
 }
 ARC_ATTRIBUTES = {"role": "a role name such as subject, or several joined by + (object+head)", "threshold": "a number in (0, 1]"}
+MAX_WEIGHT = 1e300  # %normalize sums a state's weights: larger ones would overflow
 IMPORT_KINDS = {".regex": "regex", ".lex": "lex"}
 _UPPER = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
 _ROLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -132,8 +134,8 @@ def read_fsg(path: str | Path) -> FsgGrammar:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise NeurosymError(f"{p}: cannot read: {err.strerror or err}") from None
+    except (OSError, ValueError) as err:
+        raise NeurosymError(f"{p}: {read_error(err, 'the file')}") from None
     except UnicodeDecodeError as err:
         raise NeurosymError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     return parse_fsg(text, p)
@@ -202,7 +204,7 @@ class _Builder:
     def import_(self, t: Tree) -> None:
         path_tok, *names = t.children
         rel = unquote(path_tok, self.span(path_tok), "a quoted word")
-        target = (self.folder / rel).resolve()
+        target = resolve_path(self.folder, rel, self.span(path_tok))
         kind = IMPORT_KINDS.get(target.suffix)
         if kind is None:
             raise self.fail(path_tok, f"cannot import {rel!r}: expected a .regex bank or a .lex lexicon")
@@ -285,8 +287,8 @@ class _Builder:
                 raise self.fail(tok, "a log-probability cannot be +inf")
         else:
             value = self.number(tok, "a weight (a number >= 0)")
-            if value < 0 or value == math.inf:
-                raise self.fail(tok, f"weight {str(tok)} is out of range: expected a finite number >= 0")
+            if not 0 <= value <= MAX_WEIGHT:
+                raise self.fail(tok, f"weight {str(tok)} is out of range: expected a number from 0 to {MAX_WEIGHT:g}")
         return value
 
     def fraction(self, tok: Token, what: str) -> float:

@@ -9,6 +9,7 @@ opening ``/`` of a bank atom), so offset ``i`` in the pattern is column ``span.c
 from __future__ import annotations
 
 import re
+import warnings
 
 from neurosym.errors import SourceError, Span
 
@@ -30,7 +31,11 @@ def check_pattern(pattern: str, span: Span | None = None, ignore_case: bool = Fa
         return SourceError(message, span.path, span.line, span.col + 1 + offset)
 
     try:
-        re.compile(pattern)
+        with warnings.catch_warnings():  # re's FutureWarnings (e.g. "[a--b]": possible set difference) never reach the user raw
+            warnings.simplefilter("error", FutureWarning)
+            re.compile(pattern)
+    except FutureWarning as warning:
+        raise fail(0, f"ambiguous regex: {warning}; escape the character or reorder the class") from None
     except re.error as err:
         raise fail(err.pos or 0, f"invalid regex: {err.msg}") from None
     except (OverflowError, RecursionError) as err:

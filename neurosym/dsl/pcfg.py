@@ -25,6 +25,7 @@ from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
+from neurosym.dsl.errors import read_error, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 from neurosym.dsl.regex import read_regex_bank
@@ -207,10 +208,10 @@ def read_pcfg(path: str | Path) -> Grammar:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NeurosymError(f"{p}: no such file") from None
     except UnicodeDecodeError as err:
         raise SourceError(f"the file is not UTF-8 ({err.reason})", str(p), 1, 1) from None
+    except (OSError, ValueError) as err:
+        raise NeurosymError(f"{p}: {read_error(err, 'the file')}") from None
     return parse_pcfg(text, p)
 
 
@@ -339,9 +340,9 @@ class _Builder:
     def import_(self, file_tok: Token, names: Tree) -> None:
         at = self.span(file_tok)
         rel = unquote(file_tok, at, strict=False)
-        target = (self.folder / rel).resolve()
+        target = resolve_path(self.folder, rel, at)
         if not target.is_file():
-            raise SourceError.at(at, f"no such file {rel}")
+            raise SourceError.at(at, f"no such file {rel}" if not target.exists() else f"{rel} is not a file")
         shown = rel if self.display is None else str(Path(self.display).parent / rel)
         bank = read_regex_bank(shown if Path(shown).resolve() == target else target)
         for tok in names.children:
@@ -432,7 +433,12 @@ class _Builder:
                 ps = [0.0 if top == -math.inf else math.exp(v - top) for v in vs] if normalize else [math.exp(v) for v in vs]
             else:
                 ps = vs
-            total = math.fsum(ps)
+            try:
+                total = math.fsum(ps)
+            except OverflowError:  # huge weights under %normalize: rescale by the largest first
+                top = max(ps)
+                ps = [v / top for v in ps]
+                total = math.fsum(ps)
             first = self.alts[idx[0]].lhs_span
             if normalize:
                 if total == 0.0:

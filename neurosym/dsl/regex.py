@@ -16,6 +16,7 @@ from lark.exceptions import UnexpectedInput
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.pattern_check import check_pattern
+from neurosym.dsl.errors import read_error, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 
@@ -65,12 +66,12 @@ class _Loader:
             raise SourceError.at(at or Span(display, 1, 1), f"import cycle: {display} imports itself (directly or indirectly)")
         try:
             text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            if at is not None:
-                raise SourceError.at(at, f"no such file {display}") from None
-            raise NeurosymError(f"{display}: no such file") from None
         except UnicodeDecodeError as err:
             raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
+        except (OSError, ValueError) as err:
+            if at is not None:
+                raise SourceError.at(at, read_error(err, display)) from None
+            raise NeurosymError(f"{display}: {read_error(err, 'the file')}") from None
         self.loading.add(key)
         try:
             bank = self.parse(text, display=display, scope=key, folder=path.parent)
@@ -123,7 +124,7 @@ class _Builder:
     def import_(self, tree: Tree) -> None:
         file_tok, *names = tree.children
         rel = unquote(file_tok, self.span(file_tok))
-        target = (self.folder / rel).resolve()
+        target = resolve_path(self.folder, rel, self.span(file_tok))
         other = self.loader.load(target, display=rel if self.display is None else str(Path(self.display).parent / rel), at=self.span(file_tok))
         self.bank.rules.update(other.rules)
         for tok in names:
@@ -201,13 +202,13 @@ class _Builder:
 
     def words(self, tok: Token, at: Span) -> ir.Words:
         rel = unquote(tok, at)
-        path = (self.folder / rel).resolve()
+        path = resolve_path(self.folder, rel, at)
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             raise SourceError.at(at, f"no such word list {rel}") from None
-        except UnicodeDecodeError as err:
-            raise SourceError.at(at, f"word list {rel} is not UTF-8 ({err.reason})") from None
+        except (OSError, ValueError) as err:
+            raise SourceError.at(at, "word list: " + read_error(err, rel)) from None
         words = tuple(w for w in (line.strip() for line in lines) if w and not w.startswith("#"))
         if not words:
             raise SourceError.at(at, f"word list {rel} is empty")

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from lark import Token, Tree
 
+from neurosym.dsl.errors import read_error
 from neurosym.dsl.escapes import unquote
 from neurosym.dsl.lexicon.model import Entry, Feature, Lexicon, Modifier, Terms, WordClass, did_you_mean
 from neurosym.dsl.lexicon.raw import RAW_FORMATS, check_format, check_range, read_raw
@@ -19,6 +20,8 @@ from neurosym.fuzzy import KernelSpec, KernelSpecError
 
 
 FEATURE_OPTIONS = ("range", "terms", "kernel", "centers")
+MAX_MAGNITUDE = 1e30  # numbers of a lexicon stay far inside float32 (features are float32 tensors)
+MAX_WINDOW = 1000  # tokens a modifier may reach back
 
 
 DEFAULT_KERNEL = "triangular"
@@ -228,8 +231,8 @@ class LexiconBuilder:
                 target = str(v)
             elif k == "window":
                 n = self.number(v, "window=") if v is not None else -1
-                if v is None or n != int(n) or n < 1:
-                    raise self.fail(v if v is not None else key, "window= expects a whole number >= 1")
+                if v is None or n != int(n) or not 1 <= n <= MAX_WINDOW:
+                    raise self.fail(v if v is not None else key, f"window= expects a whole number from 1 to {MAX_WINDOW}")
                 window = int(n)
             else:
                 raise self.fail(key, f"unknown modifier option {k!r}; expected booster=, negation, on=, window=")
@@ -240,7 +243,14 @@ class LexiconBuilder:
     def number(self, tok: Token, what: str) -> float:
         if tok.type != "NUMBER":
             raise self.fail(tok, f"{what} expects a number, got {str(tok)!r}")
-        return float(tok)
+        return self.bounded(tok, what)
+
+    def bounded(self, tok: Token, what: str) -> float:
+        """``float(tok)``, or an error if it is not finite or beyond +-MAX_MAGNITUDE."""
+        x = float(tok)
+        if not abs(x) <= MAX_MAGNITUDE:
+            raise self.fail(tok, f"{what} {str(tok)} is out of the supported range [-{MAX_MAGNITUDE:g}, {MAX_MAGNITUDE:g}]")
+        return x
 
     def format(self, t: Tree) -> None:
         tok = t.children[0]
@@ -258,15 +268,15 @@ class LexiconBuilder:
         if fmt is None:
             raise self.fail(file_tok, f"say how to read {rel}: add format=vader or format=afinn (or name a .lex file)")
         check_format(fmt, fmt_opt[1] if fmt_opt else at)
+        if "\0" in rel or any(len(part) > 255 for part in Path(rel).parts):
+            raise self.fail(file_tok, f"cannot use the path {rel!r}: a NUL byte or a name over 255 characters")
         target = self.loader.resolve(self.folder / rel)
         display = rel if self.display is None else str(Path(self.display).parent / rel)
         if fmt in RAW_FORMATS:
             try:
                 text = self.loader.read(target)  # recorded in the lexicon's sources
-            except (FileNotFoundError, IsADirectoryError):
-                raise self.fail(file_tok, f"no such file {rel}") from None
-            except UnicodeDecodeError as err:
-                raise self.fail(file_tok, f"{rel} is not UTF-8 ({err.reason})") from None
+            except (OSError, ValueError) as err:
+                raise self.fail(file_tok, read_error(err, rel)) from None
             read_raw(self.lex, text, fmt, display, first_line=1, declare_at=at)
             return
         other = self.loader.load(target, display, "lex", at=at)
@@ -309,7 +319,7 @@ class LexiconBuilder:
             if (word, k) in self.local_entries:
                 raise self.fail(key, f"duplicate value of {k} for {word!r} (first at line {self.local_entries[(word, k)].line})")
             self.local_entries[(word, k)] = self.span(key)
-            v = float(val)
+            v = self.bounded(val, f"the value of {k}")
             check_range(f, v, self.span(val))
             values[k] = v
         self.lex.entries.append(Entry(word, values, self.span(tok)))
@@ -477,6 +487,8 @@ def parse_range(text: str, at: Span, builder: LexiconBuilder) -> tuple[float, fl
     m = re.fullmatch(r"(.+?)\.\.(.+)", text)
     assert m is not None  # the RANGE terminal guarantees the shape
     lo, hi = float(m.group(1)), float(m.group(2))
+    if not (abs(lo) <= MAX_MAGNITUDE and abs(hi) <= MAX_MAGNITUDE):
+        raise builder.fail(at, f"range {text} is out of the supported range [-{MAX_MAGNITUDE:g}, {MAX_MAGNITUDE:g}]")
     if not lo < hi:
         raise builder.fail(at, f"empty range {text}: lo must be below hi")
     return lo, hi

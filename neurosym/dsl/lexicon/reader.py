@@ -12,7 +12,7 @@ from pathlib import Path
 from lark import Lark
 from lark.exceptions import UnexpectedInput
 
-from neurosym.dsl.errors import lark_error
+from neurosym.dsl.errors import lark_error, read_error
 from neurosym.dsl.lexicon.builder import LexiconBuilder
 from neurosym.dsl.lexicon.model import Lexicon
 from neurosym.dsl.lexicon.raw import RAW_FORMATS, check_format, read_raw
@@ -111,12 +111,12 @@ class LexiconReader:
             raise SourceError.at(at or Span(display, 1, 1), f"include cycle: {display} includes itself (directly or indirectly)")
         try:
             text = self.read(path)
-        except (FileNotFoundError, IsADirectoryError):
-            if at is not None:
-                raise SourceError.at(at, f"no such file {display}") from None
-            raise NeurosymError(f"{display}: no such file") from None
         except UnicodeDecodeError as err:
             raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
+        except (OSError, ValueError) as err:
+            if at is not None:
+                raise SourceError.at(at, read_error(err, display)) from None
+            raise NeurosymError(f"{display}: {read_error(err, 'the file')}") from None
         self.loading.add(key)
         try:
             return self.parse(text, display=display, key=key, folder=path.parent, fmt=fmt)

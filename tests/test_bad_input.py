@@ -1,0 +1,142 @@
+"""Bad input never gives a traceback: every case is a NeurosymError naming the file
+(issue 14.3), and seeded mutants of every shipped file raise nothing else."""
+
+from __future__ import annotations
+
+import random
+import signal
+import warnings
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from neurosym import kinds
+from neurosym.cli.main import main
+from neurosym.compile.regex import Limits
+from neurosym.errors import NeurosymError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CASES = {
+    "import_folder.regex": ('%import "adir" (A)\nB: A\n', "adir is a folder, not a file"),
+    "words_folder.regex": ('A: %words "adir"\n', "adir is a folder, not a file"),
+    "nul.regex": ('%import "a\\u0000b.regex" (A)\nB: A\n', "NUL byte"),
+    "long_name.regex": ('%import "' + "x" * 300 + '.regex" (A)\nB: A\n', "cannot read"),
+    "nested.regex": ("A: " + "(" * 10000 + '"a"' + ")" * 10000 + "\n", "nests too deeply"),
+    "set_difference.regex": ("A: /[a--b]/\n", "ambiguous regex"),
+    "range.lex": ("%feature polarity range=-1e400..1e400\ngood polarity=1e300\n", "out of the supported range"),
+    "value.lex": ("%feature polarity range=-1e30..1e30\ngood polarity=1e300\n", "out of the supported range"),
+    "window.lex": ("%feature polarity range=-1..1\n%modifier very booster=0.1 window=99999999999999999999\ngood polarity=0.5\n",
+                   "window= expects a whole number from 1 to 1000"),
+    "negation.lex": ("%feature polarity range=-1..1\n%modifier never negation=1e308\ngood polarity=0.5\n", "out of the supported range"),
+    "nots.lex": ("%class A x\n%feature f = " + "!" * 10000 + "class(A)\n", "nests too deeply"),
+    "prevs.lex": ("%class A x\n%feature f = " + "prev(" * 3000 + "class(A)" + ")" * 3000 + "\n", "nests too deeply"),
+    "include_nul.lex": ('%include "a\\u0000b.lex"\n', "NUL byte"),
+    "huge.fsg": ("%normalize\nS A 'a' 1e308\nS A 'b' 1e308\nA 1.0\n", "out of range"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_files_are_one_line_errors(tmp_path, name):
+    text, message = CASES[name]
+    (tmp_path / "adir").mkdir()
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(NeurosymError, match=message) as err:
+        kinds.load(path)
+    assert name in str(err.value) or "adir" in str(err.value)
+    r = CliRunner().invoke(main, ["check", str(path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output and message.split()[0] in r.output
+
+
+def test_huge_weights_under_normalize_are_rescaled(tmp_path):
+    path = tmp_path / "n.pcfg"
+    path.write_text("%normalize\nS -> 'a' [1e308] | 'b' [1e308]\n")
+    rules = kinds.load(path)
+    assert abs(float(rules.root_term.exp().sum()) - 1.0) < 1e-6
+
+
+# ---------------------------------------------------------------------- fuzzing
+SHIPPED = sorted(p for p in (ROOT / "grammars").iterdir() if p.suffix in (".regex", ".fsg", ".pcfg")) + [
+    ROOT / "lexicons" / "sentiment.lex", ROOT / "lexicons" / "afinn.lex"
+]
+TOKENS = ["(", ")", "[", "]", "{", "}", "*", "+", "?", "|", "\\", "/", "'", '"', "%", "@", "=", ":", "->",
+          "1e308", "-1", "0", "99999999999", "\n", " ", "<eps>", "#", "..", "nan", "inf", "\x00", "!", "prev("]
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _mutate(text: str, rng: random.Random) -> str:
+    for _ in range(rng.randint(1, 4)):
+        i = rng.randrange(len(text) + 1)
+        op = rng.random()
+        if op < 0.3 and text:
+            text = text[:i] + text[min(len(text), i + rng.randint(1, 8)):]
+        elif op < 0.7:
+            text = text[:i] + rng.choice(TOKENS) + text[i:]
+        elif op < 0.85 and text:
+            lines = text.split("\n")
+            k = rng.randrange(len(lines))
+            lines.insert(k, lines[k])
+            text = "\n".join(lines)
+        else:
+            text = text[:i] + chr(rng.randint(32, 126)) + text[i:]
+    return text
+
+
+def fuzz(tmp_path: Path, per_file: int, seconds: float = 10.0) -> dict[str, int]:
+    """Load ``per_file`` seeded mutants of every shipped file; counts by outcome. Anything
+    but a NeurosymError (or success) within ``seconds`` fails the test with the mutant."""
+    for folder in ("grammars", "lexicons"):  # mutants keep their relative imports working
+        (tmp_path / folder).mkdir()
+        for f in (ROOT / folder).iterdir():
+            if f.is_file():
+                (tmp_path / folder / f.name).write_bytes(f.read_bytes())
+
+    def alarm(*_):
+        raise _Timeout
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    counts: dict[str, int] = {}
+    try:
+        for source in SHIPPED:
+            text = source.read_text(encoding="utf-8")
+            rng = random.Random(source.name)
+            target = tmp_path / source.parent.name / source.name
+            for k in range(per_file):
+                mutant = _mutate(text, rng)
+                target.write_text(mutant, encoding="utf-8", errors="surrogatepass")
+                signal.setitimer(signal.ITIMER_REAL, seconds)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("error")  # no raw warning reaches a user either
+                        kinds.load(target, None, Limits(max_states=2000, time_limit=seconds / 2))
+                    outcome = "ok"
+                except NeurosymError as err:
+                    outcome = type(err).__name__
+                except _Timeout:
+                    pytest.fail(f"{source.name} mutant {k} ran over {seconds} s:\n{mutant[:500]}")
+                except Exception as err:  # noqa: BLE001 - the point of the test
+                    pytest.fail(f"{source.name} mutant {k}: {type(err).__name__}: {err}\n{mutant[:500]}")
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                counts[outcome] = counts.get(outcome, 0) + 1
+            target.write_bytes(source.read_bytes())
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    return counts
+
+
+def test_seeded_mutants_of_every_shipped_file_raise_only_neurosym_errors(tmp_path):
+    counts = fuzz(tmp_path, per_file=200)
+    assert sum(counts.values()) == 200 * len(SHIPPED)
+    assert counts.get("ok", 0) > 0 and counts.get("SourceError", 0) > 0  # both outcomes are exercised
+
+
+@pytest.mark.slow
+def test_many_seeded_mutants(tmp_path):
+    counts = fuzz(tmp_path, per_file=3000)
+    assert sum(counts.values()) == 3000 * len(SHIPPED)
