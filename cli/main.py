@@ -13,22 +13,7 @@ from pathlib import Path
 
 import click
 
-from neurosym import kinds
-from neurosym.bench import compile as bench_compile_module
-from neurosym.bench import inside as bench_inside_module
-from neurosym.bench import wfsa as bench_wfsa_module
-from neurosym.bench.synth import bench_synth_command
-from neurosym.compile.artifact import save
-from neurosym.compile.regex import Limits
 from neurosym.errors import NeurosymError
-from neurosym.experiments.semantic_fusion import ABLATION as FUSION_ABLATION
-from neurosym.experiments.semantic_fusion import MAIN as FUSION_MAIN
-from neurosym.experiments.semantic_fusion import format_report as format_fusion_report
-from neurosym.experiments.semantic_fusion import reproduce as reproduce_fusion
-from neurosym.files import check_output
-from neurosym.lm.train import train_from_file
-from neurosym.synth import synthesize, write_to_bank
-from neurosym.vocab import load_vocab
 
 
 class NeurosymGroup(click.Group):
@@ -55,6 +40,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 def _limits(max_states: int, time_limit: float):
+    from neurosym.compile.regex import Limits  # lazy: --help must not load torch and every subsystem
     return Limits(max_states=max_states, time_limit=time_limit)
 
 
@@ -76,6 +62,7 @@ def with_limits(f):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: bool) -> None:
     """Parse and compile FILES; report each one's errors (exit 2 if any)."""
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
     results, failed = [], False
     for f in files:
         try:
@@ -104,6 +91,10 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 def compile_cmd(file: Path, vocab_spec: str | None, output: str, max_states: int, time_limit: float, as_json: bool) -> None:
     """Compile FILE to a tensor artifact (written atomically)."""
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
+    from neurosym.compile.artifact import save  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
+    from neurosym.vocab import load_vocab  # lazy: --help must not load torch and every subsystem
     output = check_output(output, [file] + ([vocab_spec] if vocab_spec and Path(vocab_spec).exists() else []), "artifact")
     vocab = load_vocab(vocab_spec) if vocab_spec else None
     obj = kinds.load(file, vocab, _limits(max_states, time_limit))
@@ -125,6 +116,8 @@ def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], samples:
     """Describe FILE: a regex bank or artifact (states, classes, samples), an FSG (entropy,
     perplexity floor, cycles, samples), a PCFG (rule counts, consistency, CNF, sample
     trees) or a lexicon (features, classes, term tables)."""
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     if draw is not None:
         check_output(draw, [file], "drawing")
     options = kinds.InspectOptions(tuple(names), tuple(words), samples, seed, draw, _limits(max_states, time_limit))
@@ -146,6 +139,7 @@ def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], samples:
 def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: str | None, max_states: int, time_limit: float, as_json: bool) -> None:
     """Draw N samples from FILE: sentences of an FSG or PCFG (from the grammar's own
     distribution), or strings of a regex bank's pattern (uniform random walks)."""
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
     out = kinds.sample(file, kinds.SampleOptions(n, seed, max_len, trees, pattern, _limits(max_states, time_limit)))
     click.echo(json.dumps(out, ensure_ascii=False) if as_json else "\n".join(out))
 
@@ -156,6 +150,7 @@ def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: st
 def train(config: Path, resume: bool) -> None:
     """Train from a TOML CONFIG (its [run] task names what to train). Under torchrun,
     trains with distributed data parallel."""
+    from neurosym.lm.train import train_from_file  # lazy: --help must not load torch and every subsystem
     result = train_from_file(config, resume=resume)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in result.eval.items() if isinstance(v, float))
     click.echo(f"{result.run_dir}: {result.steps} steps, final loss {result.loss:.4f}" + (f"; {figures}" if figures else ""))
@@ -166,6 +161,7 @@ def train(config: Path, resume: bool) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Image file (default RUN/curves.png).")
 def plot(run: Path, output: Path | None) -> None:
     """Plot a run's metrics (train loss, learning rate, evaluation metrics)."""
+    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
     if output is not None:
@@ -190,6 +186,12 @@ def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, th
     """Baseline vs semantic-fusion LM on the clause.fsg corpus: PPL, seen-only PPL, focus CE,
     semantic MSE (mean ± std over seeds), Welch's t-test and step times, next to the
     paper's figures and the exact floor."""
+    from neurosym.experiments.semantic_fusion import (  # lazy: --help must not load torch and every subsystem
+        ABLATION as FUSION_ABLATION,
+        MAIN as FUSION_MAIN,
+        format_report as format_fusion_report,
+        reproduce as reproduce_fusion,
+    )
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
     say = None if as_json else (lambda line: click.echo(line, err=True))
@@ -229,6 +231,8 @@ def _read_examples(path: Path | None) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
 def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, seed: int, lam: float, output: Path | None, name: str | None, select: str, as_json: bool) -> None:
     """Synthesise a small regex accepting every positive and no negative example."""
+    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
+    from neurosym.synth import synthesize, write_to_bank  # lazy: --help must not load torch and every subsystem
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
     if output is not None:
@@ -260,6 +264,7 @@ def bench() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json: bool) -> None:
     """Word list as a trie vs an interegular alternation; token index over a BPE vocabulary."""
+    from neurosym.bench import compile as bench_compile_module  # lazy: --help must not load torch and every subsystem
     results = bench_compile_module.run(n_words=n_words, bpe_size=bpe_size, reference_timeout=reference_timeout, progress=not as_json)
     click.echo(json.dumps(results, indent=2) if as_json else bench_compile_module.format_results(results))
 
@@ -276,6 +281,7 @@ def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str, timeout: float, memory_cap_gb: float, threads: int | None, as_json: bool) -> None:
     """Inside algorithm forward+backward: ours vs pytorch-struct's SentCFG (seconds, ratio, peak memory)."""
+    from neurosym.bench import inside as bench_inside_module  # lazy: --help must not load torch and every subsystem
     def ints(text: str, what: str) -> tuple[int, ...]:
         try:
             return tuple(int(x) for x in text.split(","))
@@ -299,6 +305,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Also write the results as JSON to this file.")
 def bench_synth(methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, seed: int, json_path: Path | None) -> None:
     """Regex synthesis on the AlphaRegex and Regel problems: solved counts, seconds, F1."""
+    from neurosym.bench.synth import bench_synth_command  # lazy: --help must not load torch and every subsystem
     click.echo(bench_synth_command(methods, time_budget, regel_time_budget, regel_limit, suites, seed, json_path))
 
 
@@ -308,6 +315,7 @@ def bench_synth(methods: str, time_budget: float, regel_time_budget: float | Non
 def bench_wfsa(threads: int | None, as_json: bool) -> None:
     """RegexLayer over 100 regexes on a 64 x 128 batch: tokens/s forward and forward+backward,
     and the ratio to a dense matmul recurrence with as many weights."""
+    from neurosym.bench import wfsa as bench_wfsa_module  # lazy: --help must not load torch and every subsystem
     results = bench_wfsa_module.run(progress=not as_json, threads=threads)
     click.echo(json.dumps(results, indent=2) if as_json else bench_wfsa_module.format_results(results))
 

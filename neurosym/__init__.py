@@ -5,24 +5,46 @@ Public API::
     import neurosym
     bank = neurosym.load("grammars/dates.regex")          # a RegexBank
     auto = neurosym.compile_regex(r"(19|20)\\d{2}")         # an Automaton over characters
+
+The names below load their modules on first use (PEP 562), so ``import neurosym`` (and
+``neurosym --help``) does not pay for torch until something needs it.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Any
 
-from neurosym import kinds
-from neurosym.compile.automaton import Automaton
-from neurosym.compile.lexicon import FeatureBank
-from neurosym.compile.pcfg import RuleTensors
-from neurosym.compile.regex import Limits, RegexBank, compile_regex
-from neurosym.compile.weighted import Entropy, WeightedAutomaton
 from neurosym.errors import CompileError, ConfigError, NeurosymError, SourceError, TaskError
 from neurosym.version import __version__
-from neurosym.vocab import Vocab
+
+_LAZY = {
+    "Automaton": "neurosym.compile.automaton",
+    "Entropy": "neurosym.compile.weighted",
+    "FeatureBank": "neurosym.compile.lexicon",
+    "Limits": "neurosym.compile.regex",
+    "RegexBank": "neurosym.compile.regex",
+    "RuleTensors": "neurosym.compile.pcfg",
+    "Vocab": "neurosym.vocab",
+    "WeightedAutomaton": "neurosym.compile.weighted",
+    "compile_regex": "neurosym.compile.regex",
+}
 
 
-def load(path: str | Path, vocab: Vocab | None = None, **limits):
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:  # a subpackage or module: neurosym.kinds, neurosym.layers, ...
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def load(path: str | Path, vocab=None, **limits):
     """Parse and compile a grammar file (or read a compiled artifact), chosen by its
     suffix through the registry :mod:`neurosym.kinds`.
 
@@ -30,6 +52,9 @@ def load(path: str | Path, vocab: Vocab | None = None, **limits):
     ``.pcfg`` a :class:`RuleTensors`, ``.lex`` a :class:`FeatureBank` and
     ``.safetensors`` the object it holds. ``limits`` (``max_states``, ``time_limit``)
     cap the compilation of automata."""
+    from neurosym import kinds  # lazy: the registry imports every compiler (and torch)
+    from neurosym.compile.regex import Limits  # lazy: as above
+
     return kinds.load(path, vocab, Limits(**limits))
 
 

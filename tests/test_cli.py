@@ -126,3 +126,22 @@ def test_debug_shows_the_traceback(runner, tmp_path):
     assert r.exit_code == 2  # check reports per file; --debug matters where an error escapes a command
     r = runner.invoke(main, ["--debug", "inspect", str(bad)])
     assert r.exception is not None and "lookahead" in str(r.exception)
+
+
+def test_help_and_the_package_import_do_not_load_torch():
+    """`neurosym --help` starts fast: the CLI and `import neurosym` load subsystems (and
+    torch) only when a command or a name needs them (PEP 562 in neurosym/__init__.py)."""
+    code = (
+        "import sys\n"
+        "import neurosym\n"
+        "from neurosym.cli.main import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('torch', 'neurosym.kinds', 'neurosym.lm', 'scipy', 'matplotlib') if m in sys.modules))\n"
+        "neurosym.compile_regex\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-2] == "[]" and out[-1] == "True"  # nothing heavy for --help; names still load on use
