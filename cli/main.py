@@ -230,7 +230,8 @@ def _read_examples(path: Path | None) -> list[str]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
 def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, seed: int, lam: float, output: Path | None, name: str | None, select: str, as_json: bool) -> None:
-    """Synthesise a small regex accepting every positive and no negative example."""
+    """Synthesise a small regex accepting every positive and no negative example (exit status 1
+    when the time budget ends without a solution: the best candidate is still printed)."""
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     from neurosym.synth import synthesize, write_to_bank  # lazy: --help must not load torch and every subsystem
     if (output is None) != (name is None):
@@ -246,10 +247,14 @@ def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float
         write_to_bank(output, name, res.pattern)
     if as_json:
         click.echo(json.dumps({"pattern": res.pattern, "solved": res.solved, "size": res.size, "score": res.score, "seconds": res.seconds, "method": res.method}))
-        return
-    click.echo(f"/{res.pattern}/  solved: {'yes' if res.solved else 'no'}  size {res.size}  score {res.score:.3f}  {res.seconds:.2f} s ({res.method})")
-    if output is not None:
-        click.echo(f"appended {name} to {output}")
+    else:
+        click.echo(f"/{res.pattern}/  solved: {'yes' if res.solved else 'no'}  size {res.size}  score {res.score:.3f}  {res.seconds:.2f} s ({res.method})")
+        if output is not None:
+            click.echo(f"appended {name} to {output}")
+    if not res.solved:  # the best candidate was printed, but it is not a solution
+        if not as_json:
+            click.echo("not solved within the time budget: the pattern above is the best candidate (exit status 1)", err=True)
+        sys.exit(1)
 
 
 @main.group()

@@ -143,7 +143,10 @@ def _sample_regex(path: Path, o: SampleOptions) -> list[str]:
     name = o.pattern or bank.names[0]
     if name not in bank.patterns:
         raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(bank.names)}")
-    return bank.patterns[name].char_dfa.sample(o.n, max_len=o.max_len, seed=o.seed)
+    out = bank.patterns[name].char_dfa.sample(o.n, max_len=o.max_len, seed=o.seed)
+    if o.n and not out:
+        raise NeurosymError(f"{path}: pattern {name} has no string of at most {o.max_len} characters; raise --max-len")
+    return out
 
 
 def _sample_fsg(path: Path, o: SampleOptions) -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import warnings
@@ -140,3 +141,31 @@ def test_seeded_mutants_of_every_shipped_file_raise_only_neurosym_errors(tmp_pat
 def test_many_seeded_mutants(tmp_path):
     counts = fuzz(tmp_path, per_file=3000)
     assert sum(counts.values()) == 3000 * len(SHIPPED)
+
+
+# ---------------------------------------------------------------------- no wrong successes
+def test_sampling_a_pattern_longer_than_max_len_is_an_error(tmp_path):
+    bank = tmp_path / "five.regex"
+    bank.write_text("A: /[0-9]{5}/\n")
+    r = CliRunner().invoke(main, ["sample", str(bank), "--max-len", "3", "-n", "2"])
+    assert r.exit_code == 2 and "no string of at most 3 characters" in r.output
+
+
+def test_an_unsolved_synthesis_exits_1(tmp_path):
+    pos, neg = tmp_path / "pos.txt", tmp_path / "neg.txt"
+    pos.write_text("0\n1\n01\n10\n101\n010\n1010\n0101\n10101\n")
+    neg.write_text("00\n11\n011\n001\n110\n1001\n101101\n010010\n")
+    r = CliRunner().invoke(main, ["synth", "--pos", str(pos), "--neg", str(neg), "--method", "evolve", "--time", "0.3", "--json"])
+    assert r.exit_code == 1, r.output
+    assert json.loads(r.output.strip().splitlines()[-1])["solved"] is False
+
+
+def test_a_run_without_training_batches_is_a_config_error(tmp_path):
+    from neurosym.errors import ConfigError
+    from neurosym.experiments.semantic_fusion import recipe_config, task
+    from neurosym.lm.train import Trainer
+
+    config = recipe_config("baseline", 0, tmp_path, epochs=1, model={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32},
+                           train=0, valid=8)
+    with pytest.raises(ConfigError, match="no training batches"):
+        Trainer(config, task(config)).fit()

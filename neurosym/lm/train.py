@@ -218,6 +218,11 @@ class Trainer:
         self.model = model.to(self.device)
         self.steps_per_epoch = self._count_steps()
         self.total_steps = self.steps_per_epoch * cfg.optim.epochs
+        if self.total_steps == 0:
+            raise ConfigError(
+                f"{cfg.source or self.run_dir}: the task gives no training batches (0 steps); "
+                "check the data size (for the recipe, data.train) and optim.epochs"
+            )
         seed_all(cfg.run.seed + self.rank)  # training randomness (dropout) differs between ranks
 
         o = cfg.optim
