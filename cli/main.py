@@ -67,7 +67,9 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
     for f in files:
         try:
             obj = kinds.load(f, None, _limits(max_states, time_limit))
-            results.append({"file": str(f), "ok": True, **kinds.summary(obj)})
+            summary = kinds.summary(obj)
+            empty = summary.get("patterns", summary.get("features", 1)) == 0
+            results.append({"file": str(f), "ok": True, **summary, "warnings": ["the file defines nothing"] if empty else []})
         except NeurosymError as err:
             failed = True
             results.append({"file": str(f), "ok": False, "error": str(err)})
@@ -77,6 +79,8 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
         for r in results:
             if r["ok"]:
                 click.echo(f"{r['file']}: ok ({r['what']})")
+                for w in r["warnings"]:
+                    click.echo(f"{r['file']}: warning: {w}", err=True)
             else:
                 click.echo(r["error"], err=True)
     if failed:

@@ -169,3 +169,13 @@ def test_a_run_without_training_batches_is_a_config_error(tmp_path):
                            train=0, valid=8)
     with pytest.raises(ConfigError, match="no training batches"):
         Trainer(config, task(config)).fit()
+
+
+def test_an_empty_bank_or_lexicon_is_ok_with_a_warning(tmp_path):
+    for name in ("empty.regex", "empty.lex"):
+        path = tmp_path / name
+        path.write_text("# nothing here\n")
+        r = CliRunner().invoke(main, ["check", str(path)])
+        assert r.exit_code == 0 and "warning: the file defines nothing" in r.output, r.output
+        r = CliRunner().invoke(main, ["check", str(path), "--json"])
+        assert json.loads(r.output)[0]["warnings"] == ["the file defines nothing"]
