@@ -60,7 +60,7 @@ def _series(rows: list[dict[str, Any]], kind: str) -> dict[str, tuple[list[int],
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Draw the run's curves into ``out`` (default ``run_dir/curves.png``); returns the path."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: matplotlib is slow to import and only plotting needs it
 
     run_dir = Path(run_dir)
     rows = read_metrics(run_dir)
