@@ -70,6 +70,16 @@ class ModelSection:
     uniformizer_weight: float = 0.01  # both models (0 turns it off)
     control: bool = False  # fusion only: feed the gold sentence-level control
 
+    def __post_init__(self):
+        for key in ("d_model", "n_layers", "n_heads", "d_ff", "max_len", "aux_hidden"):
+            _require(getattr(self, key) >= 1, f"model.{key}", "expected an integer >= 1", getattr(self, key))
+        _require(self.d_model % self.n_heads == 0, "model.n_heads", f"expected a divisor of model.d_model ({self.d_model})", self.n_heads)
+        _require(0 <= self.dropout < 1, "model.dropout", "expected a number in [0, 1)", self.dropout)
+        _require(0 <= self.label_smoothing < 1, "model.label_smoothing", "expected a number in [0, 1)", self.label_smoothing)
+        for key in ("aux_weight", "uniformizer_weight"):
+            value = getattr(self, key)
+            _require(math.isfinite(value) and value >= 0, f"model.{key}", "expected a finite number >= 0 (0 turns it off)", value)
+
 
 @dataclass
 class DataSection:
@@ -85,6 +95,25 @@ class DataSection:
     holdout_classes: list[str] = field(default_factory=lambda: ["ADJ_POS", "ADJ_NEG"])
     seed: int = 0  # corpus seed (the same corpus for every model seed)
 
+    def __post_init__(self):
+        _require(Path(self.grammar).suffix == ".fsg", "data.grammar", "expected an .fsg grammar (the corpus is sampled from it)", self.grammar)
+        _require(Path(self.lexicon).suffix == ".lex", "data.lexicon", "expected a .lex lexicon (the features come from it)", self.lexicon)
+        _require(self.train >= 0, "data.train", "expected a number of sentences >= 0", self.train)  # 0: the trainer's "no batches"
+        _require(self.valid >= 1, "data.valid", "expected a number of sentences >= 1", self.valid)
+        _require(self.max_len >= 3, "data.max_len", "expected at least 3 (<bos>, a word, <eos>)", self.max_len)
+        _require(self.holdout >= 0, "data.holdout", "expected a number of words >= 0", self.holdout)
+        classes = self.holdout_classes
+        _require(len(classes) >= 1 and len(set(classes)) == len(classes), "data.holdout_classes",
+                 "expected distinct word classes of the lexicon, at least one (the focus words)", classes)
+        _require(0 <= self.seed < 2**32, "data.seed", "expected an integer in [0, 2**32)", self.seed)
+
+
+def _require(ok: bool, key: str, expected: str, value) -> None:
+    """A ConfigError ``key: expected ..., got value`` unless ``ok`` (positioned by Config.section)."""
+    if not ok:
+        shown = f'"{value}"' if isinstance(value, str) else str(value).replace("True", "true").replace("False", "false")
+        raise ConfigError(f"{key}: {expected}, got {shown}")
+
 
 class SemanticFusionTask:
     """Corpus, model and loss of the recipe (the trainer's task protocol)."""
@@ -93,13 +122,22 @@ class SemanticFusionTask:
         self.model_cfg = config.section("model", ModelSection)
         self.data_cfg = d = config.section("data", DataSection)
         self.batch_size = config.optim.batch_size
-        if d.max_len < 3:
-            raise ConfigError(f"data.max_len: expected at least 3 (<bos>, a word, <eos>), got {d.max_len}")
-        grammar = resolve_data_path(d.grammar)
+        if self.model_cfg.max_len < d.max_len - 1:  # blame the key the file sets
+            if "max_len" in config.model:
+                raise config.error("model.max_len", f"expected at least data.max_len - 1 = {d.max_len - 1} (the longest input), got {self.model_cfg.max_len}")
+            raise config.error("data.max_len", f"expected at most model.max_len + 1 = {self.model_cfg.max_len + 1} (the model's context), got {d.max_len}")
+        grammar = _data_file(config, "data.grammar", d.grammar)
         self.auto = load_fsg(grammar)
-        self.bank = load_lexicon(resolve_data_path(d.lexicon), self.auto.vocab)
+        self.bank = load_lexicon(_data_file(config, "data.lexicon", d.lexicon), self.auto.vocab)
         vocab = self.auto.vocab
         lex = self.bank.lexicon
+        unknown = [c for c in d.holdout_classes if c not in lex.classes]
+        if unknown:
+            raise config.error("data.holdout_classes", f"{d.lexicon} has no class {', '.join(map(repr, unknown))}; its classes are {', '.join(lex.classes)}")
+        too_small = {c: len(lex.class_words(c)) for c in d.holdout_classes if len(lex.class_words(c)) < d.holdout}
+        if too_small:
+            sizes = ", ".join(f"{c} has {n}" for c, n in too_small.items())
+            raise config.error("data.holdout", f"cannot hold out {d.holdout} words of each class: {sizes}")
         self.holdout = choose_holdout({c: lex.class_words(c) for c in d.holdout_classes}, d.holdout, d.seed)
         held_words = [w for ws in self.holdout.values() for w in ws]
         held = {vocab.id(w) for w in held_words}
@@ -169,6 +207,20 @@ class SemanticFusionTask:
     def floor(self) -> float:
         """The exact PPL floor of the validation generator (words and <eos> predicted)."""
         return floor_ppl(self.auto, with_eos=True)
+
+
+def _data_file(config: Config, key: str, name: str) -> Path:
+    """The file a ``[data]`` key names (see :func:`~neurosym.data.resolve_data_path`); a
+    ConfigError at the key when it is missing or a folder."""
+    try:
+        path = resolve_data_path(name)
+    except NeurosymError as err:
+        raise config.error(key, str(err)) from None
+    if path.is_dir():
+        raise config.error(key, f"{name} is a folder, not a file")
+    if not path.is_file():
+        raise config.error(key, f"no such file {name} (relative paths are read from the working folder, or are shipped grammars/... and lexicons/... files)")
+    return path
 
 
 def task(config: Config) -> SemanticFusionTask:

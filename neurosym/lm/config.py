@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import re
 import tomllib
 import types
@@ -31,6 +32,14 @@ from typing import Any, Literal
 from neurosym.errors import ConfigError
 
 T = typing.TypeVar("T")
+
+MAX_THREADS = 1024  # more would only exhaust memory (OpenMP allocates per thread) and never helps
+# files neurosym reads or writes that a user may hand to `neurosym train` by mistake
+NOT_CONFIGS = {
+    ".fsg": "an FSG grammar", ".pcfg": "a PCFG", ".regex": "a regex bank", ".lex": "a lexicon",
+    ".safetensors": "a compiled artifact", ".pt": "a checkpoint", ".jsonl": "a metrics file",
+}
+DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps")  # what run.device may name (availability is checked by the trainer)
 
 
 @dataclass
@@ -44,10 +53,13 @@ class RunConfig:
     task: str | None = None  # "package.module:factory", used by `neurosym train`
 
     def __post_init__(self):
-        if not self.name or "/" in self.name or "\\" in self.name or self.name in {".", ".."}:
+        if not self.name or "/" in self.name or "\\" in self.name or self.name in {".", ".."} or "\0" in self.name:
             raise ConfigError(f"run.name: expected a folder name, got {_show(self.name)}")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"run.threads: expected a positive number of threads, got {_show(self.threads)}")
+        _check(bool(self.out_dir) and "\0" not in self.out_dir, "run.out_dir", "expected a folder path", self.out_dir)
+        _check(0 <= self.seed < 2**63, "run.seed", "expected an integer in [0, 2**63)", self.seed)
+        if self.threads is not None:
+            _check(1 <= self.threads <= MAX_THREADS, "run.threads", f"expected a number of threads in [1, {MAX_THREADS}]", self.threads)
+        _check(DEVICE.fullmatch(self.device) is not None, "run.device", 'expected "cpu", "cuda", "cuda:N" or "mps"', self.device)
         if self.task is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.task):
             raise ConfigError(f'run.task: expected "package.module:factory", got {_show(self.task)}')
 
@@ -65,14 +77,14 @@ class OptimConfig:
     epochs: int = 6
 
     def __post_init__(self):
-        _check(self.lr > 0, "optim.lr", "expected a positive number", self.lr)
-        _check(self.weight_decay >= 0, "optim.weight_decay", "expected a number >= 0", self.weight_decay)
+        _check(math.isfinite(self.lr) and self.lr > 0, "optim.lr", "expected a finite positive number", self.lr)
+        _check(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "optim.weight_decay", "expected a finite number >= 0", self.weight_decay)
         for i, b in enumerate(self.betas):
             _check(0 <= b < 1, f"optim.betas[{i}]", "expected a number in [0, 1)", b)
         _check(0 <= self.warmup <= 1, "optim.warmup", "expected a fraction in [0, 1]", self.warmup)
         if self.warmup_steps is not None:
             _check(self.warmup_steps >= 0, "optim.warmup_steps", "expected an integer >= 0", self.warmup_steps)
-        _check(self.clip >= 0, "optim.clip", "expected a number >= 0 (0 turns clipping off)", self.clip)
+        _check(math.isfinite(self.clip) and self.clip >= 0, "optim.clip", "expected a finite number >= 0 (0 turns clipping off)", self.clip)
         _check(self.batch_size >= 1, "optim.batch_size", "expected an integer >= 1", self.batch_size)
         _check(self.epochs >= 1, "optim.epochs", "expected an integer >= 1", self.epochs)
 
@@ -149,6 +161,12 @@ class Config:
         out["optim"]["betas"] = list(self.optim.betas)
         return out
 
+    def error(self, key: str, message: str) -> ConfigError:
+        """A ConfigError about ``key`` ("data.grammar", "run.device"), positioned at the key's
+        line in the config file when it is there: ``cfg.toml:12:1: data.grammar: message``."""
+        table, _, name = key.rpartition(".")
+        return _Source(self.source, self._text).error(table or None, name, f"{key}: {message}")
+
     def section(self, table: str, cls: type[T]) -> T:
         """The free-form ``[model]`` or ``[data]`` table checked against a task's dataclass.
 
@@ -163,6 +181,10 @@ class Config:
 def load_config(path: str | Path) -> Config:
     """Read and check a TOML config file."""
     path = Path(path)
+    if path.suffix in NOT_CONFIGS:
+        raise ConfigError(f"{path}: expected a TOML config (.toml), got {NOT_CONFIGS[path.suffix]}")
+    if path.is_dir():
+        raise ConfigError(f"{path}: expected a TOML config (.toml), got a folder")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -194,7 +216,9 @@ def load_config(path: str | Path) -> Config:
 
 
 def _show(value: Any) -> str:
-    """A value as the user wrote it: "fast", 3, true, [1, 2]."""
+    """A value as the user wrote it: "fast", 3, true, [1, 2], inf."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # inf, -inf, nan: TOML's spelling
     try:
         return json.dumps(value)
     except (TypeError, ValueError):

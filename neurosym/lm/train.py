@@ -127,6 +127,21 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def usable_device(config: Config) -> torch.device:
+    """``run.device`` as a torch device, once this machine is known to have it; a
+    ConfigError at the key otherwise (a CPU build of torch asked for "cuda", say)."""
+    spec = config.run.device
+    device = torch.device(spec)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise config.error("run.device", f'{spec!r} is not available here (no CUDA device, or a CPU build of torch); use "cpu"')
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise config.error("run.device", f"{spec!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise config.error("run.device", f'{spec!r} is not available here; use "cpu"')
+    return device
+
+
 # ---------------------------------------------------------------- the trainer
 
 
@@ -153,7 +168,7 @@ class Trainer:
         self.model: nn.Module | None = None  # the unwrapped model (DDP wraps a copy of the reference)
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
-        self.device = torch.device(config.run.device)
+        self.device = usable_device(config)
         self.rank, self.world_size = 0, 1
         self.step = self.epoch = self.position = 0
         self.steps_per_epoch = self.total_steps = 0
@@ -202,7 +217,10 @@ class Trainer:
             )
         self._barrier()  # every rank has looked at the folder before rank 0 writes to it
         if main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:  # out_dir under a regular file, no permission, a name too long, ...
+                raise cfg.error("run.out_dir", f"cannot create the run folder {self.run_dir}: {err.strerror or err}") from None
             remove_stale_temps(self.run_dir)
             text = json.dumps(cfg.to_dict(), indent=2) + "\n"
             atomic_write(self.run_dir / CONFIG_FILE, lambda f: f.write(text.encode("utf-8")))
@@ -466,4 +484,16 @@ def resolve_task(config: Config) -> Task:
 def train_from_file(path: str | Path, resume: bool = False) -> FitResult:
     """``neurosym train CONFIG.toml [--resume]``: load, build the task, train."""
     config = load_config(path)
+    usable_device(config)  # the cheap checks first: building a task can take a while
+    check_run_folder(config)
     return Trainer(config, resolve_task(config)).fit(resume=resume)
+
+
+def check_run_folder(config: Config) -> None:
+    """A ConfigError at ``run.out_dir`` when the run folder cannot be a folder: some part of
+    ``out_dir/name`` that exists is a regular file."""
+    for part in (config.run_dir, *config.run_dir.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise config.error("run.out_dir", f"cannot create the run folder {config.run_dir}: {part} is a file, not a folder")
+            return

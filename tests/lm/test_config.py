@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neurosym.errors import ConfigError
 from neurosym.lm.config import Config, LogConfig, OptimConfig, load_config
@@ -125,7 +128,7 @@ def test_wrong_type_names_key_expected_and_value(tmp_path):
         ("betas = [0.9]", "optim.betas: expected a list of 2 numbers, got [0.9]"),
         ('betas = [0.9, "x"]', 'optim.betas: expected a list of 2 numbers, got [0.9, "x"]'),
         ('schedule = "cosin"', 'optim.schedule: expected one of "cosine", "linear", "constant", got "cosin" (did you mean "cosine"?)'),
-        ("lr = -1", "optim.lr: expected a positive number, got -1.0"),
+        ("lr = -1", "optim.lr: expected a finite positive number, got -1.0"),
         ("warmup = 1.5", "optim.warmup: expected a fraction in [0, 1], got 1.5"),
         ("betas = [0.9, 1.0]", "optim.betas[1]: expected a number in [0, 1), got 1.0"),
         ("batch_size = 0", "optim.batch_size: expected an integer >= 1, got 0"),
@@ -212,3 +215,74 @@ def test_section_errors_name_file_line_table_and_key(tmp_path):
     cfg = load_config(write(tmp_path, '[run]\nname = "a"\n[model]\ndim = 1\n[model.encoder]\ndepht = 3\n'))
     with pytest.raises(ConfigError, match=r"cfg\.toml:6:1: unknown key 'depht' in \[model\.encoder\]; did you mean 'depth'\?"):
         cfg.section("model", ModelCfg)
+
+
+# ---- non-finite, out-of-range and wrong-kind values (issue 14.3): each a positioned ConfigError
+
+
+@pytest.mark.parametrize(
+    "table, line, expected",
+    [
+        ("optim", "lr = inf", "optim.lr: expected a finite positive number, got inf"),
+        ("optim", "lr = nan", "optim.lr: expected a finite positive number, got nan"),
+        ("optim", "weight_decay = inf", "optim.weight_decay: expected a finite number >= 0, got inf"),
+        ("optim", "clip = inf", "optim.clip: expected a finite number >= 0 (0 turns clipping off), got inf"),
+        ("optim", "betas = [nan, 0.9]", "optim.betas[0]: expected a number in [0, 1), got nan"),
+        ("optim", "warmup = -inf", "optim.warmup: expected a fraction in [0, 1], got -inf"),
+        ("run", 'device = "gpu0"', 'run.device: expected "cpu", "cuda", "cuda:N" or "mps", got "gpu0"'),
+        ("run", 'device = "meta"', 'run.device: expected "cpu", "cuda", "cuda:N" or "mps", got "meta"'),
+        ("run", "seed = -1", "run.seed: expected an integer in [0, 2**63), got -1"),
+        ("run", "threads = 0", "run.threads: expected a number of threads in [1, 1024], got 0"),
+        ("run", "threads = 1000000000", "run.threads: expected a number of threads in [1, 1024], got 1000000000"),
+        ("run", 'out_dir = ""', 'run.out_dir: expected a folder path, got ""'),
+        ("run", 'out_dir = "a\\u0000b"', 'run.out_dir: expected a folder path, got "a\\u0000b"'),
+    ],
+)
+def test_non_finite_and_out_of_range_values_name_the_key(tmp_path, table, line, expected):
+    text = f'[run]\nname = "a"\n[{table}]\n{line}\n' if table != "run" else f'[run]\nname = "a"\n{line}\n'
+    msg = error_of(tmp_path, text)
+    row = 4 if table != "run" else 3
+    assert msg == f"{tmp_path / 'cfg.toml'}:{row}:1: {expected}"
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda", "cuda:1", "mps"])
+def test_device_names_are_checked_for_spelling_only_at_load(tmp_path, device):
+    # whether this machine has the device is the trainer's question (tests/lm/test_train.py)
+    assert load_config(write(tmp_path, f'[run]\nname = "a"\ndevice = "{device}"\n')).run.device == device
+
+
+@given(lr=st.floats(allow_nan=True, allow_infinity=True, width=64))
+@settings(max_examples=200, deadline=None)
+def test_any_learning_rate_is_accepted_exactly_when_finite_and_positive(lr):
+    ok = math.isfinite(lr) and lr > 0
+    try:
+        cfg = Config.from_dict({"run": {"name": "a"}, "optim": {"lr": lr}})
+    except ConfigError as err:
+        assert not ok and str(err).startswith("optim.lr: expected a finite positive number, got ")
+    else:
+        assert ok and cfg.optim.lr == lr and Config.from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize(
+    "name, what", [("g.fsg", "an FSG grammar"), ("g.pcfg", "a PCFG"), ("b.regex", "a regex bank"), ("l.lex", "a lexicon"),
+                   ("x.safetensors", "a compiled artifact"), ("last.pt", "a checkpoint")],
+)
+def test_a_grammar_or_artifact_given_as_config_says_what_it_is(tmp_path, name, what):
+    path = write(tmp_path, '[run]\nname = "a"\n', name)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: expected a TOML config (.toml), got {what}"
+
+
+def test_a_folder_given_as_config(tmp_path):
+    with pytest.raises(ConfigError, match=r": expected a TOML config \(\.toml\), got a folder$"):
+        load_config(tmp_path)
+
+
+def test_config_error_is_positioned_at_any_key(tmp_path):
+    cfg = load_config(write(tmp_path, '[run]\nname = "a"\n[data]\n  grammar = "x.pcfg"\n'))
+    err = cfg.error("data.grammar", "expected an .fsg grammar")
+    assert str(err) == f"{tmp_path / 'cfg.toml'}:4:3: data.grammar: expected an .fsg grammar"
+    assert (err.line, err.col, err.key) == (4, 3, "data.grammar")
+    assert str(cfg.error("model.dim", "absent")) == f"{tmp_path / 'cfg.toml'}: model.dim: absent"  # not in the file
+    assert str(Config.from_dict({"run": {"name": "a"}}).error("run.device", "no GPU")) == "run.device: no GPU"

@@ -589,3 +589,37 @@ def test_an_interrupt_says_where_the_checkpoint_is_and_how_to_resume(tmp_path):
         train(tiny_config(tmp_path, name="early"), callbacks=[ctrl_c(3)])
     assert train(cfg, resume=True).resumed_from == 5
 
+
+
+# ---------------------------------------------------------------- config errors the trainer finds (issue 14.3)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_on_a_machine_without_it_is_a_positioned_config_error(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text(f'[run]\nname = "a"\nout_dir = "{tmp_path}"\ndevice = "cuda"\ntask = "nowhere.at_all:make"\n')
+    with pytest.raises(ConfigError) as info:  # before the task is even imported
+        train_from_file(toml)
+    assert str(info.value) == f"""{toml}:4:1: run.device: 'cuda' is not available here (no CUDA device, or a CPU build of torch); use "cpu\""""
+    config = Config.from_dict(tiny_config(tmp_path, run__device="cuda:0"))
+    with pytest.raises(ConfigError, match=r"^run\.device: 'cuda:0' is not available here"):
+        Trainer(config, TinyTask(config))
+
+
+def test_an_out_dir_under_a_regular_file_is_a_positioned_config_error(tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    toml = tmp_path / "run.toml"
+    toml.write_text(f'[run]\nname = "a"\n  out_dir = "{tmp_path / "afile" / "runs"}"\ntask = "nowhere.at_all:make"\n')
+    with pytest.raises(ConfigError) as info:
+        train_from_file(toml)
+    assert str(info.value) == (
+        f"{toml}:3:3: run.out_dir: cannot create the run folder {tmp_path / 'afile' / 'runs' / 'a'}: "
+        f"{tmp_path / 'afile'} is a file, not a folder"
+    )
+    # the trainer itself (a config built in code) says the same at the key, whatever the OS error
+    config = Config.from_dict(tiny_config(tmp_path / "afile" / "runs"))
+    with pytest.raises(ConfigError, match=r"^run\.out_dir: cannot create the run folder .*afile/runs/tiny: Not a directory$"):
+        Trainer(config, TinyTask(config)).fit()
+    config = Config.from_dict(tiny_config(tmp_path, name="afile"))  # the run folder itself is a file
+    with pytest.raises(ConfigError, match=r"^run\.out_dir: cannot create the run folder .*afile: File exists$"):
+        Trainer(config, TinyTask(config)).fit()
