@@ -28,6 +28,14 @@ Plug-in points, so variants need no edit here:
   so one batch format feeds the baseline and the fused model alike.
 * ``heads``: ``{name: nn.Module}``, each called on the final hidden states (B, L, D);
   their outputs come back in ``LMOutput.extras[name]``.
+
+Incremental decoding: ``cache = model.new_cache(B)``, then ``model(ids, cache=cache)``
+reads the next positions only — ``ids`` (B, T) are positions ``cache.length ..
+cache.length + T - 1`` — and appends their keys and values to ``cache``, so every step
+costs one position, not the whole prefix. Positions (sinusoidal or rotary) start at
+``cache.length``; per-position adapter inputs (``features=``) cover the new positions
+only, per-sentence ones (``control=``) are given whole. The logits equal a full
+forward's (tests/lm/test_model.py checks it to 1e-5).
 """
 
 from __future__ import annotations
@@ -128,6 +136,48 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
 
+# ---------------------------------------------------------------------- key/value cache
+class LayerCache:
+    """One layer's keys and values for incremental decoding: (B, H, length, hd) each."""
+
+    def __init__(self, keys: Tensor, values: Tensor):
+        self.keys, self.values = keys, values
+
+    @property
+    def length(self) -> int:
+        return self.keys.shape[2]
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append the new positions' k, v (B, H, T, hd); return every position's (B, H, length, hd)."""
+        self.keys, self.values = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
+        return self.keys, self.values
+
+
+@dataclass
+class KVCache:
+    """The keys and values of every layer for the positions read so far (see the module
+    docstring). Make one with :meth:`CausalLM.new_cache`."""
+
+    layers: list[LayerCache]
+
+    @property
+    def length(self) -> int:
+        """How many positions the cache holds (the position of the next token)."""
+        return self.layers[0].length if self.layers else 0
+
+    def select(self, rows: Tensor) -> "KVCache":
+        """A cache of the given rows (B',) only, e.g. to drop finished rows."""
+        return KVCache([LayerCache(layer.keys.index_select(0, rows), layer.values.index_select(0, rows)) for layer in self.layers])
+
+
+def attention_mask(new: int, total: int, device: torch.device) -> Tensor | None:
+    """(new, total) bool: the query of the i-th new position (position total - new + i)
+    may see keys 0 .. total - new + i; None when every query sees every key."""
+    if new == 1:
+        return None
+    return torch.ones(new, total, dtype=torch.bool, device=device).tril(diagonal=total - new)
+
+
 # ---------------------------------------------------------------------- blocks
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention: x (B, L, D) -> (B, L, D)."""
@@ -140,14 +190,21 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: Tensor, rotary: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    def forward(self, x: Tensor, rotary: tuple[Tensor, Tensor] | None = None, cache: LayerCache | None = None) -> Tensor:
+        """x (B, L, D) are the new positions; with a ``cache`` they follow the cached ones
+        (whose keys and values are reused, and the new ones appended)."""
         B, L, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=-1)
         q, k, v = (t.view(B, L, self.n_heads, D // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, L, hd)
         if rotary is not None:
             cos, sin = rotary
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        past = 0 if cache is None else cache.length
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, H, past + L, hd): cached positions, then the new ones
+        mask = attention_mask(L, past + L, x.device) if past else None
+        dropout = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=not past)
         y = y.transpose(1, 2).reshape(B, L, D)
         return self.resid_dropout(self.proj(y))
 
@@ -175,8 +232,8 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
 
-    def forward(self, x: Tensor, rotary: tuple[Tensor, Tensor] | None = None) -> Tensor:
-        x = x + self.attn(self.ln1(x), rotary)
+    def forward(self, x: Tensor, rotary: tuple[Tensor, Tensor] | None = None, cache: LayerCache | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), rotary, cache)
         return x + self.mlp(self.ln2(x))
 
 
@@ -227,29 +284,41 @@ class CausalLM(nn.Module):
         """Scaled token embeddings: ids (B, L) -> (B, L, D)."""
         return self.tok_emb(ids) * math.sqrt(self.config.d_model)
 
-    def forward(self, ids: Tensor, **inputs: Any) -> LMOutput:
+    def new_cache(self, batch_size: int, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> KVCache:
+        """An empty :class:`KVCache` for ``batch_size`` rows."""
+        c, ref = self.config, self.tok_emb.weight
+        empty = lambda: torch.zeros(batch_size, c.n_heads, 0, c.head_dim, device=device or ref.device, dtype=dtype or ref.dtype)  # noqa: E731
+        return KVCache([LayerCache(empty(), empty()) for _ in range(c.n_layers)])
+
+    def forward(self, ids: Tensor, cache: KVCache | None = None, **inputs: Any) -> LMOutput:
         """ids (B, L) long -> :class:`LMOutput` (logits (B, L, V), hidden (B, L, D), extras).
 
         ``inputs`` (e.g. ``features=`` (B, L, F), ``control=`` (B, C)) go to the adapter
-        as keyword arguments; without an adapter they are ignored."""
+        as keyword arguments; without an adapter they are ignored. With a ``cache``, ``ids``
+        are the positions after the cached ones (see the module docstring) and the
+        outputs are theirs only."""
         B, L = ids.shape
-        if L > self.config.max_len:
-            raise ConfigError(f"sequence length {L} exceeds LMConfig.max_len={self.config.max_len}")
+        start = 0 if cache is None else cache.length
+        if start + L > self.config.max_len:
+            raise ConfigError(f"sequence length {start + L} exceeds LMConfig.max_len={self.config.max_len}")
         x = self.embed(ids)  # (B, L, D)
         if self.adapter is not None:
             x = self.adapter(x, **inputs)
         rotary = None
         if self.config.positions == "sinusoidal":
-            x = x + self.pos_table[:L]
+            x = x + self.pos_table[start : start + L]
         else:
-            rotary = (self.rope_cos[:L], self.rope_sin[:L])
+            rotary = (self.rope_cos[start : start + L], self.rope_sin[start : start + L])
         x = self.drop(x)
-        for block in self.blocks:
-            x = block(x, rotary)
+        for i, block in enumerate(self.blocks):
+            x = block(x, rotary, None if cache is None else cache.layers[i])
         hidden = self.ln_f(x)
         logits = self.lm_head(hidden)  # (B, L, V)
         extras = {name: head(hidden) for name, head in self.heads.items()}
         return LMOutput(logits=logits, hidden=hidden, extras=extras)
 
 
-__all__ = ["Block", "CausalLM", "CausalSelfAttention", "LMConfig", "LMOutput", "MLP", "apply_rotary", "rotary_tables", "sinusoidal_table"]
+__all__ = [
+    "Block", "CausalLM", "CausalSelfAttention", "KVCache", "LMConfig", "LMOutput", "LayerCache", "MLP",
+    "apply_rotary", "attention_mask", "rotary_tables", "sinusoidal_table",
+]

@@ -206,3 +206,55 @@ def test_baseline_ignores_extra_inputs():
     model = CausalLM(small()).eval()
     ids = torch.randint(1, V, (2, 5))
     assert torch.equal(model(ids, features=torch.rand(2, 5, 4)).logits, model(ids).logits)
+
+
+# ---------------------------------------------------------------------- key/value cache
+def _incremental_logits(model, ids, splits, **inputs):
+    """Logits of ids (B, L) read in chunks of the given sizes through one KV cache."""
+    cache = model.new_cache(ids.shape[0])
+    outs, at = [], 0
+    for size in splits:
+        chunk = {k: (v[:, at : at + size] if k == "features" else v) for k, v in inputs.items()}
+        outs.append(model(ids[:, at : at + size], cache=cache, **chunk).logits)
+        at += size
+    assert cache.length == ids.shape[1]
+    return torch.cat(outs, dim=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("positions", ["sinusoidal", "rotary"])
+@pytest.mark.parametrize("fusion", [False, True])
+def test_incremental_decoding_equals_the_full_forward(dtype, positions, fusion):
+    from neurosym.lm.fusion import build_fusion_lm
+
+    torch.manual_seed(3)
+    cfg = small(positions)
+    B, L, F, C = 3, 17, 5, 2
+    model = (build_fusion_lm(cfg, F, n_control=C) if fusion else CausalLM(cfg)).to(dtype).eval()
+    ids = torch.randint(1, V, (B, L))
+    inputs = {"features": torch.rand(B, L, F, dtype=dtype), "control": torch.rand(B, C, dtype=dtype)} if fusion else {}
+    with torch.no_grad():
+        full = model(ids, **inputs).logits
+        one_by_one = _incremental_logits(model, ids, [1] * L, **inputs)
+        prefill_then_steps = _incremental_logits(model, ids, [6, 1, 1, 4, 5], **inputs)
+    assert full.dtype == one_by_one.dtype == dtype
+    assert (one_by_one - full).abs().max() < 1e-5
+    assert (prefill_then_steps - full).abs().max() < 1e-5
+
+
+def test_cache_rows_can_be_selected_and_length_is_checked():
+    torch.manual_seed(4)
+    model = CausalLM(small("rotary")).eval()
+    ids = torch.randint(1, V, (4, 10))
+    with torch.no_grad():
+        full = model(ids).logits
+        cache = model.new_cache(4)
+        model(ids[:, :6], cache=cache)
+        kept = cache.select(torch.tensor([2, 0]))
+        step = model(ids[[2, 0], 6:], cache=kept).logits
+    assert kept.length == 10 and cache.length == 6
+    assert (step - full[[2, 0], 6:]).abs().max() < 1e-5
+    cache = model.new_cache(1)
+    model(torch.ones(1, 24, dtype=torch.long), cache=cache)
+    with pytest.raises(ConfigError, match="sequence length 25 exceeds LMConfig.max_len=24"):
+        model(torch.ones(1, 1, dtype=torch.long), cache=cache)
