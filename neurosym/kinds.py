@@ -15,24 +15,19 @@ type, and :mod:`neurosym.compile.artifact` holds one codec per type.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neurosym import report
-from neurosym.compile.artifact import artifact_kind, load_artifact
-from neurosym.compile.automaton import Automaton
-from neurosym.compile.fsg import load_fsg
-from neurosym.compile.lexicon import FeatureBank, load_lexicon
-from neurosym.compile.pcfg import RuleTensors, load_pcfg
-from neurosym.compile.pcfg_check import check_pcfg
-from neurosym.compile.pcfg_sample import sample_trees
-from neurosym.compile.regex import Limits, RegexBank, load_regex
-from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.dsl.pcfg import read_pcfg
+from neurosym.compile.regex import Limits, load_regex
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
+
+# Each kind's compiler, reports and artifact codecs are imported when a file of that kind
+# is met (``# lazy`` below): `neurosym check x.regex` loads neither the FSG, PCFG and
+# lexicon compilers nor safetensors.
 
 
 @dataclass(frozen=True)
@@ -72,26 +67,60 @@ class Kind:
 
 
 # ---------------------------------------------------------------------- summaries
+def _is(obj: Any, module: str, name: str) -> bool:
+    """``isinstance(obj, module.name)``, without importing ``module``: an object of a class
+    whose module was never imported cannot be an instance of it."""
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(obj, getattr(loaded, name))
+
+
 def summary(obj: Any) -> dict:
     """Sizes of any compiled object, its kind and a one-line ``what``."""
-    if isinstance(obj, RegexBank):
+    if _is(obj, "neurosym.compile.regex", "RegexBank"):
         out = {"kind": "regex", "patterns": len(obj), "states": int(obj.offsets[-1]), "vocab_size": len(obj.vocab)}
         out["what"] = f"{out['patterns']} patterns, {out['states']} states"
-    elif isinstance(obj, WeightedAutomaton):
+    elif _is(obj, "neurosym.compile.weighted", "WeightedAutomaton"):
         out = {"kind": "fsg", "states": obj.num_states, "vocab_size": len(obj.vocab), "ppl_floor": obj.entropy().ppl_floor}
         out["what"] = f"{out['states']} states, {out['vocab_size']} tokens, perplexity floor {out['ppl_floor']:.4g}"
-    elif isinstance(obj, RuleTensors):
+    elif _is(obj, "neurosym.compile.pcfg", "RuleTensors"):
         out = {"kind": "pcfg", "nonterminals": obj.N, "preterminals": obj.T, "vocab_size": len(obj.vocab)}
         out["what"] = f"CNF with {obj.N} nonterminals, {obj.T} preterminals, {len(obj.vocab)} tokens"
-    elif isinstance(obj, FeatureBank):
+    elif _is(obj, "neurosym.compile.lexicon", "FeatureBank"):
         out = {"kind": "lexicon", "features": len(obj.names), "vocab_size": len(obj.vocab), "roles": obj.roles}
         out["what"] = f"{len(obj.names)} feature columns over {len(obj.vocab)} tokens"
-    elif isinstance(obj, Automaton):
+    elif _is(obj, "neurosym.compile.automaton", "Automaton"):
         out = {"kind": "automaton", "patterns": 1, "states": obj.num_states, "vocab_size": len(obj.vocab)}
         out["what"] = f"{obj.num_states} states"
     else:
         raise NeurosymError(f"no summary for a {type(obj).__name__}")
     return out
+
+
+# ---------------------------------------------------------------------- per-kind loaders
+def _load_fsg(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
+    from neurosym.compile.fsg import load_fsg  # lazy: only .fsg files need the FSG compiler
+
+    return load_fsg(path, vocab, limits)
+
+
+def _load_pcfg(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
+    from neurosym.compile.pcfg import load_pcfg  # lazy: only .pcfg files need the PCFG compiler
+
+    return load_pcfg(path, vocab, limits)
+
+
+def _load_lexicon(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
+    from neurosym.compile.lexicon import load_lexicon  # lazy: only .lex files need the lexicon compiler
+
+    return load_lexicon(path, vocab, limits)
+
+
+def _load_artifact(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
+    from neurosym.compile.artifact import load_artifact  # lazy: safetensors and every codec, for artifacts only
+
+    if vocab is not None:
+        raise NeurosymError(f"{path}: a compiled artifact keeps its own vocabulary; pass no vocab")
+    return load_artifact(path)
 
 
 # ---------------------------------------------------------------------- per-kind reports
@@ -102,6 +131,8 @@ def _no_drawing(draw: Path | None, what: str) -> None:
 
 
 def _inspect_bank(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
+    from neurosym import report  # lazy: the reports import every compiler
+
     bank = report.load_any(path, max_states=o.limits.max_states, time_limit=o.limits.time_limit)
     unknown = [n for n in o.names if n not in bank.patterns]
     if unknown:
@@ -112,28 +143,42 @@ def _inspect_bank(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None
 
 
 def _inspect_fsg(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
+    from neurosym import report  # lazy: the reports import every compiler
+
     r = report.describe_fsg(path, o.limits, o.samples, o.seed)
     drawn = report.draw_fsg(path, o.draw) if o.draw is not None else None
     return r, report.format_fsg(r), drawn
 
 
 def _inspect_pcfg(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
+    from neurosym import report  # lazy: the reports import every compiler
+
     _no_drawing(o.draw, "a PCFG")
     r = report.describe_pcfg(path, o.samples, o.seed)
     return r, report.format_pcfg(r), None
 
 
 def _inspect_lexicon(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
+    from neurosym import report  # lazy: the reports import every compiler
+
     _no_drawing(o.draw, "a lexicon")
     r = report.describe_lexicon(path, list(o.words) or None)
     return r, report.format_lexicon(r), None
 
 
 def _inspect_artifact(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
-    if artifact_kind(path) in ("pcfg", "features"):
+    from neurosym import report  # lazy: the reports import every compiler
+    from neurosym.compile.artifact import artifact_kind  # lazy: safetensors and every codec, for artifacts only
+
+    kind = artifact_kind(path)
+    if kind in ("pcfg", "features"):
         _no_drawing(o.draw, "a PCFG or lexicon artifact")
         r = report.describe_artifact(path, o.samples, o.seed)
         return r, report.format_artifact(r), None
+    if kind == "fsg":
+        _no_drawing(o.draw, "an FSG artifact (draw its source grammar)")
+        r = report.describe_fsg_artifact(path, o.samples, o.seed)
+        return r, report.format_fsg(r), None
     return _inspect_bank(path, o)
 
 
@@ -150,11 +195,15 @@ def _sample_regex(path: Path, o: SampleOptions) -> list[str]:
 
 
 def _sample_fsg(path: Path, o: SampleOptions) -> list[str]:
-    auto = load_fsg(path, None, o.limits)
+    auto = _load_fsg(path, None, o.limits)
     return [" ".join(auto.vocab.tokens[i] for i in s) for s in auto.sample(o.n, max_len=o.max_len, seed=o.seed)]
 
 
 def _sample_pcfg(path: Path, o: SampleOptions) -> list[str]:
+    from neurosym.compile.pcfg_check import check_pcfg  # lazy: only .pcfg files need the PCFG checks
+    from neurosym.compile.pcfg_sample import sample_trees  # lazy: only .pcfg files need the PCFG sampler
+    from neurosym.dsl.pcfg import read_pcfg  # lazy: only .pcfg files need the PCFG parser
+
     grammar = read_pcfg(path)
     check_pcfg(grammar, strict=True)
     drawn = sample_trees(grammar, o.n, seed=o.seed, max_len=o.max_len, limits=o.limits)
@@ -168,17 +217,11 @@ def _cannot_sample(why: str) -> Callable[[Path, SampleOptions], list[str]]:
     return sample
 
 
-def _load_artifact(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
-    if vocab is not None:
-        raise NeurosymError(f"{path}: a compiled artifact keeps its own vocabulary; pass no vocab")
-    return load_artifact(path)
-
-
 KINDS: tuple[Kind, ...] = (
     Kind("regex", ".regex", load_regex, _inspect_bank, _sample_regex),
-    Kind("fsg", ".fsg", load_fsg, _inspect_fsg, _sample_fsg),
-    Kind("pcfg", ".pcfg", load_pcfg, _inspect_pcfg, _sample_pcfg),
-    Kind("lexicon", ".lex", load_lexicon, _inspect_lexicon,
+    Kind("fsg", ".fsg", _load_fsg, _inspect_fsg, _sample_fsg),
+    Kind("pcfg", ".pcfg", _load_pcfg, _inspect_pcfg, _sample_pcfg),
+    Kind("lexicon", ".lex", _load_lexicon, _inspect_lexicon,
          _cannot_sample("a lexicon describes tokens and does not generate sentences; sample its FSG instead")),
     Kind("artifact", ".safetensors", _load_artifact, _inspect_artifact,
          _cannot_sample("sample the source grammar, not its compiled artifact")),

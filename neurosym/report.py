@@ -2,7 +2,7 @@
 JSON-safe dict, and a ``format_*`` that turns it into lines of text; drawings of automata
 and FSGs. Regex banks and automata (states, character classes, samples), FSGs (entropy,
 perplexity floor, cycles), PCFGs (rule counts, consistency, CNF, sample trees), lexicons
-(features, classes, term tables) and PCFG / lexicon artifacts.
+(features, classes, term tables) and FSG / PCFG / lexicon artifacts.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from neurosym.compile.pcfg import format_summary, summary
 from neurosym.compile.pcfg_check import check_pcfg
 from neurosym.compile.pcfg_sample import sample_trees
 from neurosym.compile.regex import Limits, RegexBank, load_regex
+from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import format_lexicon_summary, read_lexicon
 from neurosym.dsl.pcfg import read_pcfg
@@ -197,15 +198,30 @@ def draw_labelled(nodes: list, finals: set, labels: dict[tuple, str], path: str 
 
 # ---------------------------------------------------------------------- FSG
 def describe_fsg(path: str | Path, limits: Limits = Limits(), samples: int = 5, seed: int = 0, max_len: int = 60) -> dict:
-    """Analysis of the state graph, the compiled automaton's size, the exact entropy and
-    perplexity floor of the language, and sample sentences."""
+    """Analysis of the state graph, the compiled automaton's size and cycles, the exact
+    entropy and perplexity floor of the language, and sample sentences."""
     g = read_fsg(path)
     analysis = analyze(g)
     auto = compile_fsg(g, limits=limits)
+    return {"path": str(path), "grammar": analysis.to_dict(), **describe_weighted(auto, samples, seed, max_len)}
+
+
+def describe_fsg_artifact(path: str | Path, samples: int = 5, seed: int = 0, max_len: int = 60) -> dict:
+    """What :func:`describe_fsg` says of the grammar an FSG artifact was compiled from, as
+    far as the compiled automaton knows it: everything but the grammar as written
+    (``grammar`` is None; ``source`` names the grammar file it came from)."""
+    auto = load_artifact(path)
+    if not isinstance(auto, WeightedAutomaton):
+        raise NeurosymError(f"{path}: not an FSG artifact (it holds a {type(auto).__name__})")
+    return {"path": str(path), "grammar": None, "source": auto.source, **describe_weighted(auto, samples, seed, max_len)}
+
+
+def describe_weighted(auto: WeightedAutomaton, samples: int = 5, seed: int = 0, max_len: int = 60) -> dict:
+    """The compiled FSG: states, finals, vocabulary, cyclic components (compiled states),
+    roles, the exact entropy and sample sentences."""
     return {
-        "path": str(path),
-        "grammar": analysis.to_dict(),
-        "automaton": {"states": auto.num_states, "final_states": int(auto.final.sum()), "vocab_size": len(auto.vocab)},
+        "automaton": {"states": auto.num_states, "final_states": int(auto.final.sum()), "vocab_size": len(auto.vocab),
+                      "cyclic_components": auto.cyclic_components()},
         "roles": sorted(auto.role_tables),
         "entropy": auto.entropy().to_dict(),
         "samples": [" ".join(auto.vocab.tokens[i] for i in s) for s in auto.sample(samples, max_len=max_len, seed=seed)],
@@ -213,16 +229,28 @@ def describe_fsg(path: str | Path, limits: Limits = Limits(), samples: int = 5, 
 
 
 def format_fsg(r: dict) -> str:
+    """The FSG report of a grammar file, or of an FSG artifact (``grammar`` None)."""
     g, a, e = r["grammar"], r["automaton"], r["entropy"]
-    lines = [
-        f"{r['path']}: {g['states']} grammar states, {g['arcs']} arcs ({g['eps_arcs']} <eps>), start {g['start']}, finals {', '.join(g['finals'])}",
-        f"  compiled: {a['states']} deterministic states ({a['final_states']} final) over {a['vocab_size']} tokens"
-        + (f"; roles: {', '.join(r['roles'])}" if r["roles"] else ""),
-        "  cycles: " + ("; ".join(" ".join(c) for c in g["cyclic_components"]) if g["cyclic_components"] else "none (finite language)"),
+    compiled = f"{a['states']} deterministic states ({a['final_states']} final) over {a['vocab_size']} tokens" + (
+        f"; roles: {', '.join(r['roles'])}" if r["roles"] else "")
+    if g is not None:
+        lines = [
+            f"{r['path']}: {g['states']} grammar states, {g['arcs']} arcs ({g['eps_arcs']} <eps>), start {g['start']}, finals {', '.join(g['finals'])}",
+            f"  compiled: {compiled}",
+            "  cycles: " + ("; ".join(" ".join(c) for c in g["cyclic_components"]) if g["cyclic_components"] else "none (finite language)"),
+        ]
+    else:
+        cycles = a["cyclic_components"]
+        lines = [
+            f"{r['path']}: compiled FSG" + (f" (from {r['source']})" if r.get("source") else ""),
+            f"  compiled: {compiled}",
+            "  cycles: " + ("; ".join("states " + " ".join(map(str, c)) for c in cycles) if cycles else "none (finite language)"),
+        ]
+    lines += [
         f"  entropy: {e['per_sentence']:.6g} nats ({e['per_sentence_bits']:.6g} bits) per sentence; expected length {e['expected_length']:.6g} tokens",
         f"  per token: {e['per_token']:.6g} nats -> perplexity floor {e['ppl_floor']:.6g} ({e['ppl_floor_with_eos']:.6g} counting an end-of-sentence token)",
     ]
-    lines += [f"  warning: {w}" for w in g["warnings"]]
+    lines += [f"  warning: {w}" for w in (g["warnings"] if g is not None else [])]
     lines.append("  samples:")
     lines += [f"    {s}" for s in r["samples"]]
     return "\n".join(lines)

@@ -2,9 +2,11 @@
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 import neurosym
@@ -131,3 +133,64 @@ def test_compile_and_inspect_artifacts_of_every_kind(runner, tmp_path, source, w
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     r = run(runner, "inspect", out)
     assert str(out) in r.output or "bank:" in r.output
+
+
+CYCLIC = "%start S\nS A 'a' 0.5\nS A 'c' 0.25\nA S 'b' 1.0\nS 0.25\n"
+
+
+@pytest.mark.parametrize("text", [None, CYCLIC])
+def test_inspect_of_an_fsg_artifact_shows_what_its_source_shows(runner, tmp_path, text):
+    source = CLAUSE if text is None else tmp_path / "cyc.fsg"
+    if text is not None:
+        source.write_text(text)
+    out = tmp_path / "g.safetensors"
+    run(runner, "compile", source, "-o", out)
+    src = json.loads(run(runner, "inspect", "--json", "--samples", 7, "--seed", 3, source).output)
+    art = json.loads(run(runner, "inspect", "--json", "--samples", 7, "--seed", 3, out).output)
+    assert art["grammar"] is None and art["source"] == str(source)
+    for key in ("automaton", "roles", "entropy", "samples"):
+        assert art[key] == src[key], key
+    assert len(art["samples"]) == 7
+    # the compiled automaton has a cycle exactly when the grammar as written has one
+    assert bool(art["automaton"]["cyclic_components"]) == bool(src["grammar"]["cyclic_components"])
+    text_src, text_art = run(runner, "inspect", source).output, run(runner, "inspect", out).output
+    for line in ("compiled:", "entropy:", "per token:", "samples:"):
+        assert [x for x in text_src.splitlines() if line in x] == [x for x in text_art.splitlines() if line in x]
+    assert ("cycles: none (finite language)" in text_art) == (text is None)
+    assert "cycles: states 0 1" in text_art or text is None
+    r = run(runner, "inspect", out, "--draw", tmp_path / "x.dot", code=2)
+    assert "draw its source grammar" in r.output
+
+
+@pytest.mark.parametrize("source", [CLAUSE, ARITH, SENTIMENT, ROOT / "grammars" / "dates.regex"])
+def test_neurosym_load_of_an_artifact_returns_the_compiled_object(runner, tmp_path, source):
+    out = tmp_path / "a.safetensors"
+    run(runner, "compile", source, "-o", out)
+    compiled, loaded = neurosym.load(source), neurosym.load(out)
+    assert type(loaded) is type(compiled)
+    assert loaded.vocab.tokens == compiled.vocab.tokens
+    for name in ("delta", "final", "log_probs", "final_log_probs", "root", "binary", "emit", "table", "offsets", "weights"):
+        if hasattr(compiled, name):
+            assert torch.equal(getattr(loaded, name), getattr(compiled, name)), name
+    with pytest.raises(neurosym.NeurosymError, match="keeps its own vocabulary"):
+        neurosym.load(out, vocab=compiled.vocab)
+
+
+def test_normalize_with_huge_weights_check_inspect_and_sample_agree_without_warnings(runner, tmp_path):
+    """Issue 14.3: `check` said ok next to a raw RuntimeWarning from `inspect`/`sample`.
+    Weights above 1e300 are a positioned error in every command; weights up to it (and
+    tiny ones beside them) normalise without any warning."""
+    big = tmp_path / "big.fsg"
+    big.write_text("%start S\n%normalize\nS A 'a' 1e308\nS A 'b' 1e308\nA 1.0\n")
+    for command in ("check", "inspect", "sample"):
+        r = run(runner, command, big, code=2)
+        assert f"{big}:3:9: weight 1e308 is out of range" in r.output
+    ok = tmp_path / "ok.fsg"
+    ok.write_text("%start S\n%normalize\nS A 'a' 1e300\nS A 'b' 1e300\nS A 'd' 1e-300\nA B 'c' 1e300\nA 1e-300\nB 1e300\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "ok (" in run(runner, "check", ok).output
+        data = json.loads(run(runner, "inspect", "--json", ok).output)
+        sampled = run(runner, "sample", "-n", 20, ok).output.split("\n")
+    assert data["entropy"]["per_sentence"] == pytest.approx(math.log(2))  # a or b, then c: two equal sentences
+    assert set(s for s in sampled if s) == {"a c", "b c"}

@@ -157,6 +157,18 @@ class WeightedAutomaton(Automaton):
         per_token = H / length if length > 0 else 0.0
         return Entropy(H, length, per_token, math.exp(per_token), math.exp(H / (length + 1.0)))
 
+    def cyclic_components(self) -> list[list[int]]:
+        """The compiled states that lie on a cycle of arcs with positive probability, one
+        sorted list per strongly connected component (ordered by first state); empty when
+        the language is finite."""
+        live = (self.delta >= 0) & (self.log_probs > -math.inf)
+        src, tok = live.nonzero(as_tuple=True)
+        g = nx.DiGraph()
+        g.add_nodes_from(range(self.num_states))
+        g.add_edges_from(zip(src.tolist(), self.delta[src, tok].tolist()))
+        comps = [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1 or g.has_edge(next(iter(c)), next(iter(c)))]
+        return sorted(comps)
+
     # ------------------------------------------------------------------ sampling
     def sample(self, n: int, max_len: int | None = None, seed: int = 0) -> list[list[int]]:
         """``n`` sentences drawn from the grammar's distribution, as token id lists.
