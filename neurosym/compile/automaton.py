@@ -1,9 +1,14 @@
 """`Automaton`: a DFA over the tokens of a `Vocab`, as tensors.
 
-A token-level automaton is made from a character DFA by walking every token's
-surface through it: characters for character and word vocabularies, UTF-8 bytes for
-byte-level vocabularies (so a state may sit in the middle of a character). The walk
-is vectorised over all (state, token) pairs, one token position at a time.
+A token-level automaton is made from a character DFA by walking the vocabulary's trie
+of surfaces through it (:mod:`neurosym.compile.token_index`): characters for character
+and word vocabularies, UTF-8 bytes for byte-level vocabularies (so a state may sit in
+the middle of a character).
+
+The automaton is stored sparsely — each state's arcs as sorted (token, next state)
+pairs — with every state's allowed-token set packed into 32-bit words, so stepping is
+a binary search and a decoding mask one row lookup, whatever the vocabulary's size.
+A dense ``(Q, V)`` table is built only when asked for (:attr:`Automaton.delta`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import networkx as nx
 import numpy as np
 import torch
 
-from neurosym.compile.dfa import OTHER, CharDFA, minimize_table, sample_paths
+from neurosym.compile.dfa import CharDFA, sample_paths
+from neurosym.compile.token_index import WORD_BITS, TokenArcs, token_arcs
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
@@ -22,10 +28,17 @@ from neurosym.vocab import Vocab
 class Automaton:
     """A deterministic automaton over token ids.
 
+    Build one from a dense table (``Automaton(delta, final, vocab)``) or from sparse
+    arcs (:meth:`from_arcs`). Every state of a compiled automaton is live (reachable,
+    and able to reach a final state), so the allowed tokens of a state are exactly those
+    that keep a prefix completable.
+
     Attributes:
-        delta: (Q, V) long tensor of next states, -1 = reject. Every state is live
-            (reachable, and able to reach a final state), so ``delta >= 0`` is exactly
-            the set of tokens that keep a prefix completable.
+        arcs: the :class:`~neurosym.compile.token_index.TokenArcs` (CSR, numpy).
+        keys, targets: (E,) long tensors: arc ``i`` reads token ``keys[i] % V`` in state
+            ``keys[i] // V`` (ascending) and goes to ``targets[i]``.
+        mask_bits: (M, ceil(V / 32)) int32 tensor of distinct allowed-token sets, bit
+            ``v % 32`` of word ``v // 32``; ``mask_row`` (Q,) long picks each state's row.
         start: the start state (always 0).
         final: (Q,) bool tensor.
         vocab: the token vocabulary.
@@ -35,28 +48,61 @@ class Automaton:
 
     def __init__(
         self,
-        delta: torch.Tensor,
+        delta: torch.Tensor | None,
         final: torch.Tensor,
         vocab: Vocab,
         start: int = 0,
         char_dfa: CharDFA | None = None,
         name: str | None = None,
         source: str | None = None,
+        arcs: TokenArcs | None = None,
     ):
-        if delta.dim() != 2 or delta.shape[1] != len(vocab):
-            raise NeurosymError(f"delta must be (Q, {len(vocab)}), got {tuple(delta.shape)}")
-        self.delta = delta.long()
-        self.final = final.bool()
+        if arcs is None:
+            if delta is None or delta.dim() != 2 or delta.shape[1] != len(vocab):
+                shape = None if delta is None else tuple(delta.shape)
+                raise NeurosymError(f"delta must be (Q, {len(vocab)}), got {shape}")
+            arcs = TokenArcs.from_dense(delta.long().cpu().numpy(), final.bool().cpu().numpy())
+        elif arcs.num_tokens != len(vocab):
+            raise NeurosymError(f"arcs are over {arcs.num_tokens} tokens, the vocabulary has {len(vocab)}")
+        self.arcs = arcs
+        self._delta = None if delta is None else delta.long()
+        V = max(arcs.num_tokens, 1)
+        self.keys = torch.from_numpy(arcs.sources * V + arcs.tokens)
+        self.targets = torch.from_numpy(arcs.targets)
+        bits, row = arcs.packed_masks()
+        self.mask_bits = torch.from_numpy(bits)
+        self.mask_row = torch.from_numpy(row)
+        self.final = torch.from_numpy(arcs.final) if final is None else final.bool()
         self.vocab = vocab
         self.start = start
         self.char_dfa = char_dfa
         self.name = name
         self.source = source
 
+    @classmethod
+    def from_arcs(cls, arcs: TokenArcs, vocab: Vocab, **kwargs) -> "Automaton":
+        """An automaton from sparse arcs (no dense table is built)."""
+        return cls(None, torch.from_numpy(arcs.final), vocab, arcs=arcs, **kwargs)
+
     # ------------------------------------------------------------------ shape
     @property
     def num_states(self) -> int:
-        return self.delta.shape[0]
+        return self.arcs.num_states
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.arcs.tokens)
+
+    @property
+    def delta(self) -> torch.Tensor:
+        """(Q, V) long tensor of next states, -1 = reject; built on first use (Q*V*8 bytes)."""
+        if self._delta is None:
+            self._delta = torch.from_numpy(self.arcs.dense())
+        return self._delta
+
+    def index_bytes(self) -> int:
+        """Bytes held by the sparse index and the packed masks (not the optional dense table)."""
+        return sum(t.numel() * t.element_size() for t in (self.keys, self.targets, self.mask_bits, self.mask_row, self.final))
 
     def __repr__(self) -> str:
         label = f"{self.name}: " if self.name else ""
@@ -75,10 +121,9 @@ class Automaton:
 
     def accepts(self, tokens: str | bytes | Sequence[int] | torch.Tensor) -> bool:
         """Whether the whole token sequence (ids, or text to encode) is accepted."""
-        state = self.start
-        delta = self.delta
+        state = torch.tensor(self.start)
         for t in self.ids(tokens):
-            state = int(delta[state, t])
+            state = self.step(state, torch.tensor(t))
             if state < 0:
                 return False
         return bool(self.final[state])
@@ -94,24 +139,36 @@ class Automaton:
         return out
 
     def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """Next states (...) for states (...) and tokens (...); -1 stays -1."""
-        nxt = self.delta[states.clamp(min=0), tokens]
-        return torch.where(states < 0, states, nxt)
+        """Next states (...) for states (...) and tokens (...); -1 stays -1, and an
+        unknown token (outside ``0..V-1``) rejects."""
+        V = max(self.arcs.num_tokens, 1)
+        states, tokens = torch.as_tensor(states, dtype=torch.long), torch.as_tensor(tokens, dtype=torch.long)
+        keys = self.keys.to(states.device)
+        if keys.numel() == 0:
+            return torch.full_like(torch.broadcast_tensors(states, tokens)[0], -1)
+        want = states.clamp(min=0) * V + tokens
+        pos = torch.searchsorted(keys, want).clamp(max=keys.numel() - 1)
+        hit = (keys[pos] == want) & (states >= 0) & (tokens >= 0) & (tokens < V)
+        return torch.where(hit, self.targets.to(states.device)[pos], torch.full_like(want, -1))
+
+    def mask_words(self, states: torch.Tensor) -> torch.Tensor:
+        """Allowed next tokens, packed: states (...) -> (..., ceil(V / 32)) int32 (a row
+        gather; all zero after -1)."""
+        words = self.mask_bits.to(states.device)[self.mask_row.to(states.device)[states.clamp(min=0)]]
+        return torch.where((states >= 0).unsqueeze(-1), words, torch.zeros_like(words))
 
     def mask(self, states: torch.Tensor) -> torch.Tensor:
         """Allowed next tokens: states (...) -> (..., V) bool; nothing is allowed after -1."""
-        allowed = self.delta[states.clamp(min=0)] >= 0
-        return allowed & (states >= 0).unsqueeze(-1)
+        return unpack_bits(self.mask_words(states), self.arcs.num_tokens)
 
     def log_transitions(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Dense (Q, Q, V) transition log-weights: 0 on arcs, -inf elsewhere.
 
         Memory is Q*Q*V: fine for character vocabularies, large for a 32k BPE vocabulary.
         """
-        Q, V = self.delta.shape
+        Q, V = self.num_states, self.arcs.num_tokens
         out = torch.full((Q, Q, V), float("-inf"), dtype=dtype)
-        src, tok = (self.delta >= 0).nonzero(as_tuple=True)
-        out[src, self.delta[src, tok], tok] = 0.0
+        out[torch.from_numpy(self.arcs.sources), self.targets, torch.from_numpy(self.arcs.tokens)] = 0.0
         return out
 
     # ------------------------------------------------------------------ analysis
@@ -121,9 +178,7 @@ class Automaton:
         g = nx.MultiDiGraph(name=self.name or "automaton")
         for q in range(self.num_states):
             g.add_node(q, final=bool(self.final[q]), start=q == self.start)
-        d = self.delta.numpy()
-        src, tok = np.nonzero(d >= 0)
-        dst = d[src, tok]
+        src, tok, dst = self.arcs.sources, self.arcs.tokens, self.arcs.targets
         groups: dict[tuple[int, int], list[int]] = {}
         for s, t, k in zip(src.tolist(), dst.tolist(), tok.tolist()):
             groups.setdefault((s, t), []).append(k)
@@ -147,58 +202,17 @@ def _token_label(vocab: Vocab, toks: list[int], limit: int = 6) -> str:
     return " ".join(repr(s)[1:-1] if len(s) == 1 else s for s in shown) + more
 
 
-# ---------------------------------------------------------------------- token walking
+# ---------------------------------------------------------------------- bit masks
+def unpack_bits(words: torch.Tensor, num_tokens: int) -> torch.Tensor:
+    """Packed masks (..., W) int32 -> (..., num_tokens) bool (bit ``v % 32`` of word ``v // 32``)."""
+    shifts = torch.arange(WORD_BITS, device=words.device, dtype=torch.int32)
+    bits = (words.unsqueeze(-1) >> shifts) & 1
+    return bits.flatten(-2)[..., :num_tokens].bool()
+
+
 def token_delta(dfa: CharDFA, vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
-    """Walk every token through ``dfa``: returns the minimal trim token-level
-    ``(delta (Q, V), final (Q,))`` with start state 0.
-
-    Character and word vocabularies walk characters; byte vocabularies walk UTF-8
-    bytes through :meth:`CharDFA.byte_dfa`. Special tokens reject, except a character
-    vocabulary's ``<unk>``, which stands for "some character not in the vocabulary"
-    and moves wherever all such characters agree.
-    """
-    if vocab.kind == "bytes":
-        trans, final = dfa.byte_dfa()
-        seqs = [list(s) if s is not None else None for s in vocab.surfaces]
-    else:
-        trans, final = dfa.trans, dfa.final
-        seqs = [dfa.partition.classify(s) if s is not None else None for s in vocab.surfaces]
-    delta = walk_sequences(trans, seqs)
-    if vocab.kind == "char" and vocab.unk is not None:
-        delta[:, vocab.unk] = _unknown_char_column(dfa, vocab)
-    delta, final = minimize_table(delta, final)
-    return delta, final
-
-
-def walk_sequences(trans: np.ndarray, seqs: list[list[int] | None]) -> np.ndarray:
-    """Run every symbol sequence from every state: trans (Q, K) -> (Q, V) end states.
-
-    ``None`` sequences (special tokens) reject; an empty sequence stays put. Loops over
-    the longest sequence's length only, never over states or tokens.
-    """
-    Q = trans.shape[0]
-    V = len(seqs)
-    lengths = np.array([len(s) if s is not None else 0 for s in seqs], dtype=np.int64)
-    Lmax = int(lengths.max()) if V else 0
-    sym = np.zeros((V, max(Lmax, 1)), dtype=np.int64)
-    for v, s in enumerate(seqs):
-        if s:
-            sym[v, : len(s)] = s
-    cur = np.repeat(np.arange(Q, dtype=np.int64)[:, None], V, axis=1)  # (Q, V)
-    for i in range(Lmax):
-        active = (lengths > i)[None, :] & (cur >= 0)
-        nxt = trans[np.maximum(cur, 0), sym[None, :, i]]
-        cur = np.where(active, nxt, cur)
-    special = np.array([s is None for s in seqs])
-    cur[:, special] = -1
-    return cur
-
-
-def _unknown_char_column(dfa: CharDFA, vocab: Vocab) -> np.ndarray:
-    """Where ``<unk>`` goes from each state: the common target of every character class
-    a character outside the vocabulary could be in, or -1 if they disagree."""
-    known = {s for s in vocab.surfaces if isinstance(s, str)}
-    classes = {OTHER} | {k for c, k in dfa.partition.class_of.items() if c not in known}
-    cols = dfa.trans[:, sorted(classes)]
-    agree = (cols == cols[:, :1]).all(axis=1)
-    return np.where(agree, cols[:, 0], -1)
+    """The minimal trim token-level DFA of ``dfa`` as a dense ``(delta (Q, V), final (Q,))``
+    (start state 0). Prefer :func:`~neurosym.compile.token_index.token_arcs` for large
+    vocabularies: this table has Q*V entries."""
+    arcs = token_arcs(dfa, vocab)
+    return arcs.dense(), arcs.final

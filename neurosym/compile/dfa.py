@@ -304,26 +304,66 @@ class CharDFA:
         return ["".join(self.partition.example(k, rng) for k in path) for path in paths]
 
     def byte_dfa(self) -> tuple[np.ndarray, np.ndarray]:
-        """The same language over UTF-8 bytes: ``(trans (Qb, 256), final (Qb,))``, start 0.
-
-        States pair a character state with a position inside a multi-byte character,
-        so a byte string may stop mid-character (as byte-level BPE tokens do). Malformed
-        UTF-8 continuations are read as some character outside the alphabet (class 0).
-        """
-        dec_next, dec_emit = _utf8_decoder(self.partition)
-        Nd = dec_next.shape[0]
-        Q = self.num_states
-        q = np.arange(Q)[:, None, None]
-        nxt = dec_next[None]  # (1, Nd, 256)
-        emit = dec_emit[None]
-        after_char = np.where(emit >= 0, self.trans[q, np.maximum(emit, 0)], -1)  # (Q, Nd, 256)
-        trans = np.where(nxt >= 0, q * Nd + nxt, np.where(after_char >= 0, after_char * Nd, -1))
-        final = np.zeros(Q * Nd, dtype=bool)
-        final[np.arange(Q) * Nd] = self.final
-        return minimize_table(trans.reshape(Q * Nd, 256), final)
+        """The same language over UTF-8 bytes as a minimal table: ``(trans (Qb, 256),
+        final (Qb,))``, start 0 (see :class:`ByteView` for the states)."""
+        view = ByteView.of(self)
+        states = np.arange(view.num_states)
+        trans = view.step(states[:, None], np.arange(256)[None, :])
+        return minimize_table(trans, view.final(states))
 
 
-def _utf8_decoder(part: Partition) -> tuple[np.ndarray, np.ndarray]:
+@dataclass
+class ByteView:
+    """A :class:`CharDFA` read byte by byte, without building the product table.
+
+    A byte state ``s = q * Nd + n`` pairs the character state ``q`` with the node ``n``
+    of an incremental UTF-8 decoder (``n = 0``: between characters), so a byte string
+    may stop mid-character (as byte-level BPE tokens do). Malformed UTF-8 continuations
+    are read as some character outside the alphabet (class 0). Start state 0.
+    """
+
+    dfa: CharDFA
+    dec_next: np.ndarray
+    dec_emit: np.ndarray
+    live: np.ndarray  # (Q * Nd,) bool: the character in progress can still be completed
+
+    @classmethod
+    def of(cls, dfa: CharDFA) -> "ByteView":
+        nxt, emit = utf8_decoder(dfa.partition)
+        Nd, K = nxt.shape[0], dfa.trans.shape[1]
+        # completes[n, k]: some byte continuation from decoder node n completes a character of class k
+        completes = np.zeros((Nd, K), dtype=bool)
+        for _ in range(4):  # a UTF-8 character has at most 4 bytes
+            n, b = np.nonzero(emit >= 0)
+            completes[n, emit[n, b]] = True
+            n, b = np.nonzero(nxt >= 0)
+            np.logical_or.at(completes, n, completes[nxt[n, b]])
+        live = ((dfa.trans >= 0).astype(np.int64) @ completes.T.astype(np.int64)) > 0  # (Q, Nd)
+        live[:, 0] = True  # between characters: the character state itself is live
+        return cls(dfa, nxt, emit, live.reshape(-1))
+
+    @property
+    def num_states(self) -> int:
+        return self.dfa.num_states * self.dec_next.shape[0]
+
+    def step(self, states: np.ndarray, byte: np.ndarray) -> np.ndarray:
+        """Next byte states for states and bytes (broadcast; -1 in either gives -1)."""
+        Nd = self.dec_next.shape[0]
+        q, n = states // Nd, states % Nd
+        b = np.maximum(byte, 0)
+        nxt = self.dec_next[n, b]
+        emit = self.dec_emit[n, b]
+        after = np.where(emit >= 0, self.dfa.trans[q, np.maximum(emit, 0)], -1)
+        out = np.where(nxt >= 0, q * Nd + nxt, np.where(after >= 0, after * Nd, -1))
+        ok = (states >= 0) & (byte >= 0) & (out >= 0)
+        return np.where(ok & self.live[np.maximum(out, 0)], out, -1)
+
+    def final(self, states: np.ndarray) -> np.ndarray:
+        Nd = self.dec_next.shape[0]
+        return (states % Nd == 0) & self.dfa.final[states // Nd]
+
+
+def utf8_decoder(part: Partition) -> tuple[np.ndarray, np.ndarray]:
     """An incremental UTF-8 decoder as two (Nd, 256) tables.
 
     ``next[n, b]`` is the decoder node after byte ``b`` mid-character (or -1) and

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 from interegular.patterns import InvalidSyntax, Pattern, Unsupported
 
-from neurosym.compile.automaton import Automaton, token_delta
+from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
 from neurosym.compile.nfa import Builder, Frag
+from neurosym.compile.token_index import token_arcs
 from neurosym.dsl import ir
 from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
 from neurosym.errors import CompileError, SourceError, Span
@@ -129,8 +130,7 @@ def default_vocab(dfas: Iterable[CharDFA]) -> Vocab:
 def to_automaton(dfa: CharDFA, vocab: Vocab | None = None, name: str | None = None, source: str | None = None) -> Automaton:
     """A token-level automaton for ``vocab`` (default: :func:`default_vocab`)."""
     vocab = vocab if vocab is not None else default_vocab([dfa])
-    delta, final = token_delta(dfa, vocab)
-    return Automaton(torch.from_numpy(delta), torch.from_numpy(final), vocab, char_dfa=dfa, name=name, source=source)
+    return Automaton.from_arcs(token_arcs(dfa, vocab), vocab, char_dfa=dfa, name=name, source=source)
 
 
 def compile_regex(

@@ -1,0 +1,436 @@
+"""The token index: which tokens of a vocabulary each DFA state allows, and where they lead.
+
+A token-level automaton is a character (or byte) DFA read through a vocabulary. Rather
+than walking every token from every state (states x tokens x token length), the
+vocabulary is laid out once as a trie of its surfaces (:class:`VocabTrie`), and the trie
+is walked breadth-first from every DFA state at once, carrying only the (state, trie
+node) pairs that are still alive. The cost is the number of live pairs — at most states
+x trie nodes, usually far fewer — with one vectorised step per trie level.
+
+The result is sparse (:class:`TokenArcs`: CSR rows of (token, next state) per state),
+trimmed to the states that are reachable by tokens and can still reach a final state,
+and minimised at the token level. Each state's allowed-token set is also packed into
+32-bit words (``mask_bits``), deduplicated across states (``mask_row``), so a decoding
+mask is one row lookup.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from neurosym.compile.dfa import OTHER, ByteView, CharDFA
+from neurosym.vocab import Vocab
+
+WORD_BITS = 32
+
+
+# ---------------------------------------------------------------------- the vocabulary trie
+@dataclass(frozen=True)
+class VocabTrie:
+    """Every token surface as a path from the root (node 0) of a symbol trie.
+
+    Nodes are numbered level by level, and within a level by (parent, symbol), so the
+    children of a node are contiguous: ``child_start[n]:child_start[n + 1]``.
+
+    Attributes:
+        symbol: (N,) int64 code point (character/word vocabularies) or byte value
+            (byte vocabularies) on the arc into each node; -1 at the root.
+        child_start: (N + 1,) int64 CSR offsets of each node's children.
+        level_start: (D + 2,) int64: nodes of depth d are ``level_start[d]:level_start[d + 1]``.
+        end_start, end_token: CSR from node to the tokens that end there (tokens with
+            equal surfaces share a node; the empty surface ends at the root).
+        special: (V,) bool, tokens with no surface (they never move an automaton).
+    """
+
+    symbol: np.ndarray
+    child_start: np.ndarray
+    level_start: np.ndarray
+    end_start: np.ndarray
+    end_token: np.ndarray
+    special: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.symbol)
+
+
+_TRIES: dict[int, tuple[weakref.ref, VocabTrie]] = {}
+
+
+def vocab_trie(vocab: Vocab) -> VocabTrie:
+    """The trie of ``vocab``'s surfaces (bytes for byte vocabularies, else code points),
+    built once per vocabulary object."""
+    hit = _TRIES.get(id(vocab))
+    if hit is not None and hit[0]() is vocab:
+        return hit[1]
+    trie = build_trie(vocab.surfaces, as_bytes=vocab.kind == "bytes")
+    _TRIES[id(vocab)] = (weakref.ref(vocab, lambda _, key=id(vocab): _TRIES.pop(key, None)), trie)
+    return trie
+
+
+def build_trie(surfaces: list, as_bytes: bool) -> VocabTrie:
+    """Build the trie with one vectorised step per depth (no Python loop over nodes)."""
+    V = len(surfaces)
+    special = np.array([s is None for s in surfaces], dtype=bool)
+    seqs = [b"" if s is None else (bytes(s) if as_bytes else s) for s in surfaces]
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=V)
+    lmax = int(lengths.max()) if V else 0
+    sym = np.full((V, max(lmax, 1)), -1, dtype=np.int64)
+    if as_bytes:
+        flat = np.frombuffer(b"".join(seqs), dtype=np.uint8).astype(np.int64)
+    else:
+        flat = np.fromiter((ord(c) for s in seqs for c in s), dtype=np.int64, count=int(lengths.sum()))
+    rows = np.repeat(np.arange(V), lengths)
+    cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    sym[rows, cols] = flat
+
+    node = np.zeros(V, dtype=np.int64)  # each token's node at the current depth (root = 0)
+    symbols = [np.array([-1], dtype=np.int64)]
+    parents = [np.array([-1], dtype=np.int64)]
+    level_start = [0, 1]
+    end_node = np.where(lengths == 0, 0, -1)
+    n_nodes = 1
+    for d in range(lmax):
+        live = np.nonzero(lengths > d)[0]
+        key = node[live] * 0x200000 + sym[live, d]  # parent-major: children stay contiguous
+        uniq, inv = np.unique(key, return_inverse=True)
+        node[live] = n_nodes + inv.reshape(-1)
+        parents.append(uniq // 0x200000)
+        symbols.append(uniq % 0x200000)
+        ends = live[lengths[live] == d + 1]
+        end_node[ends] = node[ends]
+        n_nodes += len(uniq)
+        level_start.append(n_nodes)
+    parent = np.concatenate(parents)
+    child_count = np.bincount(parent[1:], minlength=n_nodes)
+    child_start = np.concatenate([[0], np.cumsum(child_count)]).astype(np.int64) + 1  # node 0 has no parent
+    end_node[special] = -1
+    order = np.argsort(end_node, kind="stable")
+    order = order[end_node[order] >= 0]
+    end_count = np.bincount(end_node[order], minlength=n_nodes)
+    end_start = np.concatenate([[0], np.cumsum(end_count)]).astype(np.int64)
+    return VocabTrie(np.concatenate(symbols), child_start, np.array(level_start, dtype=np.int64), end_start, order.astype(np.int64), special)
+
+
+# ---------------------------------------------------------------------- sparse token arcs
+@dataclass
+class TokenArcs:
+    """A trim token-level DFA as CSR rows, start state 0.
+
+    Attributes:
+        indptr: (Q + 1,) int64 row offsets; row q holds the arcs leaving state q.
+        tokens: (E,) int64 token ids, ascending within each row.
+        targets: (E,) int64 next states.
+        final: (Q,) bool.
+        num_tokens: V.
+    """
+
+    indptr: np.ndarray
+    tokens: np.ndarray
+    targets: np.ndarray
+    final: np.ndarray
+    num_tokens: int
+
+    @property
+    def num_states(self) -> int:
+        return len(self.final)
+
+    @property
+    def sources(self) -> np.ndarray:
+        """(E,) the source state of every arc."""
+        return np.repeat(np.arange(self.num_states), np.diff(self.indptr))
+
+    @classmethod
+    def from_triples(cls, src: np.ndarray, tok: np.ndarray, dst: np.ndarray, final: np.ndarray, num_tokens: int) -> "TokenArcs":
+        """Arcs in any order (no duplicate (src, tok) pairs) -> CSR."""
+        Q = len(final)
+        order = np.lexsort((tok, src))
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=Q))]).astype(np.int64)
+        return cls(indptr, tok[order].astype(np.int64), dst[order].astype(np.int64), final.astype(bool), num_tokens)
+
+    @classmethod
+    def from_dense(cls, delta: np.ndarray, final: np.ndarray) -> "TokenArcs":
+        """From a (Q, V) table of next states, -1 = reject (not trimmed)."""
+        src, tok = np.nonzero(delta >= 0)
+        return cls.from_triples(src, tok, delta[src, tok], np.asarray(final, dtype=bool), delta.shape[1])
+
+    def dense(self) -> np.ndarray:
+        """(Q, V) int64 next states, -1 = reject."""
+        out = np.full((self.num_states, self.num_tokens), -1, dtype=np.int64)
+        out[self.sources, self.tokens] = self.targets
+        return out
+
+    def reach(self, seeds: np.ndarray, forward: bool) -> np.ndarray:
+        """(Q,) bool: the states reachable from ``seeds`` (forward) or that reach them
+        (backward), one vectorised step per breadth-first level."""
+        Q = self.num_states
+        if forward:
+            indptr, nbr = self.indptr, self.targets
+        else:
+            src = self.sources
+            order = np.argsort(self.targets, kind="stable")
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(self.targets, minlength=Q))]).astype(np.int64)
+            nbr = src[order]
+        seen = np.zeros(Q, dtype=bool)
+        seen[seeds] = True
+        frontier = np.nonzero(seen)[0]
+        while len(frontier):
+            idx, _ = expand(indptr[frontier], indptr[frontier + 1] - indptr[frontier])
+            nxt = np.unique(nbr[idx])
+            frontier = nxt[~seen[nxt]]
+            seen[frontier] = True
+        return seen
+
+    def trimmed(self, start: int = 0) -> "TokenArcs":
+        """Only the states reachable from ``start`` that can reach a final state,
+        renumbered breadth-first from ``start`` (which becomes 0). The empty language
+        gives one non-final state with no arcs."""
+        live = self.reach(np.array([start]), True) & self.reach(np.nonzero(self.final)[0], False)
+        if not live[start]:
+            return TokenArcs(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(1, dtype=bool), self.num_tokens)
+        src = self.sources
+        keep = live[src] & live[self.targets]
+        return _renumber(src[keep], self.tokens[keep], self.targets[keep], self.final, live, start, self.num_tokens)
+
+    def minimized(self) -> "TokenArcs":
+        """The minimal equivalent DFA (of a trim one), renumbered breadth-first from 0."""
+        src = self.sources
+        block = self.final.astype(np.int64)
+        n_blocks = len(np.unique(block))
+        while True:
+            new = group_rows(self.indptr, [self.tokens, block[self.targets]], block)
+            n_new = int(new.max()) + 1 if len(new) else 0
+            block = new
+            if n_new == n_blocks:
+                break
+            n_blocks = n_new
+        if n_blocks == self.num_states:
+            return self
+        rep = np.full(n_blocks, self.num_states, dtype=np.int64)
+        np.minimum.at(rep, block, np.arange(self.num_states))  # the first state of each block
+        keep = rep[block[src]] == src
+        fin = np.zeros(n_blocks, dtype=bool)
+        fin[block] = self.final
+        live = np.ones(n_blocks, dtype=bool)
+        return _renumber(block[src[keep]], self.tokens[keep], block[self.targets[keep]], fin, live, int(block[0]), self.num_tokens)
+
+    def packed_masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """The allowed-token set of every state as 32-bit words, deduplicated:
+        ``(bits (M, ceil(V / 32)) int32, row (Q,) int64)``; state q allows token v iff
+        bit ``v % 32`` of ``bits[row[q], v // 32]`` is set."""
+        Q = self.num_states
+        row = group_rows(self.indptr, [self.tokens], np.zeros(Q, dtype=np.int64))
+        M = int(row.max()) + 1 if Q else 0
+        first = np.full(M, Q, dtype=np.int64)
+        np.minimum.at(first, row, np.arange(Q))
+        W = (self.num_tokens + WORD_BITS - 1) // WORD_BITS
+        bits = np.zeros((M, max(W, 1)), dtype=np.uint32)
+        arcs, counts = expand(self.indptr[first], self.indptr[first + 1] - self.indptr[first])
+        owner = np.repeat(np.arange(M), counts)
+        tok = self.tokens[arcs]
+        np.bitwise_or.at(bits, (owner, tok // WORD_BITS), (np.uint32(1) << (tok % WORD_BITS).astype(np.uint32)))
+        return bits.view(np.int32), row
+
+
+def expand(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The concatenated ranges ``starts[i] : starts[i] + counts[i]`` as one index array
+    (and ``counts``, for repeating per-range values alongside)."""
+    total = int(counts.sum())
+    before = np.cumsum(counts) - counts
+    return np.repeat(starts - before, counts) + np.arange(total, dtype=np.int64), counts
+
+
+def _renumber(src, tok, dst, final, live, start, V) -> TokenArcs:
+    """Renumber the ``live`` states breadth-first from ``start`` (vectorised by levels)."""
+    n = len(live)
+    order = np.argsort(src, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
+    dst_sorted = dst[order]
+    new_id = np.full(n, -1, dtype=np.int64)
+    new_id[start] = 0
+    frontier, count = np.array([start]), 1
+    while len(frontier):
+        idx, _ = expand(indptr[frontier], indptr[frontier + 1] - indptr[frontier])
+        nxt = dst_sorted[idx]
+        _, first = np.unique(nxt, return_index=True)
+        nxt = nxt[np.sort(first)]  # first-appearance order keeps the numbering deterministic
+        nxt = nxt[new_id[nxt] < 0]
+        new_id[nxt] = np.arange(count, count + len(nxt))
+        count += len(nxt)
+        frontier = nxt
+    keep = new_id[src] >= 0
+    fin = np.zeros(count, dtype=bool)
+    fin[new_id[new_id >= 0]] = final[new_id >= 0]
+    return TokenArcs.from_triples(new_id[src[keep]], tok[keep], new_id[dst[keep]], fin, V)
+
+
+# ---------------------------------------------------------------------- grouping sparse rows
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijective scramble of uint64 values."""
+    x = x.astype(np.uint64, copy=True)
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
+
+
+def group_rows(indptr: np.ndarray, columns: list[np.ndarray], labels: np.ndarray) -> np.ndarray:
+    """Ids of the distinct (label, row) pairs of a CSR table, exactly.
+
+    A row is the sequence of tuples ``(columns[0][i], columns[1][i], ...)`` for its arcs
+    ``i``. Rows are grouped by an order-independent 64-bit hash, then every row is
+    compared with its group's first row; a hash collision (never seen in practice)
+    falls back to exact grouping by Python tuples. Returns (Q,) int64 ids numbered in
+    order of first appearance.
+    """
+    Q = len(labels)
+    with np.errstate(over="ignore"):
+        h = _mix(labels.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+        arc = np.zeros(len(columns[0]), dtype=np.uint64)
+        for k, col in enumerate(columns):
+            arc = _mix(arc ^ _mix(col.astype(np.uint64) + np.uint64(k + 1)))
+        sums = np.zeros(Q, dtype=np.uint64)
+        np.add.at(sums, np.repeat(np.arange(Q), np.diff(indptr)), arc)
+        h = _mix(h ^ sums) ^ _mix(np.diff(indptr).astype(np.uint64))
+    _, first, ids = np.unique(h, return_index=True, return_inverse=True)
+    ids = ids.reshape(-1)
+    rep = first[ids]  # each state's group representative
+    deg = np.diff(indptr)
+    ok = (deg == deg[rep]) & (labels == labels[rep])
+    if ok.all():
+        pos = np.arange(len(columns[0])) - np.repeat(indptr[:-1], deg)
+        mate = np.repeat(indptr[rep], deg) + pos
+        ok = all(np.array_equal(col, col[mate]) for col in columns)
+    if not ok:  # a collision: group exactly
+        rows = {}
+        out = np.empty(Q, dtype=np.int64)
+        for q in range(Q):
+            key = (int(labels[q]), *(tuple(col[indptr[q]: indptr[q + 1]].tolist()) for col in columns))
+            out[q] = rows.setdefault(key, len(rows))
+        return out
+    # renumber groups by first appearance
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[ids].astype(np.int64)
+
+
+# ---------------------------------------------------------------------- the walk
+Step = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def walk_trie(step: Step, node_symbol: np.ndarray, trie: VocabTrie, sources: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Walk the trie from each of ``sources`` (DFA states) at once, one level at a time.
+
+    ``step(states, symbols)`` gives next states (-1 = reject, and a symbol -1 rejects);
+    ``node_symbol`` (N,) is the symbol on the arc into each trie node. Only live
+    (state, node) pairs are carried. Returns the arcs ``(src, token, dst)`` of every
+    token whose whole surface survives.
+    """
+    origin = sources.astype(np.int64)  # the source each live pair started from
+    cur = origin.copy()  # the DFA state it has reached
+    node = np.zeros(len(origin), dtype=np.int64)  # the trie node it has reached
+    srcs, toks, dsts = [], [], []
+
+    def emit(q0, state, nd):
+        idx, counts = expand(trie.end_start[nd], trie.end_start[nd + 1] - trie.end_start[nd])
+        if len(idx):
+            srcs.append(np.repeat(q0, counts))
+            toks.append(trie.end_token[idx])
+            dsts.append(np.repeat(state, counts))
+
+    emit(origin, cur, node)  # the empty surface stays put
+    while len(node):
+        child, counts = expand(trie.child_start[node], trie.child_start[node + 1] - trie.child_start[node])
+        if not len(child):
+            break
+        rep = np.repeat(np.arange(len(node)), counts)
+        state = step(cur[rep], node_symbol[child])
+        alive = state >= 0
+        origin, cur, node = origin[rep][alive], state[alive], child[alive]
+        emit(origin, cur, node)
+    if not srcs:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    return np.concatenate(srcs), np.concatenate(toks), np.concatenate(dsts)
+
+
+def explore(step: Step, final: Callable[[np.ndarray], np.ndarray], node_symbol: np.ndarray, trie: VocabTrie, num_tokens: int) -> TokenArcs:
+    """The token-level DFA reachable from state 0: breadth-first over DFA states, each
+    frontier walked through the trie at once. States are renumbered in discovery order,
+    and only states that some token sequence reaches are ever walked."""
+    seen = np.zeros(1, dtype=np.int64)  # original states found so far, sorted ...
+    new_id = np.zeros(1, dtype=np.int64)  # ... and their new numbers
+    found = [seen.copy()]  # original states in discovery order
+    frontier, count = seen.copy(), 1
+    srcs, toks, dsts = [], [], []
+    while len(frontier):
+        src, tok, dst = walk_trie(step, node_symbol, trie, frontier)
+        srcs.append(src), toks.append(tok), dsts.append(dst)
+        cand = np.unique(dst)
+        hit = seen[np.minimum(np.searchsorted(seen, cand), len(seen) - 1)] == cand
+        frontier = cand[~hit]
+        found.append(frontier)
+        seen = np.concatenate([seen, frontier])
+        new_id = np.concatenate([new_id, np.arange(count, count + len(frontier))])
+        order = np.argsort(seen, kind="stable")
+        seen, new_id = seen[order], new_id[order]
+        count += len(frontier)
+
+    def relabel(x: np.ndarray) -> np.ndarray:
+        return new_id[np.searchsorted(seen, x)]
+
+    src, tok, dst = (np.concatenate(x) for x in (srcs, toks, dsts))
+    return TokenArcs.from_triples(relabel(src), tok, relabel(dst), final(np.concatenate(found)), num_tokens)
+
+
+def symbol_classes(dfa: CharDFA, trie: VocabTrie) -> np.ndarray:
+    """(N,) the character class of each trie node's symbol (code points; OTHER for
+    characters outside the DFA's alphabet)."""
+    codes, inv = np.unique(trie.symbol, return_inverse=True)
+    cls = np.array([dfa.partition.class_of.get(chr(c), OTHER) if c >= 0 else -1 for c in codes.tolist()], dtype=np.int64)
+    return cls[inv.reshape(-1)]
+
+
+def token_arcs(dfa: CharDFA, vocab: Vocab) -> TokenArcs:
+    """The minimal trim token-level DFA of ``dfa`` over ``vocab`` (start state 0).
+
+    Character and word vocabularies walk characters; byte vocabularies walk UTF-8
+    bytes through a :class:`~neurosym.compile.dfa.ByteView` (a state may sit inside a
+    character). Special tokens reject, except a character vocabulary's ``<unk>``,
+    which stands for "some character not in the vocabulary" and moves wherever all
+    such characters agree.
+    """
+    trie = vocab_trie(vocab)
+    if vocab.kind == "bytes":
+        view = ByteView.of(dfa)
+        arcs = explore(view.step, view.final, trie.symbol, trie, len(vocab))
+    else:
+        trans = dfa.trans
+
+        def step(states: np.ndarray, cls: np.ndarray) -> np.ndarray:
+            return np.where(cls >= 0, trans[states, np.maximum(cls, 0)], -1)
+
+        src, tok, dst = walk_trie(step, symbol_classes(dfa, trie), trie, np.arange(dfa.num_states))
+        if vocab.kind == "char" and vocab.unk is not None:
+            target = unknown_char_targets(dfa, vocab)
+            q = np.nonzero(target >= 0)[0]
+            src, tok, dst = np.concatenate([src, q]), np.concatenate([tok, np.full(len(q), vocab.unk)]), np.concatenate([dst, target[q]])
+        arcs = TokenArcs.from_triples(src, tok, dst, dfa.final, len(vocab))
+    return arcs.trimmed().minimized()
+
+
+def unknown_char_targets(dfa: CharDFA, vocab: Vocab) -> np.ndarray:
+    """Where ``<unk>`` goes from each state: the common target of every character class
+    a character outside the vocabulary could be in, or -1 if they disagree."""
+    known = {s for s in vocab.surfaces if isinstance(s, str)}
+    classes = {OTHER} | {k for c, k in dfa.partition.class_of.items() if c not in known}
+    cols = dfa.trans[:, sorted(classes)]
+    agree = (cols == cols[:, :1]).all(axis=1)
+    return np.where(agree, cols[:, 0], -1)
