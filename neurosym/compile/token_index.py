@@ -302,8 +302,8 @@ def group_rows(indptr: np.ndarray, columns: list[np.ndarray], labels: np.ndarray
     ids = ids.reshape(-1)
     rep = first[ids]  # each state's group representative
     deg = np.diff(indptr)
-    ok = (deg == deg[rep]) & (labels == labels[rep])
-    if ok.all():
+    ok = bool(((deg == deg[rep]) & (labels == labels[rep])).all())
+    if ok:
         pos = np.arange(len(columns[0])) - np.repeat(indptr[:-1], deg)
         mate = np.repeat(indptr[rep], deg) + pos
         ok = all(np.array_equal(col, col[mate]) for col in columns)
