@@ -16,7 +16,9 @@ ignore them (see ``done`` in :meth:`advance`).
 
 A processor that constrains the language also answers :meth:`allowed`: which of the
 given tokens it permits at each row's current state (used to check prompts and to stop
-rows that have no continuation left).
+rows that have no continuation left). A processor that defines a distribution over
+sequences (a grammar prior) also answers :meth:`log_prob`, which ``generate`` sums into
+each row's grammar log-probability.
 """
 
 from __future__ import annotations
@@ -45,3 +47,9 @@ class LogitsProcessor:
     def describe_allowed(self, row: int, limit: int = 8) -> list[int]:
         """A few token ids row ``row`` may take next (for error messages); [] if any."""
         return []
+
+    def log_prob(self, tokens: torch.Tensor) -> torch.Tensor | None:
+        """The processor's own log P(token | row's state) for ``tokens`` (B,): (B,) float64,
+        or None if it defines no distribution (masks, sampling transforms). Called before
+        :meth:`advance` with the same tokens."""
+        return None

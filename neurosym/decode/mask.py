@@ -1,0 +1,168 @@
+"""`GrammarMask`: only the tokens that keep each row inside an automaton's language.
+
+Any :class:`~neurosym.compile.automaton.Automaton` works: a regex or bank pattern, an
+FSG's :class:`~neurosym.compile.weighted.WeightedAutomaton`, a word list, over
+character, word or byte-level vocabularies. Each row holds one automaton state; a step
+reads ``automaton.mask(states)`` (the allowed tokens of every row at once) and
+``advance`` moves the states with ``automaton.step``. End-of-sequence is allowed exactly
+in final states. Compiled automata are trim (every state can reach a final state), so a
+row is never stuck: it can always go on or end.
+
+With ``max_len``, a token is allowed only if the row can still reach a final state and
+end within ``max_len`` tokens counted from :meth:`~GrammarMask.reset` (prompt and
+end-of-sequence included), so every row ends accepted inside that budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from neurosym.compile.automaton import Automaton
+from neurosym.decode.processor import LogitsProcessor
+from neurosym.errors import NeurosymError
+
+UNREACHABLE = 2**31 - 1  # distance to a final state from a rejecting state
+
+
+class StateTracker:
+    """Per-row automaton states for a batch: ``states`` (B,) long, -1 once rejected, and
+    ``steps`` (B,) long, the tokens each row has read since :meth:`reset`."""
+
+    def __init__(self, automaton: Automaton):
+        self.automaton = automaton
+        self.states = torch.empty(0, dtype=torch.long)
+        self.steps = torch.empty(0, dtype=torch.long)
+
+    def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
+        self.states = torch.full((batch_size,), self.automaton.start, dtype=torch.long, device=device)
+        self.steps = torch.zeros(batch_size, dtype=torch.long, device=device)
+
+    def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
+        nxt = self.automaton.step(self.states, tokens.to(self.states.device))
+        moving = torch.ones_like(self.states, dtype=torch.bool) if done is None else ~done.to(self.states.device)
+        self.states = torch.where(moving, nxt, self.states)
+        self.steps = self.steps + moving.long()
+
+    def final(self) -> torch.Tensor:
+        """(B,) bool: each row's state is final."""
+        final = self.automaton.final.to(self.states.device)
+        return (self.states >= 0) & final[self.states.clamp(min=0)]
+
+
+def distance_to_final(automaton: Automaton) -> torch.Tensor:
+    """(Q,) long: the fewest tokens that lead from each state to a final state (0 at final
+    states, ``UNREACHABLE`` where none does). A breadth-first search on the reversed arcs."""
+    from scipy.sparse import csr_matrix  # lazy: scipy is slow to import and only budgets need it
+    from scipy.sparse.csgraph import dijkstra  # lazy: as above
+
+    Q = automaton.num_states
+    src, dst = arc_endpoints(automaton)
+    finals = np.nonzero(automaton.final.cpu().numpy())[0]
+    if finals.size == 0:
+        return torch.full((Q,), UNREACHABLE, dtype=torch.long)
+    reverse = csr_matrix((np.ones(len(src)), (dst, src)), shape=(Q, Q))
+    dist = dijkstra(reverse, directed=True, indices=finals, unweighted=True, min_only=True)
+    return torch.from_numpy(np.where(np.isfinite(dist), dist, UNREACHABLE).astype(np.int64))
+
+
+def arc_endpoints(automaton: Automaton) -> tuple[np.ndarray, np.ndarray]:
+    """(source states, target states) of every arc, as numpy arrays (E,)."""
+    arcs = getattr(automaton, "arcs", None)  # the sparse index, where the automaton keeps one
+    if arcs is not None:
+        return np.asarray(arcs.sources), np.asarray(arcs.targets)
+    d = automaton.delta.cpu().numpy()
+    src, tok = np.nonzero(d >= 0)
+    return src, d[src, tok]
+
+
+class GrammarMask(LogitsProcessor):
+    """Forbid (``-inf``) every token the automaton rejects from each row's state;
+    ``eos_id`` only in final states. See the module docstring for ``max_len``.
+
+    automaton: over the model's vocabulary (V tokens, the scores' width).
+    eos_id: the end-of-sequence token (a special token the automaton never reads).
+    """
+
+    def __init__(self, automaton: Automaton, eos_id: int, max_len: int | None = None):
+        V = len(automaton.vocab)
+        if not 0 <= eos_id < V:
+            raise NeurosymError(f"GrammarMask: eos_id must be a token id in [0, {V}), got {eos_id}")
+        if max_len is not None and max_len < 1:
+            raise NeurosymError(f"GrammarMask: max_len must be a positive number of tokens, got {max_len}")
+        self.automaton, self.eos_id, self.max_len, self.vocab_size = automaton, eos_id, max_len, V
+        self.tracker = StateTracker(automaton)
+        self._distance = distance_to_final(automaton) if max_len is not None else None
+
+    def __repr__(self) -> str:
+        name = self.automaton.name or type(self.automaton).__name__
+        budget = f", max_len={self.max_len}" if self.max_len is not None else ""
+        return f"GrammarMask({name}{budget})"
+
+    # ------------------------------------------------------------------ the protocol
+    def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
+        self.tracker.reset(batch_size, device)
+
+    def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
+        self.tracker.advance(tokens, done)
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        if scores.shape[-1] != self.vocab_size:
+            raise NeurosymError(f"{self!r}: scores have {scores.shape[-1]} tokens, the automaton's vocabulary {self.vocab_size}")
+        return scores.masked_fill_(~self.allowed_matrix().to(scores.device), float("-inf"))
+
+    def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
+        states = self.tracker.states
+        tokens = tokens.to(states.device)
+        nxt = self.automaton.step(states, tokens)
+        ok = torch.where(tokens == self.eos_id, self.tracker.final(), nxt >= 0)
+        if self._distance is not None:
+            left = self.max_len - self.tracker.steps - 1  # tokens left after this one
+            dist = self._distance.to(states.device)[nxt.clamp(min=0)]
+            ok &= torch.where(tokens == self.eos_id, left >= 0, dist + 1 <= left)
+        return ok
+
+    def describe_allowed(self, row: int, limit: int = 8) -> list[int]:
+        allowed = self.allowed_matrix(torch.tensor([row], device=self.tracker.states.device))[0]
+        return allowed.nonzero().flatten()[:limit].tolist()
+
+    # ------------------------------------------------------------------ masks
+    def allowed_matrix(self, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, V) bool: the tokens each row (or each of ``rows``) may take next."""
+        states = self.tracker.states if rows is None else self.tracker.states[rows]
+        steps = self.tracker.steps if rows is None else self.tracker.steps[rows]
+        allowed = self.token_mask(states)  # (B, V)
+        final = (states >= 0) & self.automaton.final.to(states.device)[states.clamp(min=0)]
+        if self._distance is not None:
+            left = self.max_len - steps - 1  # (B,) tokens left after the next one
+            allowed &= self._completable(states, left)
+            final &= left >= 0
+        allowed[:, self.eos_id] = final
+        return allowed
+
+    def token_mask(self, states: torch.Tensor) -> torch.Tensor:
+        """(B, V) bool: the automaton's allowed tokens (the one place that reads its masks)."""
+        return self.automaton.mask(states).clone()
+
+    def _completable(self, states: torch.Tensor, left: torch.Tensor) -> torch.Tensor:
+        """(B, V) bool: the token leads to a state at most ``left - 1`` tokens from a final
+        one (then end-of-sequence fits too). One step over the batch's distinct states."""
+        uniq, inverse = torch.unique(states, return_inverse=True)
+        V = self.vocab_size
+        nxt = self.automaton.step(uniq[:, None].expand(-1, V), torch.arange(V, device=states.device)[None, :])  # (U, V)
+        dist = torch.where(nxt >= 0, self._distance.to(states.device)[nxt.clamp(min=0)], UNREACHABLE)
+        return dist[inverse] + 1 <= left[:, None]
+
+
+def states_allowing(automaton: Automaton, tokens: Sequence[int] | torch.Tensor) -> list[int]:
+    """The states of ``automaton`` in which at least one of ``tokens`` may come next (for
+    :class:`~neurosym.decode.steer.FeatureSteer`'s ``at_states``)."""
+    tokens = torch.as_tensor(list(tokens) if not isinstance(tokens, torch.Tensor) else tokens, dtype=torch.long)
+    states = torch.arange(automaton.num_states)
+    hit = automaton.step(states[:, None].expand(-1, len(tokens)), tokens[None, :]) >= 0
+    return states[hit.any(dim=1)].tolist()
+
+
+__all__ = ["GrammarMask", "StateTracker", "UNREACHABLE", "arc_endpoints", "distance_to_final", "states_allowing"]

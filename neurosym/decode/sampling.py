@@ -1,0 +1,168 @@
+"""Sampling transforms: temperature, top-k, nucleus, repetition penalty, class mixture.
+
+Each is a :class:`~neurosym.decode.processor.LogitsProcessor` acting on (B, V) scores,
+vectorised over rows and tokens. ``-inf`` (a forbidden token) stays ``-inf``: put them
+after masks and priors, which decide what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+from neurosym.decode.processor import LogitsProcessor
+from neurosym.errors import NeurosymError
+
+NEG_INF = float("-inf")
+
+
+class Temperature(LogitsProcessor):
+    """scores / t: t < 1 sharpens, t > 1 flattens."""
+
+    def __init__(self, t: float):
+        if not (isinstance(t, (int, float)) and math.isfinite(t) and t > 0):
+            raise NeurosymError(f"Temperature: t must be a finite number > 0, got {t!r}")
+        self.t = float(t)
+
+    def __repr__(self) -> str:
+        return f"Temperature({self.t:g})"
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        return scores.div_(self.t)
+
+
+class TopK(LogitsProcessor):
+    """Keep the k highest scores of each row (exactly k: ties broken by ``topk``)."""
+
+    def __init__(self, k: int):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise NeurosymError(f"TopK: k must be a positive integer, got {k!r}")
+        self.k = k
+
+    def __repr__(self) -> str:
+        return f"TopK({self.k})"
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        top = scores.topk(min(self.k, scores.shape[-1]), dim=-1)
+        return torch.full_like(scores, NEG_INF).scatter_(-1, top.indices, top.values)
+
+
+def nucleus_keep(scores: torch.Tensor, p: float) -> torch.Tensor:
+    """(B, V) bool: the smallest set of most probable tokens whose probability reaches
+    ``p`` (token i is kept when the tokens ranked above it hold less than ``p``; the most
+    probable token is always kept). Forbidden tokens are never kept."""
+    ordered, order = scores.sort(dim=-1, descending=True)
+    probs = torch.softmax(ordered.double(), dim=-1)
+    before = probs.cumsum(dim=-1) - probs  # mass ranked strictly above each token
+    keep_sorted = (before < p) & (ordered > NEG_INF)
+    keep_sorted[:, 0] |= ordered[:, 0] > NEG_INF
+    return torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
+
+
+class Nucleus(LogitsProcessor):
+    """Nucleus (top-p) sampling (Holtzman et al. 2020): forbid every token outside the
+    smallest high-probability set whose mass reaches ``p``."""
+
+    def __init__(self, p: float):
+        if not (isinstance(p, (int, float)) and 0 < p <= 1):
+            raise NeurosymError(f"Nucleus: p must be in (0, 1], got {p!r}")
+        self.p = float(p)
+
+    def __repr__(self) -> str:
+        return f"Nucleus({self.p:g})"
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        if self.p >= 1:
+            return scores
+        return scores.masked_fill_(~nucleus_keep(scores, self.p), NEG_INF)
+
+
+class RepetitionPenalty(LogitsProcessor):
+    """The CTRL penalty (Keskar et al. 2019) on the tokens among each row's last
+    ``last_k`` tokens (prompt included): a positive score is divided by ``factor``, a
+    negative one multiplied by it (``factor > 1`` discourages repeats)."""
+
+    def __init__(self, last_k: int, factor: float):
+        if isinstance(last_k, bool) or not isinstance(last_k, int) or last_k < 1:
+            raise NeurosymError(f"RepetitionPenalty: last_k must be a positive integer, got {last_k!r}")
+        if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
+            raise NeurosymError(f"RepetitionPenalty: factor must be a finite number > 0, got {factor!r}")
+        self.last_k, self.factor = last_k, float(factor)
+        self.history = torch.empty(0, last_k, dtype=torch.long)
+
+    def __repr__(self) -> str:
+        return f"RepetitionPenalty(last_k={self.last_k}, factor={self.factor:g})"
+
+    def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
+        self.history = torch.full((batch_size, self.last_k), -1, dtype=torch.long, device=device)  # -1: no token yet
+
+    def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
+        shifted = torch.cat([self.history[:, 1:], tokens.to(self.history.device).long()[:, None]], dim=1)
+        self.history = shifted if done is None else torch.where(done.to(shifted.device)[:, None], self.history, shifted)
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        B, V = scores.shape
+        hist = self.history.to(scores.device)
+        seen = torch.zeros(B, V + 1, dtype=torch.bool, device=scores.device)
+        seen.scatter_(1, torch.where(hist >= 0, hist, V), True)  # column V collects the empty slots
+        penalised = torch.where(scores > 0, scores / self.factor, scores * self.factor)
+        return torch.where(seen[:, :V], penalised, scores)
+
+
+class ClassMixture(LogitsProcessor):
+    """Mix the model's distribution with a uniform one over a class of tokens, then
+    truncate (mix-then-truncate, as in the semantic-fusion design):
+
+        p = (1 - alpha) softmax(scores / T) + alpha * uniform(class ∩ allowed)
+
+    then, with ``top_p``, nucleus truncation of p. Tokens forbidden upstream (``-inf``)
+    stay forbidden; a row where no class token is allowed keeps the model's distribution.
+    The output is log p (truncated tokens ``-inf``).
+
+    classes: token ids, or several collections of ids (their union is the class).
+    """
+
+    def __init__(self, classes: Iterable[int] | Iterable[Iterable[int]], alpha: float, T: float = 1.0, top_p: float | None = None):
+        ids: set[int] = set()
+        for c in classes:
+            if isinstance(c, torch.Tensor):
+                ids.update(int(x) for x in c.flatten().tolist())
+            elif isinstance(c, Iterable):
+                ids.update(int(x) for x in c)
+            else:
+                ids.add(int(c))
+        if not ids or min(ids) < 0:
+            raise NeurosymError(f"ClassMixture: classes must name at least one token id >= 0, got {sorted(ids)[:5]}")
+        if not (isinstance(alpha, (int, float)) and 0 <= alpha <= 1):
+            raise NeurosymError(f"ClassMixture: alpha must be in [0, 1], got {alpha!r}")
+        if not (isinstance(T, (int, float)) and math.isfinite(T) and T > 0):
+            raise NeurosymError(f"ClassMixture: T must be a finite number > 0, got {T!r}")
+        if top_p is not None and not (0 < top_p <= 1):
+            raise NeurosymError(f"ClassMixture: top_p must be in (0, 1], got {top_p!r}")
+        self.ids = torch.tensor(sorted(ids), dtype=torch.long)
+        self.alpha, self.T, self.top_p = float(alpha), float(T), top_p
+
+    def __repr__(self) -> str:
+        return f"ClassMixture({len(self.ids)} tokens, alpha={self.alpha:g}, T={self.T:g}, top_p={self.top_p})"
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        B, V = scores.shape
+        if int(self.ids[-1]) >= V:
+            raise NeurosymError(f"ClassMixture: token id {int(self.ids[-1])} is outside the vocabulary of {V} tokens")
+        allowed = scores > NEG_INF
+        member = torch.zeros(V, dtype=torch.bool, device=scores.device)
+        member[self.ids.to(scores.device)] = True
+        in_class = member[None, :] & allowed  # (B, V)
+        count = in_class.sum(dim=1, keepdim=True)
+        model = torch.softmax(scores.double() / self.T, dim=1)
+        uniform = in_class.double() / count.clamp(min=1)
+        p = torch.where(count > 0, (1 - self.alpha) * model + self.alpha * uniform, model)
+        out = p.log().to(scores.dtype).masked_fill(~allowed, NEG_INF)
+        if self.top_p is not None and self.top_p < 1:
+            out = out.masked_fill(~nucleus_keep(out, self.top_p), NEG_INF)
+        return out
+
+
+__all__ = ["ClassMixture", "Nucleus", "RepetitionPenalty", "Temperature", "TopK", "nucleus_keep"]
