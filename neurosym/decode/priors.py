@@ -209,8 +209,14 @@ class MixturePrior(Prior):
 
     def log_prior(self) -> torch.Tensor:
         parts = torch.stack([p.log_prior() for p in self.priors])  # (K, B, V)
-        log_w = torch.log_softmax(self.c.to(device=parts.device, dtype=torch.float64), dim=0)
-        return torch.logsumexp(parts + log_w[:, None, None], dim=0)
+        w = torch.softmax(self.c.to(device=parts.device, dtype=torch.float64), dim=0)
+        # log sum_k w_k exp(parts_k), written so that tokens no prior allows give -inf
+        # and a zero (not NaN) gradient
+        top = parts.amax(dim=0)
+        top = torch.where(top > NEG_INF, top, 0.0)
+        total = (w[:, None, None] * (parts - top).exp()).sum(dim=0)
+        some = total > 0
+        return torch.where(some, torch.where(some, total, 1.0).log() + top, NEG_INF)
 
 
 def learnable(c: Sequence[float]) -> nn.Parameter:
