@@ -3,6 +3,11 @@
 Every user error is a :class:`~neurosym.errors.NeurosymError`: it is printed as one
 line (``path:line:col: message`` where a file is involved) and the exit status is 2.
 ``--debug`` shows the traceback instead.
+
+The options mean the same in every command: ``--json`` is a flag (machine-readable
+output on stdout), ``-o/--output`` names the file written, ``-n/--samples`` counts
+samples, ``--seed`` seeds them, ``--time-budget`` is a search's seconds and
+``--max-states``/``--time-limit`` cap compilation. Each ``--help`` ends with examples.
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ from pathlib import Path
 import click
 
 from neurosym.errors import NeurosymError
+
+
+def examples(*lines: str) -> str:
+    """A command's epilog: example command lines, kept as written (click's ``\\b``)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 class NeurosymGroup(click.Group):
@@ -29,7 +39,15 @@ class NeurosymGroup(click.Group):
             ctx.exit(2)
 
 
-@click.group(cls=NeurosymGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=NeurosymGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=examples(
+        "neurosym check grammars/dates.regex grammars/clause.fsg",
+        "neurosym inspect grammars/clause.fsg",
+        "neurosym COMMAND --help",
+    ),
+)
 @click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
 @click.version_option(package_name="neurosym")
 @click.pass_context
@@ -45,9 +63,20 @@ def _limits(max_states: int, time_limit: float):
 
 
 limit_options = [
-    click.option("--max-states", default=10_000, show_default=True, help="Cap on DFA states per pattern."),
-    click.option("--time-limit", default=30.0, show_default=True, help="Cap on seconds per pattern."),
+    click.option(
+        "--max-states", default=10_000, show_default=True, type=click.IntRange(min=1),
+        help="Cap on automaton states: per pattern of a regex bank, per regex terminal of an FSG or PCFG, "
+        "and for an FSG's whole determinised automaton. Lexicons ignore it.",
+    ),
+    click.option(
+        "--time-limit", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+        help="Cap on seconds, counted like --max-states. Lexicons ignore it.",
+    ),
 ]
+samples_option = click.option(
+    "-n", "--samples", "n", default=5, show_default=True, type=click.IntRange(min=0),
+    help="How many samples (strings, sentences or trees).",
+)
 
 
 def with_limits(f):
@@ -56,7 +85,7 @@ def with_limits(f):
     return f
 
 
-@main.command()
+@main.command(epilog=examples("neurosym check grammars/dates.regex", "neurosym check --json grammars/*.fsg grammars/*.pcfg lexicons/sentiment.lex"))
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @with_limits
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
@@ -87,14 +116,23 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
         sys.exit(2)
 
 
-@main.command(name="compile")
+@main.command(
+    name="compile",
+    epilog=examples(
+        "neurosym compile grammars/dates.regex -o dates.safetensors",
+        "neurosym compile grammars/dates.regex --vocab tokenizer.json -o dates-bpe.safetensors",
+        "neurosym compile grammars/clause.fsg -o clause.safetensors",
+        "python -c \"import neurosym; print(neurosym.load('clause.safetensors'))\"",
+    ),
+)
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--vocab", "vocab_spec", default=None, help="'bytes', a tokenizers .json file, or a word-per-line file. Default: the bank's characters.")
 @click.option("-o", "--output", type=click.Path(), required=True, help="Output .safetensors file.")
 @with_limits
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 def compile_cmd(file: Path, vocab_spec: str | None, output: str, max_states: int, time_limit: float, as_json: bool) -> None:
-    """Compile FILE to a tensor artifact (written atomically)."""
+    """Compile FILE to a tensor artifact (written atomically); ``neurosym.load(OUTPUT)``
+    gives the compiled object back, and ``neurosym inspect OUTPUT`` describes it."""
     from neurosym import kinds  # lazy: --help must not load torch and every subsystem
     from neurosym.compile.artifact import save  # lazy: --help must not load torch and every subsystem
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
@@ -107,48 +145,72 @@ def compile_cmd(file: Path, vocab_spec: str | None, output: str, max_states: int
     click.echo(json.dumps(summary) if as_json else f"wrote {output}: {summary['what']}")
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        "neurosym inspect grammars/dates.regex --pattern DATE -n 3",
+        "neurosym inspect grammars/clause.fsg --draw clause.png",
+        "neurosym inspect clause.safetensors        # an artifact: what its source shows",
+        "neurosym inspect lexicons/sentiment.lex --word good --word awful",
+    ),
+)
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--pattern", "names", multiple=True, help="Regex banks: only these patterns (repeatable).")
 @click.option("--word", "words", multiple=True, help="Lexicons: show these words in the term tables (repeatable).")
-@click.option("--samples", default=5, show_default=True, help="Sample strings, sentences or trees to show.")
-@click.option("--seed", default=0, show_default=True, help="Seed for the samples.")
+@samples_option
+@click.option("--seed", default=0, show_default=True, help="Random seed of the samples (same seed, same samples).")
 @click.option("--draw", type=click.Path(path_type=Path), default=None, help="Draw the automaton or FSG to out.png/.svg/.pdf or out.dot.")
 @with_limits
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
-def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], samples: int, seed: int, draw: Path | None, max_states: int, time_limit: float, as_json: bool) -> None:
-    """Describe FILE: a regex bank or artifact (states, classes, samples), an FSG (entropy,
+def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], n: int, seed: int, draw: Path | None, max_states: int, time_limit: float, as_json: bool) -> None:
+    """Describe FILE: a regex bank (states, classes, samples), an FSG (entropy,
     perplexity floor, cycles, samples), a PCFG (rule counts, consistency, CNF, sample
-    trees) or a lexicon (features, classes, term tables)."""
+    trees), a lexicon (features, classes, term tables), or a compiled artifact of any of
+    them (.safetensors; an FSG artifact reports what its source does, bar the grammar as
+    written)."""
     from neurosym import kinds  # lazy: --help must not load torch and every subsystem
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     if draw is not None:
         check_output(draw, [file], "drawing")
-    options = kinds.InspectOptions(tuple(names), tuple(words), samples, seed, draw, _limits(max_states, time_limit))
+    options = kinds.InspectOptions(tuple(names), tuple(words), n, seed, draw, _limits(max_states, time_limit))
     report, text, drawn = kinds.inspect(file, options)
     click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else text)
     if drawn is not None and not as_json:
         click.echo(f"drew {file} to {drawn}")
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        "neurosym sample grammars/clause.fsg -n 3 --seed 1",
+        "neurosym sample grammars/arith.pcfg -n 2 --trees",
+        "neurosym sample grammars/dates.regex --pattern DATE --json",
+    ),
+)
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("-n", "n", default=10, show_default=True, type=click.IntRange(min=0), help="How many samples.")
+@click.option(
+    "-n", "--samples", "n", default=10, show_default=True, type=click.IntRange(min=0),
+    help="How many samples (strings, sentences or trees).",
+)
 @click.option("--seed", default=0, show_default=True, help="Random seed (same seed, same samples).")
-@click.option("--max-len", default=60, show_default=True, help="Longest sample in tokens (longer draws are redrawn).")
+@click.option("--max-len", default=60, show_default=True, type=click.IntRange(min=0), help="Longest sample in tokens (longer draws are redrawn).")
 @click.option("--trees", is_flag=True, help="PCFGs: print bracketed derivation trees instead of sentences.")
 @click.option("--pattern", "pattern", default=None, help="Regex banks: the pattern to sample (default: the first).")
 @with_limits
 @click.option("--json", "as_json", is_flag=True, help="A JSON list instead of one sample per line.")
 def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: str | None, max_states: int, time_limit: float, as_json: bool) -> None:
-    """Draw N samples from FILE: sentences of an FSG or PCFG (from the grammar's own
+    """Draw samples from FILE (-n of them): sentences of an FSG or PCFG (from the grammar's own
     distribution), or strings of a regex bank's pattern (uniform random walks)."""
     from neurosym import kinds  # lazy: --help must not load torch and every subsystem
     out = kinds.sample(file, kinds.SampleOptions(n, seed, max_len, trees, pattern, _limits(max_states, time_limit)))
     click.echo(json.dumps(out, ensure_ascii=False) if as_json else "\n".join(out))
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        "neurosym train configs/semantic_fusion.toml",
+        "neurosym train configs/semantic_fusion.toml --resume      # after a kill or Ctrl-C",
+        'torchrun --nproc_per_node=2 "$(which neurosym)" train configs/semantic_fusion.toml   # DDP',
+    ),
+)
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option("--resume", is_flag=True, help="Continue the run from its last checkpoint (exactly).")
 def train(config: Path, resume: bool) -> None:
@@ -160,9 +222,9 @@ def train(config: Path, resume: bool) -> None:
     click.echo(f"{result.run_dir}: {result.steps} steps, final loss {result.loss:.4f}" + (f"; {figures}" if figures else ""))
 
 
-@main.command()
+@main.command(epilog=examples("neurosym plot runs/semantic-fusion", "neurosym plot runs/semantic-fusion -o curves.svg"))
 @click.argument("run", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Image file (default RUN/curves.png).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Image file: .png, .svg or .pdf (default RUN/curves.png).")
 def plot(run: Path, output: Path | None) -> None:
     """Plot a run's metrics (train loss, learning rate, evaluation metrics)."""
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
@@ -173,12 +235,19 @@ def plot(run: Path, output: Path | None) -> None:
     click.echo(f"wrote {plot_run(run, output)}")
 
 
-@main.group()
+@main.group(epilog=examples("neurosym reproduce semantic-fusion"))
 def reproduce() -> None:
     """Recipes that train and report against the published figures."""
 
 
-@reproduce.command(name="semantic-fusion")
+@reproduce.command(
+    name="semantic-fusion",
+    epilog=examples(
+        "neurosym reproduce semantic-fusion                      # 5 seeds, about a minute per model",
+        "neurosym reproduce semantic-fusion --seeds 1 --epochs 1  # a quick look",
+        "neurosym reproduce semantic-fusion --resume --json > report.json",
+    ),
+)
 @click.option("--seeds", default=5, show_default=True, type=click.IntRange(min=1), help="Model seeds (the corpus is fixed).")
 @click.option("--ablation", is_flag=True, help="Also train the ablations: baseline without uniformizer, fusion without uniformizer, fusion without aux.")
 @click.option("--epochs", default=None, type=click.IntRange(min=1), help="Override the recipe's 6 epochs (for a quick look).")
@@ -198,6 +267,11 @@ def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, th
     )
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
+    for part in (out_dir, *out_dir.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise NeurosymError(f"--out-dir {out_dir}: {part} is a file, not a folder")
+            break
     say = None if as_json else (lambda line: click.echo(line, err=True))
     variants = FUSION_ABLATION if ablation else FUSION_MAIN
     report = reproduce_fusion(seeds=seeds, out_dir=out_dir, epochs=epochs, progress=say, resume=resume, variants=variants, threads=threads)
@@ -219,12 +293,22 @@ def _read_examples(path: Path | None) -> list[str]:
         raise NeurosymError(f"{path}: not UTF-8 ({err.reason})") from None
 
 
-@main.command()
+@main.command(
+    epilog=examples(
+        "neurosym synth --pos pos.txt --neg neg.txt",
+        "neurosym synth --pos pos.txt --neg neg.txt --method evolve --time-budget 30 --seed 2",
+        "neurosym synth --pos pos.txt --neg neg.txt -o found.regex --name NAME",
+    ),
+)
 @click.option("--pos", "pos_file", type=click.Path(path_type=Path), required=True, help="Positive examples, one per line.")
 @click.option("--neg", "neg_file", type=click.Path(path_type=Path), default=None, help="Negative examples, one per line.")
-@click.option("--method", type=click.Choice(["beam", "evolve", "reinforce"]), default="beam", show_default=True)
-@click.option("--time", "time_budget", default=10.0, show_default=True, help="Time budget in seconds.")
-@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--method", type=click.Choice(["beam", "evolve", "reinforce"]), default="beam", show_default=True,
+    help="The search: best-first with pruning (AlphaRegex-style), evolution, or REINFORCE.",
+)
+@click.option("--time-budget", "time_budget", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds the search may take.")
+@click.option("--time", "old_time_budget", type=float, default=None, hidden=True, help="Deprecated name of --time-budget.")
+@click.option("--seed", default=0, show_default=True, help="Random seed of evolve, reinforce and beam's local search (same seed, same search).")
 @click.option("--lam", default=0.02, show_default=True, help="Weight of the regex size in the objective.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Append the result to this .regex bank.")
 @click.option("--name", default=None, help="The pattern's name in the bank (with -o).")
@@ -233,11 +317,16 @@ def _read_examples(path: Path | None) -> list[str]:
     help="beam: keep the cheapest solution, or rank several by a size prior and a size-principle likelihood.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
-def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, seed: int, lam: float, output: Path | None, name: str | None, select: str, as_json: bool) -> None:
+def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, old_time_budget: float | None, seed: int, lam: float, output: Path | None, name: str | None, select: str, as_json: bool) -> None:
     """Synthesise a small regex accepting every positive and no negative example (exit status 1
     when the time budget ends without a solution: the best candidate is still printed)."""
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     from neurosym.synth import synthesize, write_to_bank  # lazy: --help must not load torch and every subsystem
+    if old_time_budget is not None:
+        click.echo("note: --time is deprecated; use --time-budget", err=True)
+        if old_time_budget <= 0:
+            raise NeurosymError(f"--time-budget: expected a positive number of seconds, got {old_time_budget:g}")
+        time_budget = old_time_budget
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
     if output is not None:
@@ -261,29 +350,33 @@ def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float
         sys.exit(1)
 
 
-@main.group()
+@main.group(epilog=examples("neurosym bench wfsa", "neurosym bench inside --sizes 16,32 --json", "neurosym bench synth --suites alpharegex --time-budget 10"))
 def bench() -> None:
-    """Benchmarks that print ours vs a reference in one run."""
+    """Benchmarks that print ours vs a reference in one run. ``compile`` and ``synth``
+    need the shared data sets (../shared/data beside the checkout, or
+    $NEUROSYM_SHARED_DATA); ``inside`` and ``wfsa`` need none."""
 
 
-@bench.command(name="compile")
+@bench.command(name="compile", epilog=examples("neurosym bench compile", "neurosym bench compile --words 1000 --bpe-size 8000 --json"))
 @click.option("--words", "n_words", default=5000, show_default=True, help="Size of the word list.")
 @click.option("--bpe-size", default=32000, show_default=True, help="Byte-level BPE vocabulary size.")
 @click.option("--reference-timeout", default=900.0, show_default=True, help="Seconds before the interegular reference is abandoned.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json: bool) -> None:
-    """Word list as a trie vs an interegular alternation; token index over a BPE vocabulary."""
+    """Word list as a trie vs an interegular alternation; token index over a BPE vocabulary.
+    Needs the shared data sets wikitext-2 and ud-english-ewt (../shared/data beside the
+    checkout, or $NEUROSYM_SHARED_DATA)."""
     from neurosym.bench import compile as bench_compile_module  # lazy: --help must not load torch and every subsystem
     results = bench_compile_module.run(n_words=n_words, bpe_size=bpe_size, reference_timeout=reference_timeout, progress=not as_json)
     click.echo(json.dumps(results, indent=2) if as_json else bench_compile_module.format_results(results))
 
 
-@bench.command(name="inside")
+@bench.command(name="inside", epilog=examples("neurosym bench inside", "neurosym bench inside --lengths 20 --sizes 16,32 --repeats 5 --json"))
 @click.option("--batch", default=8, show_default=True, type=click.IntRange(min=1), help="Sentences per batch.")
 @click.option("--lengths", default="20,40", show_default=True, help="Comma-separated sentence lengths.")
 @click.option("--sizes", default="16,32,64", show_default=True, help="Comma-separated N = T.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Timed runs per configuration (the median is reported).")
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help='Torch device of both implementations: "cpu", "cuda" or "cuda:N".')
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before a run is abandoned.")
 @click.option("--memory-cap-gb", default=20.0, show_default=True, help="Address-space cap per process (at most 75% of available memory).")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Torch threads per process (default: torch's).")
@@ -304,21 +397,39 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
     click.echo(json.dumps(results, indent=2) if as_json else bench_inside_module.format_results(results))
 
 
-@bench.command(name="synth")
+@bench.command(
+    name="synth",
+    epilog=examples(
+        "neurosym bench synth --suites alpharegex --time-budget 60",
+        "neurosym bench synth --suites regel --regel-limit 50 --time-budget 5 -o regel.json",
+        "neurosym bench synth --methods beam,beam-posterior --json > results.json",
+    ),
+)
 @click.option("--methods", default="beam,evolve,reinforce", show_default=True, help="Comma-separated: beam, beam-posterior, evolve, reinforce.")
-@click.option("--time-budget", default=60.0, show_default=True, help="Seconds per problem.")
-@click.option("--regel-time-budget", default=None, type=float, help="Seconds per Regel problem (default: --time-budget).")
-@click.option("--regel-limit", default=None, type=int, help="Only the first N Regel problems.")
-@click.option("--suites", default="alpharegex,regel", show_default=True)
-@click.option("--seed", default=0, show_default=True)
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Also write the results as JSON to this file.")
-def bench_synth(methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, seed: int, json_path: Path | None) -> None:
-    """Regex synthesis on the AlphaRegex and Regel problems: solved counts, seconds, F1."""
-    from neurosym.bench.synth import bench_synth_command  # lazy: --help must not load torch and every subsystem
-    click.echo(bench_synth_command(methods, time_budget, regel_time_budget, regel_limit, suites, seed, json_path))
+@click.option("--time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds per problem.")
+@click.option("--regel-time-budget", default=None, type=click.FloatRange(min=0, min_open=True), help="Seconds per Regel problem (default: --time-budget).")
+@click.option("--regel-limit", default=None, type=click.IntRange(min=1), help="Only the first N Regel problems.")
+@click.option("--suites", default="alpharegex,regel", show_default=True, help="Comma-separated problem sets: alpharegex, regel.")
+@click.option("--seed", default=0, show_default=True, help="Random seed of every search (same seed, same results but for timing).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Also write the results as JSON to this file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of the table.")
+def bench_synth(methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, seed: int, output: Path | None, as_json: bool) -> None:
+    """Regex synthesis on the AlphaRegex and Regel problems: solved counts, seconds, F1.
+    Needs the shared data sets alpharegex and regel (../shared/data beside the checkout,
+    or $NEUROSYM_SHARED_DATA)."""
+    from neurosym.bench.synth import bench_synth_command, format_results  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import atomic_write_bytes, check_output  # lazy: --help must not load torch and every subsystem
+
+    if output is not None:
+        output = check_output(output, [], "results")
+    results = bench_synth_command(methods, time_budget, regel_time_budget, regel_limit, suites, seed)
+    text = json.dumps(results, indent=1, default=str)
+    if output is not None:
+        atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)
+    click.echo(text if as_json else format_results(results))
 
 
-@bench.command(name="wfsa")
+@bench.command(name="wfsa", epilog=examples("neurosym bench wfsa", "neurosym bench wfsa --threads 2 --json"))
 @click.option("--threads", default=None, type=click.IntRange(min=1), help="Torch threads (default: torch's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def bench_wfsa(threads: int | None, as_json: bool) -> None:

@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from neurosym.data import shared_data
+from neurosym.errors import NeurosymError
 from neurosym.compile.regex import Limits, words_dfa
 from neurosym.compile.artifact import atomic_write_bytes, default_cache_dir
 from neurosym.compile.regex import pattern_dfa, to_automaton
@@ -143,6 +144,14 @@ def bench_token_index(bpe_size: int) -> dict:
 
 
 def run(n_words: int = 5000, bpe_size: int = 32000, reference_timeout: float = 900.0, progress: bool = True) -> dict:
+    """Both benchmarks; a NeurosymError before any work when the shared data is missing."""
+    try:
+        bpe_corpus()  # every file both parts read (WikiText-2 valid is among them)
+    except NeurosymError as err:
+        raise NeurosymError(
+            f"neurosym bench compile needs the shared data sets wikitext-2 and ud-english-ewt "
+            f"(../shared/data beside the checkout, or $NEUROSYM_SHARED_DATA): {err}"
+        ) from None
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
     say(f"[1/2] {n_words} words: trie vs interegular alternation (reference timeout {reference_timeout:g} s)...")
     words = bench_words(n_words, reference_timeout)

@@ -24,6 +24,10 @@ import subprocess
 import sys
 import threading
 import time
+
+import torch
+
+from neurosym.errors import NeurosymError
 from neurosym.layers.inside import inside
 
 IMPLEMENTATIONS = ("neurosym", "torch_struct")
@@ -130,6 +134,19 @@ def _available_memory() -> int | None:
     return None
 
 
+def check_device(device: str) -> None:
+    """A NeurosymError naming ``--device`` unless it is a torch device this machine has
+    (before any subprocess starts, so a typo is not a table of "error" cells)."""
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise NeurosymError(f'--device: expected "cpu", "cuda" or "cuda:N", got {device!r}') from None
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise NeurosymError(f"--device: {device!r} is not available here (no such CUDA device, or a CPU build of torch)")
+    if dev.type not in ("cpu", "cuda"):
+        raise NeurosymError(f'--device: expected "cpu", "cuda" or "cuda:N", got {device!r}')
+
+
 def run(
     batch: int = 8,
     lengths: tuple[int, ...] = (20, 40),
@@ -145,6 +162,7 @@ def run(
     torch-struct's, per (length, size). A run over ``timeout`` seconds is abandoned
     and each process's address space is capped at ``memory_cap_gb`` (lowered to 75%
     of the memory available now)."""
+    check_device(device)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
     reference = importlib.util.find_spec("torch_struct") is not None
     if not reference:

@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import string
@@ -434,6 +433,9 @@ def format_results(results: dict) -> str:
 
 
 
+BENCH_SUITES = {"alpharegex": (("alpharegex", "benchmarks"),), "regel": (("regel", "so"), ("regel", "deepregex"))}
+
+
 def bench_synth_command(
     methods: str = "beam,evolve,reinforce",
     time_budget: float = 60.0,
@@ -441,26 +443,29 @@ def bench_synth_command(
     regel_limit: int | None = None,
     suites: str = "alpharegex,regel",
     seed: int = 0,
-    json_path: str | Path | None = None,
     log=None,
-) -> str:
-    """``neurosym bench synth``: run the benchmarks, optionally save JSON; returns the table."""
+) -> dict:
+    """``neurosym bench synth``: check the comma-separated options and the shared data the
+    chosen suites need (a NeurosymError before any work), then :func:`run`."""
     ms = tuple(m.strip() for m in methods.split(",") if m.strip())
     bad = [m for m in ms if m not in BENCH_METHODS]
-    if bad:
-        raise NeurosymError(f"unknown method(s) {', '.join(bad)}")
-    res = run(
-        methods=ms,
-        time_budget=time_budget,
-        regel_time_budget=regel_time_budget,
-        seed=seed,
-        suites=tuple(s.strip() for s in suites.split(",")),
-        regel_limit=regel_limit,
-        log=log,
-    )
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
-    return format_results(res)
+    if bad or not ms:
+        raise NeurosymError(f"--methods: unknown method(s) {', '.join(bad) or '(none given)'}; expected some of {', '.join(BENCH_METHODS)}")
+    ss = tuple(x.strip() for x in suites.split(",") if x.strip())
+    bad = [x for x in ss if x not in BENCH_SUITES]
+    if bad or not ss:
+        raise NeurosymError(f"--suites: unknown suite(s) {', '.join(bad) or '(none given)'}; expected some of {', '.join(BENCH_SUITES)}")
+    for suite in ss:
+        for parts in BENCH_SUITES[suite]:
+            try:
+                shared_data(*parts)
+            except NeurosymError as err:
+                raise NeurosymError(
+                    f"neurosym bench synth --suites {suite} needs the shared data set {'/'.join(parts)} "
+                    f"(../shared/data beside the checkout, or $NEUROSYM_SHARED_DATA): {err}"
+                ) from None
+    return run(methods=ms, time_budget=time_budget, regel_time_budget=regel_time_budget, seed=seed, suites=ss, regel_limit=regel_limit, log=log)
+
 
 __all__ = [
     "bench_synth_command",
