@@ -49,6 +49,9 @@ from neurosym.lm.train import Trainer, param_groups, seed_all
 CONTROL = ControlColumns(max_prefixes=("pos_", "neg_", "str_"), final=("is_eos", "is_question"))
 
 
+MAX_SENTENCES = 1_000_000  # per split: the corpus and its features are held in memory
+MAX_MODEL_NUMBERS = 1e9  # weights and position tables of the recipe's model (about 4 GB in float32)
+
 PAPER = {"baseline": {"ppl": 2.249}, "fusion": {"ppl": 2.152}, "floor_ppl": 2.67, "causal": False}
 
 
@@ -79,6 +82,12 @@ class ModelSection:
         for key in ("aux_weight", "uniformizer_weight"):
             value = getattr(self, key)
             _require(math.isfinite(value) and value >= 0, f"model.{key}", "expected a finite number >= 0 (0 turns it off)", value)
+        d = self.d_model  # weights and position tables, roughly: refuse what cannot fit rather than crash allocating it
+        sizes = {"n_layers": self.n_layers * (4 * d * d + 2 * d * self.d_ff), "max_len": self.max_len * d, "aux_hidden": self.aux_hidden * 2 * d}
+        if sum(sizes.values()) > MAX_MODEL_NUMBERS:
+            key = max(("d_model", "n_layers", "d_ff", "max_len", "aux_hidden"), key=lambda k: getattr(self, k) / getattr(ModelSection, k))
+            _require(False, f"model.{key}", f"expected a model of at most {MAX_MODEL_NUMBERS:.0e} weights, but d_model {d}, n_layers {self.n_layers}, "
+                     f"d_ff {self.d_ff}, max_len {self.max_len} and aux_hidden {self.aux_hidden} give about {sum(sizes.values()):.2g}", getattr(self, key))
 
 
 @dataclass
@@ -98,8 +107,9 @@ class DataSection:
     def __post_init__(self):
         _require(Path(self.grammar).suffix == ".fsg", "data.grammar", "expected an .fsg grammar (the corpus is sampled from it)", self.grammar)
         _require(Path(self.lexicon).suffix == ".lex", "data.lexicon", "expected a .lex lexicon (the features come from it)", self.lexicon)
-        _require(self.train >= 0, "data.train", "expected a number of sentences >= 0", self.train)  # 0: the trainer's "no batches"
-        _require(self.valid >= 1, "data.valid", "expected a number of sentences >= 1", self.valid)
+        # 0 training sentences: the trainer's "no training batches" error
+        _require(0 <= self.train <= MAX_SENTENCES, "data.train", f"expected 0 to {MAX_SENTENCES:,} sentences (held in memory)", self.train)
+        _require(1 <= self.valid <= MAX_SENTENCES, "data.valid", f"expected 1 to {MAX_SENTENCES:,} sentences (held in memory)", self.valid)
         _require(self.max_len >= 3, "data.max_len", "expected at least 3 (<bos>, a word, <eos>)", self.max_len)
         _require(self.holdout >= 0, "data.holdout", "expected a number of words >= 0", self.holdout)
         classes = self.holdout_classes

@@ -31,8 +31,9 @@ def error_at(tmp_path: Path, table: str, line: str) -> str:
         ('grammar = "lexicons/sentiment.lex"', 'data.grammar: expected an .fsg grammar (the corpus is sampled from it), got "lexicons/sentiment.lex"'),
         ('lexicon = "grammars/clause.fsg"', 'data.lexicon: expected a .lex lexicon (the features come from it), got "grammars/clause.fsg"'),
         ('grammar = "grammars/none.fsg"', "data.grammar: grammars/none.fsg: no such shipped file"),
-        ("train = -5", "data.train: expected a number of sentences >= 0, got -5"),
-        ("valid = 0", "data.valid: expected a number of sentences >= 1, got 0"),
+        ("train = -5", "data.train: expected 0 to 1,000,000 sentences (held in memory), got -5"),
+        ("train = 1000000000000", "data.train: expected 0 to 1,000,000 sentences (held in memory), got 1000000000000"),
+        ("valid = 0", "data.valid: expected 1 to 1,000,000 sentences (held in memory), got 0"),
         ("max_len = 2", "data.max_len: expected at least 3 (<bos>, a word, <eos>), got 2"),
         ("max_len = 40", "data.max_len: expected at most model.max_len + 1 = 33 (the model's context), got 40"),
         ("holdout = -1", "data.holdout: expected a number of words >= 0, got -1"),
@@ -60,10 +61,17 @@ def test_bad_data_values(tmp_path, line, expected):
         ("uniformizer_weight = inf", "model.uniformizer_weight: expected a finite number >= 0 (0 turns it off), got inf"),
         ("max_len = 8", "model.max_len: expected at least data.max_len - 1 = 27 (the longest input), got 8"),
         ('kind = "fusoin"', 'model.kind: expected one of "baseline", "fusion", got "fusoin" (did you mean "fusion"?)'),
+        ("d_ff = 1000000000", "model.d_ff: expected a model of at most 1e+09 weights, but d_model 128, n_layers 4, d_ff 1000000000, "
+                              "max_len 32 and aux_hidden 128 give about 1e+12, got 1000000000"),
     ],
 )
 def test_bad_model_values(tmp_path, line, expected):
     assert error_at(tmp_path, "model", line) == expected
+
+
+def test_a_model_too_big_to_allocate_blames_the_key_that_grew(tmp_path):
+    for line, key in [("d_model = 65536", "d_model"), ("n_layers = 100000", "n_layers"), ("max_len = 1000000000", "max_len")]:
+        assert error_at(tmp_path, "model", line).startswith(f"model.{key}: expected a model of at most 1e+09 weights")
 
 
 def test_data_files_missing_or_folders(tmp_path):
