@@ -440,11 +440,18 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
     click.echo(json.dumps(results, indent=2) if as_json else bench_wfsa_module.format_results(results))
 
 
-@main.command(name="generate")
+@main.command(
+    name="generate",
+    epilog=examples(
+        "neurosym generate runs/semantic-fusion --grammar grammars/clause.fsg -n 3",
+        'neurosym generate runs/semantic-fusion/last.pt --grammar grammars/clause.fsg --prompt "Bob cooks" --top-p 0.9 --json',
+        "neurosym generate runs/semantic-fusion --grammar grammars/email.regex:LABEL --temperature 0.7 --seed 1",
+    ),
+)
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option("--grammar", required=True, help="A .regex bank (FILE or FILE:NAME, default its first pattern), an .fsg grammar, or a word list.")
 @click.option("--prompt", default=None, help="Text every sample starts with (it must be in the grammar's language so far).")
-@click.option("-n", "n", default=5, show_default=True, type=click.IntRange(min=0), help="How many samples.")
+@click.option("-n", "--samples", "n", default=5, show_default=True, type=click.IntRange(min=0), help="How many samples.")
 @click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Sampling temperature.")
 @click.option("--top-p", default=1.0, show_default=True, type=click.FloatRange(min=0, max=1, min_open=True), help="Nucleus sampling mass (1: off).")
 @click.option("--seed", default=0, show_default=True, help="Random seed (same seed, same samples).")
