@@ -197,8 +197,9 @@ def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], n: int, 
 @with_limits
 @click.option("--json", "as_json", is_flag=True, help="A JSON list instead of one sample per line.")
 def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: str | None, max_states: int, time_limit: float, as_json: bool) -> None:
-    """Draw samples from FILE (-n of them): sentences of an FSG or PCFG (from the grammar's own
-    distribution), or strings of a regex bank's pattern (uniform random walks)."""
+    """Draw samples from FILE (-n of them): sentences of an FSG, its compiled artifact or a
+    PCFG (from the grammar's own distribution), or strings of a regex bank's pattern
+    (uniform random walks)."""
     from neurosym import kinds  # lazy: --help must not load torch and every subsystem
     out = kinds.sample(file, kinds.SampleOptions(n, seed, max_len, trees, pattern, _limits(max_states, time_limit)))
     click.echo(json.dumps(out, ensure_ascii=False) if as_json else "\n".join(out))

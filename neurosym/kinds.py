@@ -195,8 +195,20 @@ def _sample_regex(path: Path, o: SampleOptions) -> list[str]:
 
 
 def _sample_fsg(path: Path, o: SampleOptions) -> list[str]:
-    auto = _load_fsg(path, None, o.limits)
+    return _sentences(_load_fsg(path, None, o.limits), o)
+
+
+def _sentences(auto: Any, o: SampleOptions) -> list[str]:
+    """``o.n`` sentences of a compiled FSG (a WeightedAutomaton), words joined by spaces."""
     return [" ".join(auto.vocab.tokens[i] for i in s) for s in auto.sample(o.n, max_len=o.max_len, seed=o.seed)]
+
+
+def _sample_artifact(path: Path, o: SampleOptions) -> list[str]:
+    """An FSG artifact samples as its source grammar does (same seed, same sentences)."""
+    obj = _load_artifact(path, None, o.limits)
+    if not _is(obj, "neurosym.compile.weighted", "WeightedAutomaton"):
+        raise NeurosymError(f"{path}: sample the source grammar; of compiled artifacts only FSGs sample")
+    return _sentences(obj, o)
 
 
 def _sample_pcfg(path: Path, o: SampleOptions) -> list[str]:
@@ -223,8 +235,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("pcfg", ".pcfg", _load_pcfg, _inspect_pcfg, _sample_pcfg),
     Kind("lexicon", ".lex", _load_lexicon, _inspect_lexicon,
          _cannot_sample("a lexicon describes tokens and does not generate sentences; sample its FSG instead")),
-    Kind("artifact", ".safetensors", _load_artifact, _inspect_artifact,
-         _cannot_sample("sample the source grammar, not its compiled artifact")),
+    Kind("artifact", ".safetensors", _load_artifact, _inspect_artifact, _sample_artifact),
 )
 BY_SUFFIX: dict[str, Kind] = {k.suffix: k for k in KINDS}
 SOURCE_SUFFIXES = tuple(k.suffix for k in KINDS if k.name != "artifact")

@@ -160,6 +160,15 @@ def test_inspect_of_an_fsg_artifact_shows_what_its_source_shows(runner, tmp_path
     assert "cycles: states 0 1" in text_art or text is None
     r = run(runner, "inspect", out, "--draw", tmp_path / "x.dot", code=2)
     assert "draw its source grammar" in r.output
+    assert run(runner, "sample", out, "-n", 9, "--seed", 4).output == run(runner, "sample", source, "-n", 9, "--seed", 4).output
+
+
+def test_sample_of_a_pcfg_or_lexicon_artifact_says_to_sample_the_source(runner, tmp_path):
+    for source in (ARITH, SENTIMENT):
+        out = tmp_path / f"{source.stem}.safetensors"
+        run(runner, "compile", source, "-o", out)
+        r = run(runner, "sample", out, code=2)
+        assert f"{out}: sample the source grammar; of compiled artifacts only FSGs sample" in r.output
 
 
 @pytest.mark.parametrize("source", [CLAUSE, ARITH, SENTIMENT, ROOT / "grammars" / "dates.regex"])
