@@ -25,6 +25,7 @@ from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import NeurosymError
 
 UNREACHABLE = 2**31 - 1  # distance to a final state from a rejecting state
+DENSE_LIMIT = 2**20  # automata with at most this many (state, token) pairs get dense per-state tables
 
 
 class StateTracker:
@@ -35,13 +36,30 @@ class StateTracker:
         self.automaton = automaton
         self.states = torch.empty(0, dtype=torch.long)
         self.steps = torch.empty(0, dtype=torch.long)
+        Q, V = automaton.num_states, len(automaton.vocab)
+        # small automata: a dense (Q + 1, V) next-state table, row Q for the rejected state -1
+        self.table = None
+        if Q * V <= DENSE_LIMIT:
+            self.table = torch.cat([automaton.delta.long(), torch.full((1, V), -1, dtype=torch.long)])
 
     def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
         self.states = torch.full((batch_size,), self.automaton.start, dtype=torch.long, device=device)
         self.steps = torch.zeros(batch_size, dtype=torch.long, device=device)
+        if self.table is not None:
+            self.table = self.table.to(device)
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B,) the states each row would reach on ``tokens`` (B,); -1 if rejected."""
+        tokens = tokens.to(self.states.device).long()
+        if self.table is None:
+            return self.automaton.step(self.states, tokens)
+        V = self.table.shape[1]
+        rows = torch.where(self.states >= 0, self.states, self.table.shape[0] - 1)
+        nxt = self.table[rows, tokens.clamp(0, V - 1)]
+        return torch.where((tokens >= 0) & (tokens < V), nxt, -1)
 
     def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
-        nxt = self.automaton.step(self.states, tokens.to(self.states.device))
+        nxt = self.step(tokens)
         moving = torch.ones_like(self.states, dtype=torch.bool) if done is None else ~done.to(self.states.device)
         self.states = torch.where(moving, nxt, self.states)
         self.steps = self.steps + moving.long()
@@ -95,6 +113,15 @@ class GrammarMask(LogitsProcessor):
         self.automaton, self.eos_id, self.max_len, self.vocab_size = automaton, eos_id, max_len, V
         self.tracker = StateTracker(automaton)
         self._distance = distance_to_final(automaton) if max_len is not None else None
+        # small automata: every state's allowed tokens (end-of-sequence included) as one
+        # (Q + 1, V) bool table, built once; row Q is the rejected state (nothing allowed)
+        self.table = None
+        Q = automaton.num_states
+        if Q * V <= DENSE_LIMIT:
+            states = torch.arange(Q)
+            table = torch.cat([self.token_mask(states), torch.zeros(1, V, dtype=torch.bool)])
+            table[:, eos_id] = torch.cat([automaton.final.bool().cpu(), torch.zeros(1, dtype=torch.bool)])
+            self.table = table
 
     def __repr__(self) -> str:
         name = self.automaton.name or type(self.automaton).__name__
@@ -104,6 +131,8 @@ class GrammarMask(LogitsProcessor):
     # ------------------------------------------------------------------ the protocol
     def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
         self.tracker.reset(batch_size, device)
+        if self.table is not None:
+            self.table = self.table.to(device)
 
     def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
         self.tracker.advance(tokens, done)
@@ -116,7 +145,7 @@ class GrammarMask(LogitsProcessor):
     def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
         states = self.tracker.states
         tokens = tokens.to(states.device)
-        nxt = self.automaton.step(states, tokens)
+        nxt = self.tracker.step(tokens)
         ok = torch.where(tokens == self.eos_id, self.tracker.final(), nxt >= 0)
         if self._distance is not None:
             left = self.max_len - self.tracker.steps - 1  # tokens left after this one
@@ -133,6 +162,8 @@ class GrammarMask(LogitsProcessor):
         """(B, V) bool: the tokens each row (or each of ``rows``) may take next."""
         states = self.tracker.states if rows is None else self.tracker.states[rows]
         steps = self.tracker.steps if rows is None else self.tracker.steps[rows]
+        if self.table is not None and self._distance is None:
+            return self.table[torch.where(states >= 0, states, self.table.shape[0] - 1)]
         allowed = self.token_mask(states)  # (B, V)
         final = (states >= 0) & self.automaton.final.to(states.device)[states.clamp(min=0)]
         if self._distance is not None:
@@ -143,7 +174,8 @@ class GrammarMask(LogitsProcessor):
         return allowed
 
     def token_mask(self, states: torch.Tensor) -> torch.Tensor:
-        """(B, V) bool: the automaton's allowed tokens (the one place that reads its masks)."""
+        """(B, V) bool: the automaton's allowed tokens, end-of-sequence aside (the one place
+        that reads the automaton's masks: its packed bitsets, unpacked)."""
         return self.automaton.mask(states).clone()
 
     def _completable(self, states: torch.Tensor, left: torch.Tensor) -> torch.Tensor:
@@ -165,4 +197,4 @@ def states_allowing(automaton: Automaton, tokens: Sequence[int] | torch.Tensor) 
     return states[hit.any(dim=1)].tolist()
 
 
-__all__ = ["GrammarMask", "StateTracker", "UNREACHABLE", "arc_endpoints", "distance_to_final", "states_allowing"]
+__all__ = ["DENSE_LIMIT", "GrammarMask", "StateTracker", "UNREACHABLE", "arc_endpoints", "distance_to_final", "states_allowing"]

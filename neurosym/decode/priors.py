@@ -88,7 +88,7 @@ class FSGPrior(Prior):
         self.automaton, self.weight, self.eos_id = wa, _check_weight("FSGPrior", weight), eos_id
         table = wa.log_probs.clone()
         table[:, eos_id] = wa.final_log_probs
-        self.table = table  # (Q, V) float64
+        self.table = torch.cat([table, torch.full((1, V), NEG_INF, dtype=torch.float64)])  # (Q + 1, V); row Q: rejected
         self.tracker = StateTracker(wa)
 
     def __repr__(self) -> str:
@@ -103,8 +103,7 @@ class FSGPrior(Prior):
 
     def log_prior(self) -> torch.Tensor:
         states = self.tracker.states
-        rows = self.table[states.clamp(min=0)]
-        return rows.masked_fill((states < 0)[:, None], NEG_INF)
+        return self.table[torch.where(states >= 0, states, self.table.shape[0] - 1)]
 
 
 class RegexPrior(Prior):
