@@ -126,3 +126,117 @@ def rule_tensors_log_prob(rt, ids) -> float:
             inside = torch.logsumexp((rt.binary + pair).reshape(N, S * S), 1)
             chart[i, j] = torch.cat([inside, ninf.expand(rt.T)])
     return float(torch.logsumexp(rt.root + chart[0, L][:N], 0))
+
+
+# --- PCFG prefix probabilities
+#     Two oracles for neurosym.layers.prefix: every sentence of a finite grammar with its
+#     probability (by recursion over symbols, no chart), and Jelinek & Lafferty's (1991)
+#     prefix-inside recursion written the textbook way (float64 numpy, loops over spans).
+
+
+def _rule_arrays(rt):
+    """(binary (N, S, S), emit (T, V), root (N,), root_term (T,), empty) as float64 probabilities."""
+    f = lambda x: x.detach().double().exp().cpu().numpy()  # noqa: E731
+    return f(rt.binary), f(rt.emit), f(rt.root), f(rt.root_term), float(rt.empty.double().exp())
+
+
+def finite_language(rt) -> dict[tuple[int, ...], float]:
+    """Every sentence (tuple of token ids) of a grammar with a finite language, with its
+    probability summed over derivations: ``lang(t) = {(v,): emit[t, v]}``,
+    ``lang(A) = sum_{A -> B C} p * lang(B) x lang(C)``. Raises ValueError on recursion."""
+    G, E, root, root_term, empty = _rule_arrays(rt)
+    N, T = rt.N, rt.T
+    memo: dict[int, dict] = {}
+    busy: set[int] = set()
+
+    def lang(x: int) -> dict:
+        if x in memo:
+            return memo[x]
+        if x in busy:
+            raise ValueError("the grammar is recursive: its language is not finite")
+        busy.add(x)
+        out: dict[tuple[int, ...], float] = {}
+        if x >= N:
+            for v in np.nonzero(E[x - N])[0]:
+                out[(int(v),)] = E[x - N, v]
+        else:
+            for b, c in zip(*np.nonzero(G[x])):
+                p = G[x, b, c]
+                for u, pu in lang(int(b)).items():
+                    for w, pw in lang(int(c)).items():
+                        out[u + w] = out.get(u + w, 0.0) + p * pu * pw
+        busy.discard(x)
+        memo[x] = out
+        return out
+
+    sentences: dict[tuple[int, ...], float] = {(): empty} if empty > 0 else {}
+    for starts, weights, offset in ((root, range(N), 0), (root_term, range(T), N)):
+        for i in weights:
+            if starts[i] > 0:
+                for s, p in lang(i + offset).items():
+                    sentences[s] = sentences.get(s, 0.0) + starts[i] * p
+    return sentences
+
+
+def partition_functions(rt, iterations: int = 200_000, tol: float = 1e-15) -> np.ndarray:
+    """(N + T,) the total weight of each symbol's finite derivations, by plain fixed-point
+    iteration from 0 (Kleene): ``Z_A = sum p Z_B Z_C``, ``Z_t = sum_v emit[t, v]``."""
+    G, E, *_ = _rule_arrays(rt)
+    N = rt.N
+    z = np.concatenate([np.zeros(N), E.sum(1)])
+    for _ in range(iterations):
+        new = np.einsum("abc,b,c->a", G, z, z)
+        done = np.max(np.abs(new - z[:N]), initial=0.0) < tol
+        z[:N] = new
+        if done:
+            break
+    return z
+
+
+def jelinek_lafferty(rt, prefix: Sequence[int]) -> float:
+    """``P(prefix ...)``: the weight of every finite derivation whose yield starts with
+    ``prefix``, by Jelinek & Lafferty's recursion. With inside ``beta`` and the prefix
+    probabilities ``pp[i, A]`` of ``A`` deriving ``w_i .. w_{n-1}`` then anything:
+
+        pp[i, A] = sum_B R_L[A, B] sum_{B -> D E} p (sum_{i<j<n} beta[i, j, D] pp[j, E]
+                                                     + [n - i = 1, D preterminal] emit[D, w_i] Z_E)
+
+    where ``R_L = (I - P_L)^-1`` and ``P_L[A, B] = sum_C p(A -> B C) Z_C`` (left corners)."""
+    G, E, root, root_term, empty = _rule_arrays(rt)
+    N, T = rt.N, rt.T
+    z = partition_functions(rt)
+    w = [int(v) for v in prefix]
+    n = len(w)
+    if n == 0:
+        return float(empty + root @ z[:N] + root_term @ z[N:])
+    if any(not 0 <= v < E.shape[1] for v in w):
+        return 0.0
+    PL = np.einsum("abc,c->ab", G[:, :N, :], z)
+    RL = np.linalg.inv(np.eye(N) - PL)
+    beta = np.zeros((n + 1, n + 1, N + T))  # beta[i, j]: span w_i .. w_{j-1}
+    for i in range(n):
+        beta[i, i + 1, N:] = E[:, w[i]]
+    for width in range(2, n + 1):
+        for i in range(n - width + 1):
+            j = i + width
+            for m in range(i + 1, j):
+                beta[i, j, :N] += np.einsum("abc,b,c->a", G, beta[i, m], beta[m, j])
+    pp = np.zeros((n + 1, N + T))
+    for i in range(n - 1, -1, -1):
+        if n - i == 1:
+            pp[i, N:] = E[:, w[i]]
+        q = np.zeros(N)
+        for j in range(i + 1, n):
+            q += np.einsum("abc,b,c->a", G, beta[i, j], pp[j])
+        if n - i == 1:
+            q += np.einsum("abc,b,c->a", G[:, N:, :], E[:, w[i]], z)
+        pp[i, :N] = RL @ q
+    return float(root @ pp[0, :N] + root_term @ pp[0, N:])
+
+
+def entropy_of(sentences: dict) -> float:
+    """Entropy (nats) of the normalised distribution over a finite language."""
+    p = np.array(list(sentences.values()))
+    p = p / p.sum()
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
