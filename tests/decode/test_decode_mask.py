@@ -96,7 +96,7 @@ def check_all_accepted(file: str, pattern: str, vocab: Vocab, n: int, max_len: i
     rejected = [t for t in texts if not ref.fullmatch(t)]
     assert not rejected, rejected[:5]
     assert all(auto.accepts(t) for t in out.tokens)
-    assert len(set(texts)) > n // 10  # the model explores, it does not repeat one string
+    assert len(set(texts)) >= 10  # the model explores (MONTH has 12 strings), it does not repeat one
 
 
 # ---------------------------------------------------------------------- every sample in the language
