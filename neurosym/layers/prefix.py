@@ -73,12 +73,12 @@ class PrefixGrammar:
         log_z: (S,) log partition function of every symbol (0 for a consistent grammar).
         log_total: () log of the grammar's total weight (0 when normalised and consistent).
         closure: (S, S) ``K``: a symbol predicted at a position -> the nodes starting there.
-        pt_rules: (N, D) triples ``(left, right, log p)`` of the rules of each parent whose
-            right child is a preterminal (``left``, ``right`` index symbols; padding has
-            ``log p = -inf``), ``nt_rules`` the same for a nonterminal right child.
-        by_sibling: (S, D) triples ``(parent, left, log p)`` of the rules producing each
+        pt_rules: (D, N) triples ``(left, right, log p)``: column A lists the rules of
+            parent A whose right child is a preterminal (``left``, ``right`` index symbols;
+            padding has ``log p = -inf``); ``nt_rules`` the same for a nonterminal right child.
+        by_sibling: (D, S) triples ``(parent, left, log p)`` of the rules producing each
             right child.
-        by_token: (V, D) pairs ``(preterminal, log p)`` emitting each token.
+        by_token: (D, V) pairs ``(preterminal, log p)`` emitting each token.
     """
 
     N: int
@@ -138,9 +138,9 @@ class PrefixGrammar:
         def tensor(x, integer=False) -> Tensor:
             return torch.as_tensor(np.asarray(x), dtype=torch.long if integer else dtype, device=device)
 
-        def table(groups, n, *cols) -> tuple[Tensor, ...]:
+        def table(groups, n, *cols) -> tuple[Tensor, ...]:  # (D, n) each: reductions run over a leading dim
             idx, logp = _padded(groups, n, cols[:-1], cols[-1])
-            return (*(tensor(i, True) for i in idx), tensor(logp))
+            return (*(tensor(i.T.copy(), True) for i in idx), tensor(logp.T.copy()))
 
         return cls(
             N=N,
@@ -250,10 +250,11 @@ def _closure(N: int, T: int, z: np.ndarray, a, b, c, p) -> np.ndarray:
 class PrefixState:
     """Prefix probabilities of a batch of B rows, extended one token at a time.
 
-    ``append(tokens)`` adds the chart column of the new position (cost: the spans that
-    end there); the properties read the current prefix of every row. A row stops for
-    good when it is marked ended (its last results are kept) and when its prefix
-    becomes impossible (then every result of the row is ``-inf``).
+    ``append(tokens)`` adds, for every row that takes a token, the chart column of its
+    new position (cost: the spans that end there). Rows may skip steps (``skip``) and
+    so hold prefixes of different lengths; each row's column is read and written by
+    its own index. A row whose prefix became impossible stays so (all its results are
+    ``-inf``).
 
     Attributes (log space):
         prefix_log_prob: (B,) ``log P(prefix ...)``.
@@ -268,10 +269,8 @@ class PrefixState:
         self.grammar = grammar if device == grammar.device else grammar.to(device)
         g = self.grammar
         B, S = batch_size, g.N + g.T
-        self.k = 0  # chart columns filled: positions 0..k
-        self.rows = torch.arange(B, device=device)  # batch row of each live chart row
         cap = START_CAPACITY
-        self.chart = torch.full((B, cap + 1, cap, S), LOG_ZERO, dtype=g.dtype, device=device)  # [b, j, i]: span [i, j)
+        self.chart = torch.full((B, cap + 1, cap + 1, S), LOG_ZERO, dtype=g.dtype, device=device)  # [b, j, w]: span [j - w, j)
         self.forward = torch.full((B, cap + 1, S), LOG_ZERO, dtype=g.dtype, device=device)  # [b, i]: O[i]
         start = torch.cat([g.root, g.root_term]).expand(B, S)
         self.forward[:, 0] = _vecmat(start, g.closure)
@@ -279,7 +278,6 @@ class PrefixState:
         self.sentence_log_prob = g.empty.expand(B).clone()
         self.next_preterminal = self.forward[:, 0, g.N :].clone()
         self.length = torch.zeros(B, dtype=torch.long, device=device)
-        self.ended = torch.zeros(B, dtype=torch.bool, device=device)
 
     @property
     def batch_size(self) -> int:
@@ -293,7 +291,7 @@ class PrefixState:
     def next_log_prob(self) -> Tensor:
         """(B, V) ``log P(prefix v ...)`` for every token ``v``."""
         t, lp = self.grammar.by_token
-        return _logsumexp(self.next_preterminal[:, t] + lp, -1)
+        return _logsumexp(self.next_preterminal[:, t] + lp, 1)
 
     def token_log_prob(self, tokens: Tensor) -> Tensor:
         """(B,) ``log P(prefix v ...)`` for one token per row; ``-inf`` for ids outside
@@ -319,83 +317,86 @@ class PrefixState:
 
     # ------------------------------------------------------------------ one more token
     @torch.no_grad()
-    def append(self, tokens: Tensor, ended: Tensor | None = None) -> None:
-        """Extend every live row by its token: tokens (B,) long. Rows with ``ended`` (B,)
-        set stop before this token, for good; an id outside the vocabulary (or one the
-        grammar never emits) makes the row's prefix impossible."""
+    def append(self, tokens: Tensor, skip: Tensor | None = None) -> None:
+        """Extend every row by its token: tokens (B,) long. Rows with ``skip`` (B,) set do
+        not take their token (their state does not move). An id outside the vocabulary
+        (or one the grammar never emits) makes the row's prefix impossible."""
+        B = self.batch_size
         tokens = torch.as_tensor(tokens, device=self.device).long()
-        if tokens.shape != (self.batch_size,):
-            raise NeurosymError(f"expected one token per row, shape ({self.batch_size},); got {tuple(tokens.shape)}")
-        if ended is not None:
-            ended = torch.as_tensor(ended, device=self.device).bool()
-            if ended.shape != (self.batch_size,):
-                raise NeurosymError(f"ended must be (B,) = ({self.batch_size},); got {tuple(ended.shape)}")
-            self.ended |= ended
-        self._compact()
-        live = ~self._stopped()
-        if not bool(live.any()):
+        if tokens.shape != (B,):
+            raise NeurosymError(f"expected one token per row, shape ({B},); got {tuple(tokens.shape)}")
+        take = torch.isfinite(self.prefix_log_prob)  # an impossible prefix stays impossible
+        if skip is not None:
+            skip = torch.as_tensor(skip, device=self.device).bool()
+            if skip.shape != (B,):
+                raise NeurosymError(f"skip must be (B,) = ({B},); got {tuple(skip.shape)}")
+            take &= ~skip
+        rows = take.nonzero()[:, 0]
+        self.length += skip.logical_not().long() if skip is not None else 1
+        if rows.numel() == 0:
             return
-        g = self.grammar
-        N = g.N
-        self._grow()
-        k = self.k = self.k + 1
-        rows = self.rows
-        e = self._emissions(tokens[rows])  # (b, T)
-        prefix = torch.logsumexp(self.forward[:, k - 1, N:] + e, -1)
-        col = self.chart[:, k]  # (b, cap, S): spans [i, k)
-        col[:, k - 1, N:] = e
-        alive = [True] * k  # whether span [m, k) may have an analysis in some row (refreshed after each push)
-        for m in range(k - 1, 0, -1):  # right child [m, k), final once the longer right children are in
-            right = col[:, m]
-            if not alive[m] or (m == k - 1 and right.max() == LOG_ZERO):
+        K = self.length[rows]  # each row's new column: spans ending at K
+        c = int(K.max())  # the widest new span
+        self._grow(c)
+        g, N = self.grammar, self.grammar.N
+        a = rows.numel()
+        at = torch.arange(a, device=self.device)
+        e = self._emissions(tokens[rows])  # (a, T)
+        prefix = torch.logsumexp(self.forward[rows, K - 1, N:] + e, -1)
+        col = self.chart.new_full((a, c + 1, self.chart.shape[-1]), LOG_ZERO)  # by width w: span [K - w, K)
+        col[:, 1, N:] = e
+        lockstep = a == self.batch_size and bool((K == c).all())  # every row at the same column: slices, no gathers
+        alive = [False, bool(e.max() > LOG_ZERO)] + [False] * (c - 1)  # widths with an analysis in some row
+        for d in range(1, c):  # right child of width d, final once the narrower ones are in
+            if not alive[d]:
                 continue
-            left, rcode, lp = g.pt_rules if m == k - 1 else g.nt_rules
-            x = self.chart[:, m, :m][:, :, left] + (right[:, rcode] + lp)[:, None]  # (b, m, N, D)
-            col[:, :m, :N] = torch.logaddexp(col[:, :m, :N], _logsumexp(x, -1))
-            alive[:m] = (col[:, :m, :N].amax((0, 2)) > LOG_ZERO).tolist() if N else [False] * m
-        if k == 1:
-            sentence = torch.logsumexp(g.root_term + e, -1)
-        else:
-            sentence = torch.logsumexp(g.root + col[:, 0, :N], -1)
+            # left children: the spans ending where the right child starts, by width 1 .. c - d
+            left = self.chart[:, c - d, 1 : c - d + 1] if lockstep else self.chart[rows, (K - d).clamp(min=0), 1 : c - d + 1]
+            ltab, rtab, lp = g.pt_rules if d == 1 else g.nt_rules
+            x = left[:, :, ltab] + (col[:, d, rtab] + lp)[:, None]  # (a, c - d, D, N)
+            col[:, d + 1 :, :N] = torch.logaddexp(col[:, d + 1 :, :N], _logsumexp(x, 2))
+            alive = (col[:, :, :N].amax((0, 2)) > LOG_ZERO).tolist()
+        self.chart[rows, K, : c + 1] = col
+        one = torch.logsumexp(g.root_term + e, -1)
+        longer = torch.logsumexp(g.root + col[at, K, :N], -1)
+        sentence = torch.where(K == 1, one, longer)
         parent, left, lp = g.by_sibling
-        x = self.forward[:, :k, parent] + col[:, :k, left] + lp  # (b, k, S, D)
-        predicted = _logsumexp(x.transpose(1, 2).flatten(2), -1)  # (b, S)
-        self.forward[:, k] = _vecmat(predicted, g.closure)
-        rows = rows[live]
-        self.prefix_log_prob[rows] = prefix[live]
-        self.sentence_log_prob[rows] = sentence[live]
-        self.next_preterminal[rows] = self.forward[live, k, N:]
-        self.length[rows] += 1
+        starts = (K[:, None] - torch.arange(1, c + 1, device=self.device)).clamp(min=0)  # (a, c): span [K - w, K) starts there
+        x = self.forward[rows[:, None], starts][:, :, parent] + col[:, 1:, left] + lp  # (a, c, D, S)
+        predicted = _logsumexp(x.flatten(1, 2), 1)  # (a, S)
+        nxt = _vecmat(predicted, g.closure)
+        self.forward[rows, K] = nxt
+        self.prefix_log_prob[rows] = prefix
+        self.sentence_log_prob[rows] = sentence
+        self.next_preterminal[rows] = nxt[:, N:]
 
-    def _grow(self) -> None:
-        """Double the chart when the next column does not fit."""
-        cap = self.chart.shape[2]
-        if self.k + 1 <= cap:
+    def _grow(self, k: int) -> None:
+        """Double the chart until column ``k`` fits."""
+        cap = self.chart.shape[1] - 1
+        if k <= cap:
             return
+        new = cap
+        while new < k:
+            new *= 2
         b, S = self.chart.shape[0], self.chart.shape[-1]
-        chart = self.chart.new_full((b, 2 * cap + 1, 2 * cap, S), LOG_ZERO)
-        chart[:, : cap + 1, :cap] = self.chart
-        forward = self.forward.new_full((b, 2 * cap + 1, S), LOG_ZERO)
+        chart = self.chart.new_full((b, new + 1, new + 1, S), LOG_ZERO)
+        chart[:, : cap + 1, : cap + 1] = self.chart
+        forward = self.forward.new_full((b, new + 1, S), LOG_ZERO)
         forward[:, : cap + 1] = self.forward
         self.chart, self.forward = chart, forward
 
-    def _stopped(self) -> Tensor:
-        """(b,) bool: chart rows that ended or whose prefix is impossible."""
-        return self.ended[self.rows] | ~torch.isfinite(self.prefix_log_prob[self.rows])
-
-    def _compact(self) -> None:
-        """Drop stopped rows from the chart once they are at least half of it (their
-        results stay in the per-row attributes)."""
-        stopped = self._stopped()
-        n = int(stopped.sum())
-        if n and 2 * n >= len(self.rows):
-            keep = ~stopped
-            self.rows, self.chart, self.forward = self.rows[keep], self.chart[keep], self.forward[keep]
-
 
 def _logsumexp(x: Tensor, dim: int) -> Tensor:
-    """``torch.logsumexp`` (exact; ``-inf`` for an all ``-inf`` slice), skipping size-1 dims."""
-    return x.squeeze(dim) if x.shape[dim] == 1 else torch.logsumexp(x, dim)
+    """``torch.logsumexp`` over ``dim`` (exact; ``-inf`` for an all ``-inf`` slice); a short
+    dim (the grammar tables' padded one) is folded by ``logaddexp``, one fused op a term."""
+    n = x.shape[dim]
+    if n == 0 or n > 4:
+        return torch.logsumexp(x, dim)
+    parts = x.unbind(dim)
+    out = parts[0]
+    for part in parts[1:]:
+        out = torch.logaddexp(out, part)
+    return out
 
 
 def _vecmat(x: Tensor, m: Tensor) -> Tensor:
@@ -417,7 +418,7 @@ def prefix_state(rules: "RuleTensors | PrefixGrammar", ids: Tensor, lengths: Ten
         raise NeurosymError(f"lengths must be (B,) = ({B},) integers in 0..{L}")
     state = PrefixState(grammar, B, ids.device)
     for i in range(int(lengths.max()) if B else 0):
-        state.append(ids[:, i], ended=lengths <= i)
+        state.append(ids[:, i], skip=lengths <= i)
     return state
 
 

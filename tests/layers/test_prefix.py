@@ -196,7 +196,7 @@ def test_incremental_equals_from_scratch():
         assert torch.allclose(running.next_log_prob()[live], scratch.next_log_prob(), rtol=1e-12, atol=1e-12)
         if k < L:
             tokens = torch.tensor([s[k] if k < len(s) else 0 for s in sentences])
-            running.append(tokens, ended=torch.tensor([k >= len(s) for s in sentences]))
+            running.append(tokens, skip=torch.tensor([k >= len(s) for s in sentences]))
     assert running.length.tolist() == [len(s) for s in sentences]
 
 
@@ -274,20 +274,32 @@ def test_tokens_outside_the_grammar_make_the_prefix_impossible():
     nxt, end = state.next_token_log_probs()
     assert (nxt == NEG).all() and (end == NEG).all()
     state.append(torch.tensor([one] * 4))  # dead rows stay dead
-    assert state.prefix_log_prob.tolist() == [NEG] * 4 and state.length.tolist() == [2] * 4
+    assert state.prefix_log_prob.tolist() == [NEG] * 4 and state.length.tolist() == [3] * 4
 
 
-def test_ended_rows_keep_their_results():
+def test_rows_that_skip_keep_their_results_and_resume():
     rt = load_pcfg(ROOT / "grammars" / "arith.pcfg").to(torch.float64)
-    s = [rt.vocab.id(w) for w in "( 1 + 2 ) * 3".split()]
-    state = PrefixState(PrefixGrammar.from_rules(rt), 3)
-    for k, t in enumerate(s):
-        state.append(torch.tensor([t] * 3), ended=torch.tensor([False, k >= 2, k >= 5]))
-    for b, n in enumerate((7, 2, 5)):
-        ref = prefix_state(rt, torch.tensor([s[:n]]))
-        assert state.length[b].item() == n
-        assert state.prefix_log_prob[b].item() == pytest.approx(ref.prefix_log_prob.item(), rel=1e-12)
-        assert torch.allclose(state.next_log_prob()[b], ref.next_log_prob()[0], rtol=1e-12, atol=0)
+    s = [rt.vocab.id(w) for w in "( 1 + 2 ) * 3 - ( 4 / 5 )".split()]
+    # row 0 takes every token; row 1 pauses over steps 2..4; row 2 stops after 5 tokens; row 3 starts late
+    plan = [lambda k: False, lambda k: 2 <= k <= 4, lambda k: k >= 5, lambda k: k < 6]
+    state = PrefixState(PrefixGrammar.from_rules(rt), 4)
+    fed = [[] for _ in plan]
+    for k in range(len(s) + 3):
+        skip = [f(k) for f in plan]
+        tokens = [s[len(fed[b])] if len(fed[b]) < len(s) else 0 for b in range(4)]
+        skip = [sk or len(fed[b]) >= len(s) for b, sk in enumerate(skip)]
+        state.append(torch.tensor(tokens), skip=torch.tensor(skip))
+        for b in range(4):
+            if not skip[b]:
+                fed[b].append(tokens[b])
+        for b in range(4):
+            ref = prefix_state(rt, torch.tensor([fed[b]]).reshape(1, len(fed[b])))
+            assert state.length[b].item() == len(fed[b])
+            assert state.prefix_log_prob[b].item() == pytest.approx(ref.prefix_log_prob.item(), rel=1e-12)
+            got, want = state.sentence_log_prob[b].item(), ref.sentence_log_prob.item()
+            assert got == want or abs(got - want) <= 1e-12 * abs(want)
+            assert torch.allclose(state.next_log_prob()[b], ref.next_log_prob()[0], rtol=1e-12, atol=0)
+    assert [len(f) for f in fed] == [len(s), len(s), 5, len(s) - 3]
 
 
 def test_bad_weights_and_inputs_are_errors():
