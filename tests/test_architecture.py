@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, int]] = [
     ("neurosym.data", 4),
     ("neurosym.lm", 5),
     ("neurosym.decode", 6),
+    ("neurosym.hf", 6),  # the Hugging Face bridge (optional extra `hf`)
     ("neurosym.experiments", 6),
     ("neurosym.synth", 6),
     ("neurosym.bench", 6),
@@ -41,7 +42,7 @@ LAYERS: list[tuple[str, int]] = [
     ("neurosym", 8),  # the package's front door (neurosym/__init__.py) may import any layer
 ]
 LAYER_NAMES = {0: "base", 1: "dsl", 2: "compile", 3: "kinds/report", 4: "layers/data", 5: "lm",
-               6: "decode/experiments/synth/bench", 7: "cli", 8: "front door"}
+               6: "decode/hf/experiments/synth/bench", 7: "cli", 8: "front door"}
 
 
 def module_files() -> dict[str, Path]:

@@ -1,0 +1,352 @@
+"""The Hugging Face bridge: neurosym grammars as ``transformers`` logits processors.
+
+    from neurosym.hf import GrammarLogitsProcessor
+    proc = GrammarLogitsProcessor(r"(19|20)[0-9]{2}", tokenizer)
+    out = model.generate(**tokenizer("Year:", return_tensors="pt"), logits_processor=[proc], do_sample=True)
+
+* :func:`tokenizer_vocab`: a :class:`~neurosym.vocab.Vocab` from a fast ``transformers``
+  tokenizer: byte-level BPE (GPT-2 style) or SentencePiece-style (``Metaspace``, with
+  byte fallback), special tokens spelling nothing, padded to the model's embedding size.
+* :func:`load_grammar`: a regex string, a grammar file (``.regex`` bank patterns as
+  ``FILE:NAME``, ``.fsg``, ``.pcfg``, a ``.txt`` word list) or a compiled object, over
+  that vocabulary.
+* :class:`GrammarLogitsProcessor`: a ``transformers.LogitsProcessor`` driving the
+  processors of :mod:`neurosym.decode` (``GrammarMask``, ``FSGPrior``, ``PCFGMask``,
+  ``PCFGPrior``). The grammar constrains the *continuation*: the first call of a
+  ``generate`` sees the prompt, which only fixes where the continuation starts; each
+  later call advances every row by its one new token. End-of-sequence is allowed exactly
+  where the continuation is a complete sentence of the grammar; rows that ended, or have
+  nothing left, may only end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from neurosym.compile.automaton import Automaton
+from neurosym.compile.fsg import load_fsg
+from neurosym.compile.pcfg import RuleTensors, load_pcfg
+from neurosym.compile.regex import Limits, RegexBank, compile_regex, rule_dfa, to_automaton, words_dfa
+from neurosym.compile.weighted import WeightedAutomaton
+from neurosym.data import resolve_data_path
+from neurosym.decode.mask import GrammarMask
+from neurosym.decode.priors import FSGPrior
+from neurosym.decode.processor import LogitsProcessor
+from neurosym.dsl import read_regex_bank
+from neurosym.errors import NeurosymError
+from neurosym.vocab import Vocab
+
+
+class MissingExtra(NeurosymError, ImportError):
+    """An optional dependency is not installed."""
+
+
+try:
+    from transformers import LogitsProcessor as HFLogitsProcessor
+    from transformers import PreTrainedTokenizerFast
+except ImportError:
+    raise MissingExtra("neurosym.hf needs transformers: pip install 'neurosym[hf]'") from None
+
+Grammar = str | Path | Automaton | RuleTensors
+GRAMMAR_SUFFIXES = (".regex", ".fsg", ".pcfg")  # a string ending so names a file, never a regex
+WORD_LIST_SUFFIX = ".txt"
+BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+NEG_INF = float("-inf")
+
+
+# ---------------------------------------------------------------------- vocabularies
+def tokenizer_vocab(tokenizer: PreTrainedTokenizerFast, size: int | None = None) -> Vocab:
+    """A ``"bytes"`` :class:`Vocab` of a fast tokenizer: each id's exact bytes.
+
+    Byte-level tokenizers (GPT-2, RoBERTa, Llama 3, Qwen: a ``ByteLevel`` pre-tokenizer
+    or decoder) read through :meth:`Vocab.from_tokenizer`; SentencePiece-style ones (a
+    ``Metaspace`` decoder or a ``▁`` -> space ``Replace``) spell ``▁`` as a space and
+    byte-fallback tokens ``<0xHH>`` as their byte. Special tokens (the tokenizer's
+    ``all_special_ids`` and added tokens marked special) spell nothing. ``size`` (the
+    model's ``config.vocab_size``) pads the vocabulary with unused ids that spell
+    nothing, or drops ids the model cannot produce.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if not isinstance(tokenizer, PreTrainedTokenizerFast) or backend is None:
+        raise NeurosymError(f"neurosym.hf needs a fast tokenizer (PreTrainedTokenizerFast, use_fast=True), got {type(tokenizer).__name__}")
+    spec = json.loads(backend.to_str())
+    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+    if _mentions(spec.get("pre_tokenizer"), "ByteLevel") or _mentions(spec.get("decoder"), "ByteLevel"):
+        base = Vocab.from_tokenizer(backend)
+        tokens, surfaces = base.tokens, base.surfaces
+    elif _mentions(spec.get("decoder"), "Metaspace") or _replaces_word_marker(spec.get("decoder")):
+        tokens, surfaces = _metaspace_surfaces(backend, bool((spec.get("model") or {}).get("byte_fallback")))
+    else:
+        kind = (spec.get("decoder") or {}).get("type", "no decoder")
+        raise NeurosymError(
+            f"neurosym.hf reads byte-level BPE (GPT-2 style) and SentencePiece-style (Metaspace) tokenizers; this one's decoder is {kind}"
+        )
+    surfaces = [None if i in special else s for i, s in enumerate(surfaces)]
+    if size is not None:
+        if not isinstance(size, int) or size < 1:
+            raise NeurosymError(f"vocab_size must be a positive number of token ids, got {size!r}")
+        tokens = tokens[:size] + [f"<unused:{i}>" for i in range(len(tokens), size)]
+        surfaces = surfaces[:size] + [None] * (size - len(surfaces))
+    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None and tokenizer.unk_token_id < len(tokens) else None
+    return Vocab(tokens, surfaces, "bytes", unk=unk, tokenizer=backend)
+
+
+def _mentions(component: Any, kind: str) -> bool:
+    """Whether a tokenizer JSON component, or one inside a Sequence of them, is of ``kind``."""
+    if not isinstance(component, dict):
+        return False
+    if component.get("type") == kind:
+        return True
+    return any(_mentions(c, kind) for c in component.get("pretokenizers") or component.get("decoders") or [])
+
+
+def _replaces_word_marker(decoder: Any) -> bool:
+    """A decoder that turns SentencePiece's ``▁`` into a space (Llama 2, Mistral)."""
+    if not isinstance(decoder, dict):
+        return False
+    if decoder.get("type") == "Replace":
+        return (decoder.get("pattern") or {}).get("String") == "▁"
+    return any(_replaces_word_marker(d) for d in decoder.get("decoders") or [])
+
+
+def _metaspace_surfaces(backend: Any, byte_fallback: bool) -> tuple[list[str], list[bytes | None]]:
+    """Token strings and bytes of a SentencePiece-style tokenizer (``▁`` is a space)."""
+    vocab = backend.get_vocab(with_added_tokens=True)
+    tokens: list[str] = [f"<unused:{i}>" for i in range(max(vocab.values()) + 1)]
+    surfaces: list[bytes | None] = [None] * len(tokens)
+    for tok, i in vocab.items():
+        tokens[i] = tok
+        byte = BYTE_FALLBACK.fullmatch(tok) if byte_fallback else None
+        surfaces[i] = bytes([int(byte.group(1), 16)]) if byte else tok.replace("▁", " ").encode("utf-8")
+    return tokens, surfaces
+
+
+# ---------------------------------------------------------------------- grammars
+def load_grammar(grammar: Grammar, vocab: Vocab, limits: Limits = Limits()) -> Automaton | RuleTensors:
+    """A grammar over ``vocab``: an :class:`Automaton` (a ``WeightedAutomaton`` for an
+    ``.fsg``) or :class:`RuleTensors` (a ``.pcfg``).
+
+    ``grammar`` is a compiled object (over ``vocab``), a :class:`~pathlib.Path`, or a
+    string: a file when it names one with a grammar suffix (``grammars/dates.regex:DATE``,
+    ``clause.fsg``, ``arith.pcfg``, ``words.txt`` (one word a line, ``#`` comments); ``grammars/...`` and ``lexicons/...``
+    also name the files shipped with neurosym), else a Python-syntax regex.
+    """
+    if isinstance(grammar, (Automaton, RuleTensors)):
+        if grammar.vocab != vocab:
+            raise NeurosymError(
+                f"the grammar is compiled over {grammar.vocab!r}, not the tokenizer's vocabulary {vocab!r}; "
+                "compile it over neurosym.hf.tokenizer_vocab(tokenizer, model.config.vocab_size), or pass its source"
+            )
+        return grammar
+    if isinstance(grammar, RegexBank):
+        raise NeurosymError(f"a regex bank holds {len(grammar)} patterns ({', '.join(grammar.names)}); pass one, bank['NAME']")
+    if isinstance(grammar, Path):
+        return _load_file(grammar, None, vocab, limits)
+    if not isinstance(grammar, str):
+        raise NeurosymError(f"grammar must be a regex, a grammar file or a compiled grammar, got {type(grammar).__name__}")
+    found = _grammar_file(grammar)
+    if found is not None:
+        return _load_file(*found, vocab, limits)
+    return compile_regex(grammar, vocab, max_states=limits.max_states, time_limit=limits.time_limit)
+
+
+def _grammar_file(spec: str) -> tuple[Path, str | None] | None:
+    """``(path, pattern name)`` when ``spec`` names a grammar file, else None (a regex)."""
+    head, name = spec, None
+    if Path(spec).suffix not in (*GRAMMAR_SUFFIXES, WORD_LIST_SUFFIX) and ":" in spec:
+        head, _, name = spec.rpartition(":")
+    suffix = Path(head).suffix
+    if suffix not in (*GRAMMAR_SUFFIXES, WORD_LIST_SUFFIX):
+        return None
+    try:
+        path = resolve_data_path(head)
+    except NeurosymError:  # grammars/... that is not shipped either
+        path = Path(head)
+    if path.is_file():
+        return path, name
+    if suffix == WORD_LIST_SUFFIX:
+        return None  # a regex that ends in ".txt"
+    raise NeurosymError(f"{head}: no such grammar file")
+
+
+def _load_file(path: Path, name: str | None, vocab: Vocab, limits: Limits) -> Automaton | RuleTensors:
+    suffix = path.suffix
+    if name is not None and suffix != ".regex":
+        raise NeurosymError(f"{path}:{name}: only a .regex bank has patterns to name (drop :{name})")
+    if suffix == ".regex":
+        bank = read_regex_bank(path)
+        names = list(bank.patterns)
+        if name is None and len(names) != 1:
+            raise NeurosymError(f"{path} has {len(names)} patterns ({', '.join(names)}); name one as {path}:NAME")
+        name = name or names[0]
+        if name not in bank.patterns:
+            raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(names)}")
+        return to_automaton(rule_dfa(bank, bank.patterns[name], limits), vocab, name=name, source=f"{path}:{name}")
+    if suffix == ".fsg":
+        return load_fsg(path, vocab, limits)
+    if suffix == ".pcfg":
+        return load_pcfg(path, vocab, limits)
+    if suffix == WORD_LIST_SUFFIX:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as err:
+            raise NeurosymError(f"{path}: not UTF-8 ({err.reason})") from None
+        words = [w for w in (line.strip() for line in lines) if w and not w.startswith("#")]  # as %words reads them
+        if not words:
+            raise NeurosymError(f"{path}: the word list is empty")
+        return to_automaton(words_dfa(words, limits=limits), vocab, name=path.stem, source=str(path))
+    raise NeurosymError(f"{path}: expected a .regex bank, an .fsg or .pcfg grammar, or a .txt word list")
+
+
+def grammar_processors(compiled: Automaton | RuleTensors, eos_id: int, prior_weight: float = 0.0, max_new_tokens: int | None = None) -> list[LogitsProcessor]:
+    """The :mod:`neurosym.decode` processors that enforce ``compiled``: a mask, or with
+    ``prior_weight > 0`` a grammar prior (``weight * log P_grammar(token | prefix)``,
+    which also forbids every token of probability zero)."""
+    if not (isinstance(prior_weight, (int, float)) and prior_weight >= 0):
+        raise NeurosymError(f"prior_weight must be a number >= 0, got {prior_weight!r}")
+    if isinstance(compiled, RuleTensors):
+        if max_new_tokens is not None:
+            raise NeurosymError("max_new_tokens (a completion budget) is supported for automata (regexes, .fsg, word lists), not .pcfg grammars")
+        from neurosym.decode.pcfg import PCFGMask, PCFGPrior  # lazy: the prefix-probability charts load only for PCFGs
+
+        return [PCFGPrior(compiled, prior_weight, eos_id) if prior_weight > 0 else PCFGMask(compiled, eos_id)]
+    out: list[LogitsProcessor] = []
+    if prior_weight > 0:
+        if not isinstance(compiled, WeightedAutomaton):
+            raise NeurosymError("prior_weight needs a weighted grammar (an .fsg or a .pcfg); a regex only masks")
+        out.append(FSGPrior(compiled, prior_weight, eos_id))
+    if prior_weight == 0 or max_new_tokens is not None:
+        out.append(GrammarMask(compiled, eos_id, max_len=max_new_tokens))
+    return out
+
+
+# ---------------------------------------------------------------------- the processor
+class GrammarLogitsProcessor(HFLogitsProcessor):
+    """A ``transformers.LogitsProcessor`` whose continuations are sentences of a grammar.
+
+    Args:
+        grammar: a regex, a grammar file or a compiled grammar (see :func:`load_grammar`).
+        tokenizer: the model's fast tokenizer.
+        prior_weight: 0 masks; ``> 0`` (an ``.fsg`` or ``.pcfg``) also adds
+            ``prior_weight * log P_grammar(token | prefix)`` (a product of experts).
+        eos_token_id: the id that ends a continuation (default: the tokenizer's eos).
+        vocab_size: the width of the model's scores (``model.config.vocab_size``) when it
+            is not ``len(tokenizer)``; wider scores are accepted anyway (extra ids masked).
+        max_new_tokens: with an automaton, allow only tokens after which the
+            continuation can still end (end-of-sequence included) within this many tokens.
+        limits: caps on compiling automata (states, seconds).
+
+    One processor follows one ``generate`` at a time. A call that does not extend the
+    previous one by a token per row starts a new generation (that call's ids are its
+    prompt); rows reordered by beam search are replayed from the prompt; :meth:`reset`
+    forces a new generation. Assisted (speculative) decoding is not supported.
+    """
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        tokenizer: PreTrainedTokenizerFast,
+        *,
+        prior_weight: float = 0.0,
+        eos_token_id: int | None = None,
+        vocab_size: int | None = None,
+        max_new_tokens: int | None = None,
+        limits: Limits = Limits(),
+    ):
+        self.vocab = tokenizer_vocab(tokenizer, vocab_size)
+        eos = tokenizer.eos_token_id if eos_token_id is None else eos_token_id
+        if eos is None:
+            raise NeurosymError("the tokenizer has no eos token; pass eos_token_id= (the id that ends a generation)")
+        if not isinstance(eos, int) or not 0 <= eos < len(self.vocab):
+            raise NeurosymError(f"eos_token_id must be a token id in [0, {len(self.vocab)}), got {eos!r}")
+        if self.vocab.surfaces[eos] is not None:
+            raise NeurosymError(f"eos_token_id {eos} is the ordinary token {self.vocab.tokens[eos]!r}; the end needs a special token")
+        self.eos_token_id = eos
+        self.grammar = load_grammar(grammar, self.vocab, limits)
+        self.processors = grammar_processors(self.grammar, eos, prior_weight, max_new_tokens)
+        self.prompt_length: int | None = None
+        self._ids: torch.Tensor | None = None  # the ids of the last call
+        self._done = torch.zeros(0, dtype=torch.bool)
+
+    def __repr__(self) -> str:
+        return f"GrammarLogitsProcessor({', '.join(map(repr, self.processors))}, vocab={self.vocab!r})"
+
+    def reset(self) -> None:
+        """Make the next call the first of a new generation (it sees the prompt)."""
+        self.prompt_length, self._ids = None, None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.dim() != 2 or scores.dim() != 2 or input_ids.shape[0] != scores.shape[0]:
+            raise NeurosymError(f"expected input_ids (B, L) and scores (B, V), got {tuple(input_ids.shape)} and {tuple(scores.shape)}")
+        V = len(self.vocab)
+        if scores.shape[1] < V:
+            raise NeurosymError(f"the scores have {scores.shape[1]} columns but the tokenizer {V} ids; pass vocab_size={scores.shape[1]} (model.config.vocab_size)")
+        self._sync(input_ids.detach(), scores.device)
+        out = scores.clone()  # transformers keeps the raw scores: never modify them in place
+        head = out[:, :V]
+        for proc in self.processors:
+            head = proc(head)
+        out[:, :V] = head
+        out[:, V:] = NEG_INF
+        stuck = self._done.to(out.device) | ~torch.isfinite(out).any(dim=1)  # ended, or nothing left: end (again)
+        if bool(stuck.any()):
+            out[stuck] = NEG_INF
+            out[stuck, self.eos_token_id] = 0.0
+        return out
+
+    # ------------------------------------------------------------------ row states
+    def _sync(self, ids: torch.Tensor, device: torch.device) -> None:
+        """Bring every row's grammar state up to ``ids`` (B, L): one token per row past the
+        last call; a replay from the prompt if the rows were reordered; else a new start."""
+        B, L = ids.shape
+        prev = self._ids
+        if prev is not None and prev.shape[0] == B and L == prev.shape[1] + 1 and prev.device == ids.device:
+            if torch.equal(ids[:, :-1], prev):
+                self._advance(ids[:, -1])
+                self._ids = ids.clone()
+                return
+            if _rows_of(ids[:, :-1], prev):  # beam search reordered the rows: replay them
+                self._restart(B, device)
+                for t in range(self.prompt_length, L):
+                    self._advance(ids[:, t])
+                self._ids = ids.clone()
+                return
+        self.prompt_length = L  # a new generation: this call sees its prompt
+        self._restart(B, device)
+        self._ids = ids.clone()
+
+    def _restart(self, batch_size: int, device: torch.device) -> None:
+        for proc in self.processors:
+            proc.reset(batch_size, device)
+        self._done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+
+    def _advance(self, tokens: torch.Tensor) -> None:
+        tokens = tokens.to(self._done.device).long()
+        ended = tokens == self.eos_token_id
+        for proc in self.processors:
+            proc.advance(tokens, done=self._done | ended)
+        self._done = self._done | ended
+
+
+def _rows_of(rows: torch.Tensor, prev: torch.Tensor) -> bool:
+    """Whether every row of ``rows`` (B, L) is a row of ``prev`` (B', L)."""
+    return bool((rows[:, None, :] == prev[None, :, :]).all(dim=2).any(dim=1).all())
+
+
+def continuations(tokenizer: PreTrainedTokenizerFast, sequences: torch.Tensor, prompt_length: int, eos_token_id: int | None = None) -> list[str]:
+    """The text each row of ``generate``'s output (B, L) generated after the prompt, up to
+    its first end-of-sequence token (decoded without clean-up of spaces)."""
+    eos = tokenizer.eos_token_id if eos_token_id is None else eos_token_id
+    out = []
+    for row in sequences[:, prompt_length:].tolist():
+        ids = row[: row.index(eos)] if eos in row else row
+        out.append(tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+    return out
+
+
+__all__ = ["GrammarLogitsProcessor", "MissingExtra", "continuations", "grammar_processors", "load_grammar", "tokenizer_vocab"]
