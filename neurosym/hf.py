@@ -291,9 +291,10 @@ class GrammarLogitsProcessor(HFLogitsProcessor):
         head = out[:, :V]
         for proc in self.processors:
             head = proc(head)
-        out[:, :V] = head
+        if head.data_ptr() != out.data_ptr():  # a processor that returned a new tensor
+            out[:, :V] = head
         out[:, V:] = NEG_INF
-        stuck = self._done.to(out.device) | ~torch.isfinite(out).any(dim=1)  # ended, or nothing left: end (again)
+        stuck = self._done.to(out.device) | (out.amax(dim=1) == NEG_INF)  # ended, or nothing left: end (again)
         if bool(stuck.any()):
             out[stuck] = NEG_INF
             out[stuck, self.eos_token_id] = 0.0
