@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from neurosym.compile.dfa import CharDFA, sample_paths
-from neurosym.compile.token_index import WORD_BITS, TokenArcs, token_arcs
+from neurosym.compile.token_index import WORD_BITS, TokenArcs, TokenWalker, token_arcs, vocab_trie
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
@@ -28,17 +28,18 @@ from neurosym.vocab import Vocab
 class Automaton:
     """A deterministic automaton over token ids.
 
-    Build one from a dense table (``Automaton(delta, final, vocab)``) or from sparse
-    arcs (:meth:`from_arcs`). Every state of a compiled automaton is live (reachable,
-    and able to reach a final state), so the allowed tokens of a state are exactly those
-    that keep a prefix completable.
+    Build one from a dense table (``Automaton(delta, final, vocab)``), from sparse arcs
+    (:meth:`from_arcs`), or from the compiler's index (:meth:`from_index`: arcs are then
+    not kept at all — a step reads the token's characters or bytes through a small
+    symbol-level table — and are rebuilt only if asked for). Every state of a compiled
+    automaton is live (reachable, and able to reach a final state), so the allowed
+    tokens of a state are exactly those that keep a prefix completable.
 
     Attributes:
-        arcs: the :class:`~neurosym.compile.token_index.TokenArcs` (CSR, numpy).
-        keys, targets: (E,) long tensors: arc ``i`` reads token ``keys[i] % V`` in state
-            ``keys[i] // V`` (ascending) and goes to ``targets[i]``.
-        mask_bits: (M, ceil(V / 32)) int32 tensor of distinct allowed-token sets, bit
-            ``v % 32`` of word ``v // 32``; ``mask_row`` (Q,) long picks each state's row.
+        mask_row: (Q,) long: the distinct allowed-token set of each state. The sets are
+            packed into 32-bit words (bit ``v % 32`` of word ``v // 32``) and stored
+            sparsely: set ``m`` has the nonzero words ``mask_index[mask_ptr[m]:mask_ptr[m + 1]]``
+            with values ``mask_value[...]`` (int32).
         start: the start state (always 0).
         final: (Q,) bool tensor.
         vocab: the token vocabulary.
@@ -56,6 +57,7 @@ class Automaton:
         name: str | None = None,
         source: str | None = None,
         arcs: TokenArcs | None = None,
+        walker: TokenWalker | None = None,
     ):
         if arcs is None:
             if delta is None or delta.dim() != 2 or delta.shape[1] != len(vocab):
@@ -64,15 +66,33 @@ class Automaton:
             arcs = TokenArcs.from_dense(delta.long().cpu().numpy(), final.bool().cpu().numpy())
         elif arcs.num_tokens != len(vocab):
             raise NeurosymError(f"arcs are over {arcs.num_tokens} tokens, the vocabulary has {len(vocab)}")
-        self.arcs = arcs
         self._delta = None if delta is None else delta.long()
-        V = max(arcs.num_tokens, 1)
-        self.keys = torch.from_numpy(arcs.sources * V + arcs.tokens)
-        self.targets = torch.from_numpy(arcs.targets)
+        self._num_states, self._num_arcs = arcs.num_states, len(arcs.tokens)
+        self.words = (len(vocab) + WORD_BITS - 1) // WORD_BITS
         bits, row = arcs.packed_masks()
-        self.mask_bits = torch.from_numpy(bits)
+        m, w = np.nonzero(bits)
+        self.mask_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(np.bincount(m, minlength=len(bits)))]).astype(np.int64))
+        self.mask_index = torch.from_numpy(w.astype(np.int32))
+        self.mask_value = torch.from_numpy(bits[m, w])
         self.mask_row = torch.from_numpy(row)
-        self.final = torch.from_numpy(arcs.final) if final is None else final.bool()
+        self.final = torch.from_numpy(arcs.final.copy()) if final is None else final.bool()
+        self.walker = walker
+        if walker is None:  # step by binary search over the arcs, kept
+            self._arcs: TokenArcs | None = arcs
+            self._keys = torch.from_numpy(arcs.sources * max(len(vocab), 1) + arcs.tokens)
+            self._targets = torch.from_numpy(arcs.targets)
+        else:  # step through the symbol table; arcs rebuilt on demand
+            self._arcs = None
+            trie = vocab_trie(vocab)
+            self._walk = {
+                "table": torch.from_numpy(walker.table.astype(np.int64)),
+                "columns": torch.from_numpy(walker.columns.astype(np.int64)),
+                "enter": torch.from_numpy(walker.enter),
+                "leave": torch.from_numpy(walker.leave),
+                "symbols": torch.from_numpy(trie.token_symbols),
+                "length": torch.from_numpy(np.where(trie.special, -1, trie.token_len)),
+                "unk_next": None if walker.unk_next is None else torch.from_numpy(walker.unk_next),
+            }
         self.vocab = vocab
         self.start = start
         self.char_dfa = char_dfa
@@ -81,17 +101,30 @@ class Automaton:
 
     @classmethod
     def from_arcs(cls, arcs: TokenArcs, vocab: Vocab, **kwargs) -> "Automaton":
-        """An automaton from sparse arcs (no dense table is built)."""
+        """An automaton from sparse arcs (kept; no dense table is built)."""
         return cls(None, torch.from_numpy(arcs.final), vocab, arcs=arcs, **kwargs)
+
+    @classmethod
+    def from_index(cls, arcs: TokenArcs, walker: TokenWalker, vocab: Vocab, **kwargs) -> "Automaton":
+        """An automaton that keeps only its masks and the walker (see the class docstring)."""
+        return cls(None, torch.from_numpy(arcs.final), vocab, arcs=arcs, walker=walker, **kwargs)
 
     # ------------------------------------------------------------------ shape
     @property
     def num_states(self) -> int:
-        return self.arcs.num_states
+        return self._num_states
 
     @property
     def num_arcs(self) -> int:
-        return len(self.arcs.tokens)
+        return self._num_arcs
+
+    @property
+    def arcs(self) -> TokenArcs:
+        """The arcs as CSR rows (:class:`~neurosym.compile.token_index.TokenArcs`),
+        rebuilt from the walker on first use when they were not kept."""
+        if self._arcs is None:
+            self._arcs = self.walker.arcs(vocab_trie(self.vocab), self.final.cpu().numpy(), self.vocab.unk if self.vocab.kind == "char" else None)
+        return self._arcs
 
     @property
     def delta(self) -> torch.Tensor:
@@ -101,8 +134,14 @@ class Automaton:
         return self._delta
 
     def index_bytes(self) -> int:
-        """Bytes held by the sparse index and the packed masks (not the optional dense table)."""
-        return sum(t.numel() * t.element_size() for t in (self.keys, self.targets, self.mask_bits, self.mask_row, self.final))
+        """Bytes this automaton holds to step and mask: the packed masks, the final flags,
+        and either the kept arcs or the walker's tables (the vocabulary's own symbol
+        table, shared by every automaton over it, and optional dense tables not counted)."""
+        tensors = [self.mask_ptr, self.mask_index, self.mask_value, self.mask_row, self.final]
+        held = sum(t.numel() * t.element_size() for t in tensors)
+        if self.walker is None:
+            return held + sum(t.numel() * t.element_size() for t in (self._keys, self._targets))
+        return held + self.walker.nbytes()
 
     def __repr__(self) -> str:
         label = f"{self.name}: " if self.name else ""
@@ -141,25 +180,58 @@ class Automaton:
     def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Next states (...) for states (...) and tokens (...); -1 stays -1, and an
         unknown token (outside ``0..V-1``) rejects."""
-        V = max(self.arcs.num_tokens, 1)
-        states, tokens = torch.as_tensor(states, dtype=torch.long), torch.as_tensor(tokens, dtype=torch.long)
-        keys = self.keys.to(states.device)
-        if keys.numel() == 0:
-            return torch.full_like(torch.broadcast_tensors(states, tokens)[0], -1)
-        want = states.clamp(min=0) * V + tokens
-        pos = torch.searchsorted(keys, want).clamp(max=keys.numel() - 1)
-        hit = (keys[pos] == want) & (states >= 0) & (tokens >= 0) & (tokens < V)
-        return torch.where(hit, self.targets.to(states.device)[pos], torch.full_like(want, -1))
+        V = len(self.vocab)
+        states, tokens = torch.broadcast_tensors(torch.as_tensor(states, dtype=torch.long), torch.as_tensor(tokens, dtype=torch.long))
+        ok = (states >= 0) & (tokens >= 0) & (tokens < V)
+        q, t = states.clamp(min=0), tokens.clamp(0, max(V - 1, 0))
+        if self.walker is None:
+            keys = self._keys.to(states.device)
+            if keys.numel() == 0:
+                return torch.full_like(states, -1)
+            want = q * max(V, 1) + t
+            pos = torch.searchsorted(keys, want.reshape(-1)).reshape(want.shape).clamp(max=keys.numel() - 1)
+            return torch.where(ok & (keys[pos] == want), self._targets.to(states.device)[pos], torch.full_like(want, -1))
+        w = {k: (v.to(states.device) if v is not None else None) for k, v in self._walk.items()}
+        length = w["length"][t]
+        sym = w["symbols"][t].long()  # (..., L), -1 after the end
+        s = w["enter"][q]
+        for i in range(int(length.max()) if length.numel() else 0):
+            col = torch.where(sym[..., i] >= 0, w["columns"][sym[..., i].clamp(min=0)], -1)
+            nxt = torch.where((col >= 0) & (s >= 0), w["table"][s.clamp(min=0), col.clamp(min=0)], -1)
+            s = torch.where(length > i, nxt, s)
+        out = torch.where(s >= 0, w["leave"][s.clamp(min=0)], -1)
+        out = torch.where(length < 0, -1, out)  # special tokens never move ...
+        if w["unk_next"] is not None and self.vocab.unk is not None:  # ... but a character vocabulary's <unk>
+            out = torch.where(t == self.vocab.unk, w["unk_next"][q], out)
+        return torch.where(ok, out, -1)
 
     def mask_words(self, states: torch.Tensor) -> torch.Tensor:
-        """Allowed next tokens, packed: states (...) -> (..., ceil(V / 32)) int32 (a row
-        gather; all zero after -1)."""
-        words = self.mask_bits.to(states.device)[self.mask_row.to(states.device)[states.clamp(min=0)]]
-        return torch.where((states >= 0).unsqueeze(-1), words, torch.zeros_like(words))
+        """Allowed next tokens, packed: states (...) -> (..., ceil(V / 32)) int32 (all
+        zero after -1)."""
+        states = torch.as_tensor(states, dtype=torch.long)
+        flat = states.reshape(-1)
+        dev = flat.device
+        out = torch.zeros(flat.numel(), self.words, dtype=torch.int32, device=dev)
+        rows = self.mask_row.to(dev)[flat.clamp(min=0)]
+        ptr = self.mask_ptr.to(dev)
+        counts = torch.where(flat >= 0, ptr[rows + 1] - ptr[rows], 0)
+        owner = torch.repeat_interleave(torch.arange(flat.numel(), device=dev), counts)
+        starts = torch.repeat_interleave(ptr[rows] - (torch.cumsum(counts, 0) - counts), counts)
+        idx = starts + torch.arange(int(counts.sum()), device=dev)
+        out[owner, self.mask_index.to(dev)[idx].long()] = self.mask_value.to(dev)[idx]
+        return out.reshape(*states.shape, self.words)
+
+    def write_mask(self, state: int, out: np.ndarray) -> None:
+        """Write one state's packed mask into ``out`` (ceil(V / 32),) int32 in place: the
+        single-row fast path of :meth:`mask_words` (numpy, no allocation)."""
+        m = int(self.mask_row[state])
+        a, b = int(self.mask_ptr[m]), int(self.mask_ptr[m + 1])
+        out[:] = 0
+        out[self.mask_index.numpy()[a:b]] = self.mask_value.numpy()[a:b]
 
     def mask(self, states: torch.Tensor) -> torch.Tensor:
         """Allowed next tokens: states (...) -> (..., V) bool; nothing is allowed after -1."""
-        return unpack_bits(self.mask_words(states), self.arcs.num_tokens)
+        return unpack_bits(self.mask_words(states), len(self.vocab))
 
     def log_transitions(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Dense (Q, Q, V) transition log-weights: 0 on arcs, -inf elsewhere.
@@ -168,7 +240,7 @@ class Automaton:
         """
         Q, V = self.num_states, self.arcs.num_tokens
         out = torch.full((Q, Q, V), float("-inf"), dtype=dtype)
-        out[torch.from_numpy(self.arcs.sources), self.targets, torch.from_numpy(self.arcs.tokens)] = 0.0
+        out[torch.from_numpy(self.arcs.sources), torch.from_numpy(self.arcs.targets), torch.from_numpy(self.arcs.tokens)] = 0.0
         return out
 
     # ------------------------------------------------------------------ analysis

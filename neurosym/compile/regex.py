@@ -22,7 +22,7 @@ from interegular.patterns import InvalidSyntax, Pattern, Unsupported
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
 from neurosym.compile.nfa import Builder, Frag
-from neurosym.compile.token_index import token_arcs
+from neurosym.compile.token_index import token_index
 from neurosym.dsl import ir
 from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
 from neurosym.errors import CompileError, SourceError, Span
@@ -130,7 +130,7 @@ def default_vocab(dfas: Iterable[CharDFA]) -> Vocab:
 def to_automaton(dfa: CharDFA, vocab: Vocab | None = None, name: str | None = None, source: str | None = None) -> Automaton:
     """A token-level automaton for ``vocab`` (default: :func:`default_vocab`)."""
     vocab = vocab if vocab is not None else default_vocab([dfa])
-    return Automaton.from_arcs(token_arcs(dfa, vocab), vocab, char_dfa=dfa, name=name, source=source)
+    return Automaton.from_index(*token_index(dfa, vocab), vocab, char_dfa=dfa, name=name, source=source)
 
 
 def compile_regex(

@@ -44,6 +44,9 @@ class VocabTrie:
         end_start, end_token: CSR from node to the tokens that end there (tokens with
             equal surfaces share a node; the empty surface ends at the root).
         special: (V,) bool, tokens with no surface (they never move an automaton).
+        alphabet: (A,) the distinct symbols of the vocabulary, ascending.
+        token_symbols: (V, L) int16/int32 each token's symbols as indices into
+            ``alphabet``, -1 after its end; ``token_len`` (V,) their counts.
     """
 
     symbol: np.ndarray
@@ -52,6 +55,9 @@ class VocabTrie:
     end_start: np.ndarray
     end_token: np.ndarray
     special: np.ndarray
+    alphabet: np.ndarray
+    token_symbols: np.ndarray
+    token_len: np.ndarray
 
     @property
     def num_nodes(self) -> int:
@@ -113,7 +119,13 @@ def build_trie(surfaces: list, as_bytes: bool) -> VocabTrie:
     order = order[end_node[order] >= 0]
     end_count = np.bincount(end_node[order], minlength=n_nodes)
     end_start = np.concatenate([[0], np.cumsum(end_count)]).astype(np.int64)
-    return VocabTrie(np.concatenate(symbols), child_start, np.array(level_start, dtype=np.int64), end_start, order.astype(np.int64), special)
+    alphabet, ids = np.unique(flat, return_inverse=True)
+    token_symbols = np.full(sym.shape, -1, dtype=np.int16 if len(alphabet) < 2**15 else np.int32)
+    token_symbols[rows, cols] = ids.reshape(-1)
+    return VocabTrie(
+        np.concatenate(symbols), child_start, np.array(level_start, dtype=np.int64), end_start, order.astype(np.int64),
+        special, alphabet, token_symbols, lengths,
+    )
 
 
 # ---------------------------------------------------------------------- sparse token arcs
@@ -189,15 +201,26 @@ class TokenArcs:
         """Only the states reachable from ``start`` that can reach a final state,
         renumbered breadth-first from ``start`` (which becomes 0). The empty language
         gives one non-final state with no arcs."""
+        return self.trimmed_with_map(start)[0]
+
+    def trimmed_with_map(self, start: int = 0) -> tuple["TokenArcs", np.ndarray]:
+        """:meth:`trimmed`, and (Q,) each old state's new number (-1: dropped)."""
         live = self.reach(np.array([start]), True) & self.reach(np.nonzero(self.final)[0], False)
         if not live[start]:
-            return TokenArcs(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(1, dtype=bool), self.num_tokens)
+            empty = TokenArcs(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(1, dtype=bool), self.num_tokens)
+            mapping = np.full(self.num_states, -1, dtype=np.int64)
+            mapping[start] = 0
+            return empty, mapping
         src = self.sources
         keep = live[src] & live[self.targets]
         return _renumber(src[keep], self.tokens[keep], self.targets[keep], self.final, live, start, self.num_tokens)
 
     def minimized(self) -> "TokenArcs":
         """The minimal equivalent DFA (of a trim one), renumbered breadth-first from 0."""
+        return self.minimized_with_map()[0]
+
+    def minimized_with_map(self) -> tuple["TokenArcs", np.ndarray]:
+        """:meth:`minimized`, and (Q,) each old state's new number."""
         src = self.sources
         block = self.final.astype(np.int64)
         n_blocks = len(np.unique(block))
@@ -209,14 +232,15 @@ class TokenArcs:
                 break
             n_blocks = n_new
         if n_blocks == self.num_states:
-            return self
+            return self, np.arange(self.num_states)
         rep = np.full(n_blocks, self.num_states, dtype=np.int64)
         np.minimum.at(rep, block, np.arange(self.num_states))  # the first state of each block
         keep = rep[block[src]] == src
         fin = np.zeros(n_blocks, dtype=bool)
         fin[block] = self.final
         live = np.ones(n_blocks, dtype=bool)
-        return _renumber(block[src[keep]], self.tokens[keep], block[self.targets[keep]], fin, live, int(block[0]), self.num_tokens)
+        arcs, new_id = _renumber(block[src[keep]], self.tokens[keep], block[self.targets[keep]], fin, live, int(block[0]), self.num_tokens)
+        return arcs, new_id[block]
 
     def packed_masks(self) -> tuple[np.ndarray, np.ndarray]:
         """The allowed-token set of every state as 32-bit words, deduplicated:
@@ -244,8 +268,9 @@ def expand(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.repeat(starts - before, counts) + np.arange(total, dtype=np.int64), counts
 
 
-def _renumber(src, tok, dst, final, live, start, V) -> TokenArcs:
-    """Renumber the ``live`` states breadth-first from ``start`` (vectorised by levels)."""
+def _renumber(src, tok, dst, final, live, start, V) -> tuple[TokenArcs, np.ndarray]:
+    """Renumber the ``live`` states breadth-first from ``start`` (vectorised by levels);
+    also returns each old state's new number (-1: not reached)."""
     n = len(live)
     order = np.argsort(src, kind="stable")
     indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
@@ -265,7 +290,7 @@ def _renumber(src, tok, dst, final, live, start, V) -> TokenArcs:
     keep = new_id[src] >= 0
     fin = np.zeros(count, dtype=bool)
     fin[new_id[new_id >= 0]] = final[new_id >= 0]
-    return TokenArcs.from_triples(new_id[src[keep]], tok[keep], new_id[dst[keep]], fin, V)
+    return TokenArcs.from_triples(new_id[src[keep]], tok[keep], new_id[dst[keep]], fin, V), new_id
 
 
 # ---------------------------------------------------------------------- grouping sparse rows
@@ -325,13 +350,16 @@ def group_rows(indptr: np.ndarray, columns: list[np.ndarray], labels: np.ndarray
 Step = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def walk_trie(step: Step, node_symbol: np.ndarray, trie: VocabTrie, sources: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def walk_trie(
+    step: Step, node_symbol: np.ndarray, trie: VocabTrie, sources: np.ndarray, visited: list | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Walk the trie from each of ``sources`` (DFA states) at once, one level at a time.
 
     ``step(states, symbols)`` gives next states (-1 = reject, and a symbol -1 rejects);
     ``node_symbol`` (N,) is the symbol on the arc into each trie node. Only live
     (state, node) pairs are carried. Returns the arcs ``(src, token, dst)`` of every
-    token whose whole surface survives.
+    token whose whole surface survives. ``visited``, if given, receives arrays of every
+    state the walk passes through (token boundaries and mid-token states alike).
     """
     origin = sources.astype(np.int64)  # the source each live pair started from
     cur = origin.copy()  # the DFA state it has reached
@@ -354,6 +382,8 @@ def walk_trie(step: Step, node_symbol: np.ndarray, trie: VocabTrie, sources: np.
         state = step(cur[rep], node_symbol[child])
         alive = state >= 0
         origin, cur, node = origin[rep][alive], state[alive], child[alive]
+        if visited is not None:
+            visited.append(np.unique(cur))
         emit(origin, cur, node)
     if not srcs:
         empty = np.zeros(0, dtype=np.int64)
@@ -361,17 +391,20 @@ def walk_trie(step: Step, node_symbol: np.ndarray, trie: VocabTrie, sources: np.
     return np.concatenate(srcs), np.concatenate(toks), np.concatenate(dsts)
 
 
-def explore(step: Step, final: Callable[[np.ndarray], np.ndarray], node_symbol: np.ndarray, trie: VocabTrie, num_tokens: int) -> TokenArcs:
+def explore(
+    step: Step, final: Callable[[np.ndarray], np.ndarray], node_symbol: np.ndarray, trie: VocabTrie, num_tokens: int, visited: list | None = None
+) -> tuple[TokenArcs, np.ndarray]:
     """The token-level DFA reachable from state 0: breadth-first over DFA states, each
     frontier walked through the trie at once. States are renumbered in discovery order,
-    and only states that some token sequence reaches are ever walked."""
+    and only states that some token sequence reaches are ever walked. Also returns the
+    original state of each new number."""
     seen = np.zeros(1, dtype=np.int64)  # original states found so far, sorted ...
     new_id = np.zeros(1, dtype=np.int64)  # ... and their new numbers
     found = [seen.copy()]  # original states in discovery order
     frontier, count = seen.copy(), 1
     srcs, toks, dsts = [], [], []
     while len(frontier):
-        src, tok, dst = walk_trie(step, node_symbol, trie, frontier)
+        src, tok, dst = walk_trie(step, node_symbol, trie, frontier, visited)
         srcs.append(src), toks.append(tok), dsts.append(dst)
         cand = np.unique(dst)
         hit = seen[np.minimum(np.searchsorted(seen, cand), len(seen) - 1)] == cand
@@ -387,7 +420,8 @@ def explore(step: Step, final: Callable[[np.ndarray], np.ndarray], node_symbol: 
         return new_id[np.searchsorted(seen, x)]
 
     src, tok, dst = (np.concatenate(x) for x in (srcs, toks, dsts))
-    return TokenArcs.from_triples(relabel(src), tok, relabel(dst), final(np.concatenate(found)), num_tokens)
+    original = np.concatenate(found)
+    return TokenArcs.from_triples(relabel(src), tok, relabel(dst), final(original), num_tokens), original
 
 
 def symbol_classes(dfa: CharDFA, trie: VocabTrie) -> np.ndarray:
@@ -398,8 +432,62 @@ def symbol_classes(dfa: CharDFA, trie: VocabTrie) -> np.ndarray:
     return cls[inv.reshape(-1)]
 
 
-def token_arcs(dfa: CharDFA, vocab: Vocab) -> TokenArcs:
-    """The minimal trim token-level DFA of ``dfa`` over ``vocab`` (start state 0).
+@dataclass
+class TokenWalker:
+    """Steps a token-level DFA without storing its arcs: each token's symbols (its
+    characters, or its bytes) are read through a symbol-level DFA.
+
+    Attributes:
+        table: (S, C) int32 next symbol state, -1 = reject.
+        columns: (A,) int16 the table column of each symbol of the vocabulary's
+            alphabet (-1: rejected from every state).
+        enter: (Q,) int64 a symbol state standing for each token state.
+        leave: (S,) int64 the token state of a symbol state reached at a token
+            boundary (-1: no live token state there).
+        unk_next: (Q,) int64 where ``<unk>`` goes from each token state (character
+            vocabularies), or None.
+    """
+
+    table: np.ndarray
+    columns: np.ndarray
+    enter: np.ndarray
+    leave: np.ndarray
+    unk_next: np.ndarray | None = None
+
+    def nbytes(self) -> int:
+        parts = [self.table, self.columns, self.enter, self.leave] + ([self.unk_next] if self.unk_next is not None else [])
+        return sum(p.nbytes for p in parts)
+
+    def arcs(self, trie: VocabTrie, final: np.ndarray, unk: int | None) -> TokenArcs:
+        """Every arc, recomputed by walking the trie from each token state."""
+        table = self.table
+        cols = np.full(trie.num_nodes, -1, dtype=np.int64)
+        if len(trie.alphabet):
+            at = np.minimum(np.searchsorted(trie.alphabet, trie.symbol), len(trie.alphabet) - 1)
+            cols = np.where(trie.symbol >= 0, self.columns[at], -1)
+
+        def step(states: np.ndarray, c: np.ndarray) -> np.ndarray:
+            return np.where(c >= 0, table[states, np.maximum(c, 0)], -1)
+
+        src, tok, dst = walk_trie(step, cols.astype(np.int64), trie, self.enter)
+        src, dst = _origin_of(self.enter, src), self.leave[dst]
+        keep = dst >= 0
+        src, tok, dst = src[keep], tok[keep], dst[keep]
+        if self.unk_next is not None and unk is not None:
+            has = np.nonzero(self.unk_next >= 0)[0]
+            src, tok, dst = np.concatenate([src, has]), np.concatenate([tok, np.full(len(has), unk)]), np.concatenate([dst, self.unk_next[has]])
+        return TokenArcs.from_triples(src, tok, dst, final, len(trie.token_len))
+
+
+def _origin_of(enter: np.ndarray, symbol_states: np.ndarray) -> np.ndarray:
+    """The token state whose ``enter`` is each of ``symbol_states`` (enter is injective)."""
+    order = np.argsort(enter)
+    return order[np.searchsorted(enter[order], symbol_states)]
+
+
+def token_index(dfa: CharDFA, vocab: Vocab) -> tuple[TokenArcs, TokenWalker]:
+    """The minimal trim token-level DFA of ``dfa`` over ``vocab`` (start state 0): its
+    arcs, and a :class:`TokenWalker` that steps it without them.
 
     Character and word vocabularies walk characters; byte vocabularies walk UTF-8
     bytes through a :class:`~neurosym.compile.dfa.ByteView` (a state may sit inside a
@@ -408,9 +496,17 @@ def token_arcs(dfa: CharDFA, vocab: Vocab) -> TokenArcs:
     such characters agree.
     """
     trie = vocab_trie(vocab)
+    unk_targets = None
     if vocab.kind == "bytes":
         view = ByteView.of(dfa)
-        arcs = explore(view.step, view.final, trie.symbol, trie, len(vocab))
+        visited: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+        arcs, original = explore(view.step, view.final, trie.symbol, trie, len(vocab), visited)
+        states = np.unique(np.concatenate(visited + [original]))  # every byte state a token walk meets
+        raw = view.step(states[:, None], np.arange(256)[None, :])
+        pos = np.minimum(np.searchsorted(states, raw), len(states) - 1)
+        table = np.where((raw >= 0) & (states[pos] == raw), pos, -1)
+        symbol_state = np.searchsorted(states, original)  # explored id -> table row
+        columns_of_symbol = trie.alphabet  # a byte is its own column before merging
     else:
         trans = dfa.trans
 
@@ -419,11 +515,36 @@ def token_arcs(dfa: CharDFA, vocab: Vocab) -> TokenArcs:
 
         src, tok, dst = walk_trie(step, symbol_classes(dfa, trie), trie, np.arange(dfa.num_states))
         if vocab.kind == "char" and vocab.unk is not None:
-            target = unknown_char_targets(dfa, vocab)
-            q = np.nonzero(target >= 0)[0]
-            src, tok, dst = np.concatenate([src, q]), np.concatenate([tok, np.full(len(q), vocab.unk)]), np.concatenate([dst, target[q]])
+            unk_targets = unknown_char_targets(dfa, vocab)
+            q = np.nonzero(unk_targets >= 0)[0]
+            src, tok, dst = np.concatenate([src, q]), np.concatenate([tok, np.full(len(q), vocab.unk)]), np.concatenate([dst, unk_targets[q]])
         arcs = TokenArcs.from_triples(src, tok, dst, dfa.final, len(vocab))
-    return arcs.trimmed().minimized()
+        table = trans
+        symbol_state = np.arange(dfa.num_states)
+        columns_of_symbol = np.array([dfa.partition.class_of.get(chr(c), OTHER) for c in trie.alphabet.tolist()], dtype=np.int64)
+    trimmed, trim_map = arcs.trimmed_with_map()
+    final_arcs, min_map = trimmed.minimized_with_map()
+    token_state = np.where(trim_map >= 0, min_map[np.maximum(trim_map, 0)], -1)  # arcs' state -> final state
+    # merge identical columns so the table stays narrow
+    uniq_cols, col_of = np.unique(table.T, axis=0, return_inverse=True)
+    col_of = col_of.reshape(-1)
+    columns = col_of[columns_of_symbol].astype(np.int16 if len(uniq_cols) < 2**15 else np.int32)
+    leave = np.full(table.shape[0], -1, dtype=np.int64)
+    leave[symbol_state] = token_state
+    Q = final_arcs.num_states
+    enter = np.full(Q, -1, dtype=np.int64)
+    alive = token_state >= 0
+    np.maximum.at(enter, token_state[alive], symbol_state[alive])  # any member of a merged block will do
+    unk_next = None
+    if unk_targets is not None:
+        unk_next = np.where(unk_targets[enter] >= 0, leave[np.maximum(unk_targets[enter], 0)], -1)
+    walker = TokenWalker(np.ascontiguousarray(uniq_cols.T).astype(np.int32), columns, enter, leave, unk_next)
+    return final_arcs, walker
+
+
+def token_arcs(dfa: CharDFA, vocab: Vocab) -> TokenArcs:
+    """The arcs of :func:`token_index` alone."""
+    return token_index(dfa, vocab)[0]
 
 
 def unknown_char_targets(dfa: CharDFA, vocab: Vocab) -> np.ndarray:

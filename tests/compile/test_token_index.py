@@ -133,9 +133,13 @@ def test_dense_and_sparse_constructions_agree():
     vocab = Vocab.chars(list("ab-1"))
     auto = compile_regex(r"(a|b)*-1", vocab=vocab)
     again = Automaton(auto.delta, auto.final, vocab)
-    torch.testing.assert_close(again.mask_words(torch.arange(auto.num_states)), auto.mask_words(torch.arange(auto.num_states)))
-    assert torch.equal(again.keys, auto.keys) and torch.equal(again.targets, auto.targets)
-    assert auto.index_bytes() < auto.delta.numel() * 8 or auto.num_states == 1
+    states = torch.arange(auto.num_states)
+    torch.testing.assert_close(again.mask_words(states), auto.mask_words(states))
+    tokens = torch.arange(-1, len(vocab) + 1)
+    grid_s, grid_t = torch.cartesian_prod(torch.arange(-1, auto.num_states), tokens).unbind(1)
+    assert torch.equal(again.step(grid_s, grid_t), auto.step(grid_s, grid_t))  # arcs vs walker, bad ids included
+    assert auto.walker is not None and again.walker is None
+    np.testing.assert_array_equal(auto.arcs.dense(), again.arcs.dense())
 
 
 @pytest.mark.parametrize("pattern", [r"é+ü", r"[^a]*", r"(19|20)[0-9]{2}", r"x{5}"])
