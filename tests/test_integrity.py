@@ -54,8 +54,14 @@ def _rewrite(path: Path, change) -> None:
 
 def test_out_of_range_states_and_bad_probabilities_are_invalid(tmp_path):
     path = save(neurosym.load(ROOT / "grammars/dates.regex"), tmp_path / "r.safetensors")
-    _rewrite(path, lambda t: t["0.delta"].__setitem__((0, 0), 10**6))
-    with pytest.raises(NeurosymError, match="invalid: 0.delta holds a next state outside"):
+    _rewrite(path, lambda t: t["0.targets"].__setitem__(0, 10**6))
+    with pytest.raises(NeurosymError, match="invalid: 0.targets holds a next state outside"):
+        load_artifact(path)
+    _rewrite(path, lambda t: t["0.targets"].__setitem__(0, 0) or t["0.tokens"].__setitem__(0, 10**6))
+    with pytest.raises(NeurosymError, match="invalid: 0.tokens holds a token outside"):
+        load_artifact(path)
+    _rewrite(path, lambda t: t["0.tokens"].__setitem__(0, 0) or t["0.indptr"].__setitem__(1, -5))
+    with pytest.raises(NeurosymError, match="invalid: 0.indptr is not a valid row index"):
         load_artifact(path)
     path = save(neurosym.load(ROOT / "grammars/clause.fsg"), tmp_path / "f.safetensors")
     _rewrite(path, lambda t: t["log_probs"].__setitem__((0, 0), float("nan")))

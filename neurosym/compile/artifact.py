@@ -4,8 +4,10 @@ An artifact is one ``.safetensors`` file: the tensors plus a JSON header under t
 metadata key ``neurosym`` (format, format version, kind, names, the vocabulary, ...).
 The header's ``kind`` says what the file holds:
 
-* ``"automaton"``: one :class:`Automaton` (``0.delta``, ``0.final``, its character DFA);
-* ``"bank"``: a :class:`RegexBank` (``weights`` and each pattern's ``i.delta`` ...);
+* ``"automaton"``: one :class:`Automaton`: its arcs as CSR rows (``0.indptr`` (Q+1,),
+  ``0.tokens`` and ``0.targets`` (E,) int32, tokens ascending in each row), ``0.final``,
+  and its character DFA (a 32k-token BPE automaton is stored in its arcs, not a (Q, V) table);
+* ``"bank"``: a :class:`RegexBank` (``weights`` and each pattern's ``i.indptr`` ...);
 * ``"fsg"``: a :class:`WeightedAutomaton` (``delta``, ``final``, ``log_probs``,
   ``final_log_probs`` and one ``role.<name>`` table per role, all float64);
 * ``"pcfg"``: a :class:`RuleTensors` (``root``, ``binary``, ``emit``, ``root_term``,
@@ -43,6 +45,7 @@ from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import CharDFA, Partition
 from neurosym.compile.lexicon import FeatureBank
 from neurosym.compile.pcfg import RuleTensors
+from neurosym.compile.token_index import TokenArcs
 from neurosym.compile.regex import Limits, RegexBank, compile_bank
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl import ir
@@ -54,7 +57,7 @@ from neurosym.dsl.lexicon import LexiconReader
 from neurosym.dsl.regex import read_regex_bank
 
 FORMAT = "neurosym-automata"
-FORMAT_VERSION = 1  # the new kinds added fields only; "automaton" and "bank" files are unchanged
+FORMAT_VERSION = 2  # v2: automata stored as sparse arcs instead of dense (Q, V) tables
 RULE_TENSORS = ("root", "binary", "emit", "root_term", "empty")
 
 Artifact = Union[Automaton, RegexBank, WeightedAutomaton, RuleTensors, FeatureBank]
@@ -86,8 +89,11 @@ def _automata_to_tensors(obj: Automaton | RegexBank) -> tuple[dict[str, torch.Te
     tensors: dict[str, torch.Tensor] = {"weights": weights.float().contiguous()}
     partitions = []
     for i, a in enumerate(autos):
-        tensors[f"{i}.delta"] = a.delta.contiguous()
-        tensors[f"{i}.final"] = a.final.contiguous()
+        arcs = a.arcs
+        tensors[f"{i}.indptr"] = torch.from_numpy(arcs.indptr.astype(np.int64))
+        tensors[f"{i}.tokens"] = torch.from_numpy(arcs.tokens.astype(np.int32))
+        tensors[f"{i}.targets"] = torch.from_numpy(arcs.targets.astype(np.int32))
+        tensors[f"{i}.final"] = _own(a.final)
         if a.char_dfa is not None:
             tensors[f"{i}.char_trans"] = torch.from_numpy(np.ascontiguousarray(a.char_dfa.trans))
             tensors[f"{i}.char_final"] = torch.from_numpy(np.ascontiguousarray(a.char_dfa.final))
@@ -186,11 +192,29 @@ def _validate(kind: str, tensors: dict[str, torch.Tensor], header: dict, V: int,
         if d.numel() and (int(d.min()) < -1 or int(d.max()) >= states):
             raise bad(f"{name} holds a next state outside [-1, {states})")
 
+    def sparse_arcs(i: int) -> None:
+        ptr, tok, dst, fin = (tensors.get(f"{i}.{k}") for k in ("indptr", "tokens", "targets", "final"))
+        if any(x is None for x in (ptr, tok, dst, fin)):
+            raise bad(f"pattern {i} lacks one of indptr, tokens, targets, final")
+        if ptr.dim() != 1 or tok.dim() != 1 or dst.shape != tok.shape or fin.dim() != 1 or ptr.numel() != fin.numel() + 1:
+            raise bad(f"{i}.indptr/tokens/targets/final have inconsistent shapes")
+        if any(x.dtype not in (torch.int32, torch.int64) for x in (ptr, tok, dst)):
+            raise bad(f"{i}.indptr/tokens/targets must be integers")
+        Q, E = fin.numel(), tok.numel()
+        if int(ptr[0]) != 0 or int(ptr[-1]) != E or (ptr[1:] < ptr[:-1]).any():
+            raise bad(f"{i}.indptr is not a valid row index (0 ... {E}, non-decreasing)")
+        if E and (int(tok.min()) < 0 or int(tok.max()) >= V):
+            raise bad(f"{i}.tokens holds a token outside [0, {V})")
+        if E and (int(dst.min()) < 0 or int(dst.max()) >= Q):
+            raise bad(f"{i}.targets holds a next state outside [0, {Q})")
+        rows = torch.repeat_interleave(torch.arange(Q), ptr[1:] - ptr[:-1])
+        same_row = rows[1:] == rows[:-1]
+        if (same_row & (tok[1:] <= tok[:-1])).any():
+            raise bad(f"{i}.tokens are not strictly ascending within a state's row")
+
     if kind in ("automaton", "bank"):
         for i in range(len(header["names"])):
-            table(f"{i}.delta", tensors[f"{i}.delta"].shape[0])
-            if tensors[f"{i}.final"].shape != tensors[f"{i}.delta"].shape[:1]:
-                raise bad(f"{i}.final does not match {i}.delta")
+            sparse_arcs(i)
     elif kind == "fsg":
         table("delta", tensors["delta"].shape[0])
         lp, fin = tensors["log_probs"], tensors["final_log_probs"]
@@ -220,7 +244,11 @@ def _automata_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab
         if members is not None:
             class_of = {c: k for k, chars in enumerate(members) for c in chars}
             char_dfa = CharDFA(tensors[f"{i}.char_trans"].numpy(), tensors[f"{i}.char_final"].numpy(), Partition(class_of, members))
-        autos.append(Automaton(tensors[f"{i}.delta"], tensors[f"{i}.final"], vocab, char_dfa=char_dfa, name=name, source=source))
+        arcs = TokenArcs(
+            tensors[f"{i}.indptr"].numpy().astype(np.int64), tensors[f"{i}.tokens"].numpy().astype(np.int64),
+            tensors[f"{i}.targets"].numpy().astype(np.int64), tensors[f"{i}.final"].numpy().astype(bool), len(vocab),
+        )
+        autos.append(Automaton.from_arcs(arcs, vocab, char_dfa=char_dfa, name=name, source=source))
     if header["kind"] == "automaton":
         return autos[0]
     return RegexBank({a.name: a for a in autos}, tensors["weights"], vocab, path=header.get("path"))
