@@ -441,6 +441,41 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
     click.echo(json.dumps(results, indent=2) if as_json else bench_wfsa_module.format_results(results))
 
 
+@bench.command(
+    name="decode",
+    epilog=examples("neurosym bench decode", "neurosym bench decode --words 1000 --skip-generation --json", "neurosym bench decode --skip-index --batch 8"),
+)
+@click.option("--words", "n_words", default=5000, show_default=True, type=click.IntRange(min=1), help="Size of the word-list pattern.")
+@click.option("--bpe-size", default=32000, show_default=True, type=click.IntRange(min=300), help="Byte-level BPE vocabulary size.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Index builds and generation runs per measurement (the median is reported).")
+@click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Rows decoded together in the generation part.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="Torch threads in the generation part.")
+@click.option("--skip-index", is_flag=True, help="Skip the index comparison with outlines-core and XGrammar.")
+@click.option("--skip-generation", is_flag=True, help="Skip the generation timings (processor chain, KV cache).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
+def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, skip_index: bool, skip_generation: bool, as_json: bool) -> None:
+    """Constrained decoding: the token index side by side with outlines-core and XGrammar
+    (build seconds, index memory, µs per mask over real strings, mask agreement), and per
+    generated token the processor chain and the KV cache against the model's forward.
+    The index part needs the shared data sets wikitext-2 and ud-english-ewt and the
+    `bench` extra (pip install 'neurosym[bench]'); a missing engine is reported, not fatal."""
+    from neurosym.bench import decode as bench_decode_module  # lazy: --help must not load torch and every subsystem
+    from neurosym.data import shared_data  # lazy: as above
+
+    results: dict = {}
+    if not skip_index:
+        shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")  # a clear error before any work
+        results["index"] = bench_decode_module.run(n_words=n_words, bpe_size=bpe_size, repeats=repeats, progress=not as_json)
+    if not skip_generation:
+        results["generation"] = bench_decode_module.bench_generation(batch=batch, repeats=repeats, threads=threads)
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        parts = [bench_decode_module.format_results(results["index"])] if "index" in results else []
+        parts += [bench_decode_module.format_generation(results["generation"])] if "generation" in results else []
+        click.echo("\n\n".join(parts))
+
+
 @main.command(
     name="generate",
     epilog=examples(

@@ -75,6 +75,7 @@ class Automaton:
         self.mask_index = torch.from_numpy(w.astype(np.int32))
         self.mask_value = torch.from_numpy(bits[m, w])
         self.mask_row = torch.from_numpy(row)
+        self._np_masks = (row, self.mask_ptr.numpy(), self.mask_index.numpy(), self.mask_value.numpy())  # views, for write_mask
         self.final = torch.from_numpy(arcs.final.copy()) if final is None else final.bool()
         self.walker = walker
         if walker is None:  # step by binary search over the arcs, kept
@@ -184,6 +185,8 @@ class Automaton:
         states, tokens = torch.broadcast_tensors(torch.as_tensor(states, dtype=torch.long), torch.as_tensor(tokens, dtype=torch.long))
         ok = (states >= 0) & (tokens >= 0) & (tokens < V)
         q, t = states.clamp(min=0), tokens.clamp(0, max(V - 1, 0))
+        if self._delta is not None:  # a dense table is at hand (small automata, FSGs): one gather
+            return torch.where(ok, self._delta.to(states.device)[q, t], -1)
         if self.walker is None:
             keys = self._keys.to(states.device)
             if keys.numel() == 0:
@@ -224,10 +227,11 @@ class Automaton:
     def write_mask(self, state: int, out: np.ndarray) -> None:
         """Write one state's packed mask into ``out`` (ceil(V / 32),) int32 in place: the
         single-row fast path of :meth:`mask_words` (numpy, no allocation)."""
-        m = int(self.mask_row[state])
-        a, b = int(self.mask_ptr[m]), int(self.mask_ptr[m + 1])
+        row, ptr, index, value = self._np_masks
+        m = row[state]
+        a, b = ptr[m], ptr[m + 1]
         out[:] = 0
-        out[self.mask_index.numpy()[a:b]] = self.mask_value.numpy()[a:b]
+        out[index[a:b]] = value[a:b]
 
     def mask(self, states: torch.Tensor) -> torch.Tensor:
         """Allowed next tokens: states (...) -> (..., V) bool; nothing is allowed after -1."""
