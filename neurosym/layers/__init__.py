@@ -28,6 +28,7 @@ from neurosym.layers.inside import (
     viterbi,
 )
 from neurosym.layers.pda import NondeterministicStack, NondeterministicStackRNN, StackRNN
+from neurosym.layers.prefix import PrefixGrammar, PrefixState, prefix_state
 from neurosym.layers.softlev import soft_levenshtein, soft_levenshtein_to_automaton
 from neurosym.layers.wfsa import RegexLayer
 

@@ -326,3 +326,15 @@ def test_bad_arguments_are_errors():
     unweighted.reset(1)
     s = torch.randn(1, len(rt.vocab))
     assert torch.equal(unweighted(s.clone()), s) and unweighted.allowed(torch.tensor([rt.vocab.id(")")])).all()
+
+
+def test_the_chi_square_check_has_power():
+    # a tempered prior (weight 0.5) draws another distribution: the same checks must reject it
+    rt = finite_grammar()
+    language = finite_language(rt)
+    total = sum(language.values())
+    eos = rt.vocab.id("<eos>")
+    got = sample([PCFGPrior(rt, 0.5, eos)], len(rt.vocab), 5000, eos, seed=0, max_len=12)
+    assert chisquare_exact(Counter(map(tuple, got)), {s: p / total for s, p in language.items()}) < 1e-6
+    lp = np.array([math.log(language[tuple(s)] / total) for s in got])
+    assert abs(-lp.mean() - entropy_of(language)) > 3 * lp.std(ddof=1) / math.sqrt(len(got))
