@@ -219,14 +219,7 @@ def minimize_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tupl
     q_final = np.zeros(n_blocks, dtype=bool)
     q_final[block] = fin
     q_trans[q_trans == dead] = -1
-    order = [int(block[start])]
-    pos = {order[0]: 0}
-    for b in order:
-        for t in q_trans[b]:
-            t = int(t)
-            if t >= 0 and t not in pos:
-                pos[t] = len(order)
-                order.append(t)
+    order = breadth_first(q_trans, int(block[start]))
     if order[0] == dead:  # empty language
         return np.full((1, K), -1, dtype=np.int64), np.zeros(1, dtype=bool)
     remap = np.full(n_blocks + 1, -1, dtype=np.int64)
@@ -236,19 +229,44 @@ def minimize_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tupl
     return out, q_final[order]
 
 
+def breadth_first(trans: np.ndarray, start: int) -> np.ndarray:
+    """The states reachable from ``start`` in a table (Q, K) (-1 = no arc), in
+    breadth-first order (columns in order within a state): one vectorised step per level."""
+    seen = np.zeros(trans.shape[0], dtype=bool)
+    seen[start] = True
+    levels = [np.array([start], dtype=np.int64)]
+    while len(levels[-1]):
+        nxt = trans[levels[-1]].reshape(-1)
+        nxt = nxt[nxt >= 0]
+        _, first = np.unique(nxt, return_index=True)
+        nxt = nxt[np.sort(first)]  # first appearance: the order a FIFO queue would give
+        nxt = nxt[~seen[nxt]]
+        seen[nxt] = True
+        levels.append(nxt)
+    return np.concatenate(levels)
+
+
 def row_ids(rows: np.ndarray) -> np.ndarray:
-    """Ids of the distinct rows of an (N, M) int array: equal rows get equal ids, numbered
-    in sorted order. Narrow tables use a lexsort (far faster than ``np.unique(axis=0)`` on
-    many rows); wide ones, such as token-level tables, a byte-wise sort of whole rows."""
-    if rows.shape[1] > 64:
-        _, ids = np.unique(rows, axis=0, return_inverse=True)
-        return ids.reshape(-1)
-    order = np.lexsort(rows.T[::-1])
-    ordered = rows[order]
-    starts = np.concatenate([[0], np.any(ordered[1:] != ordered[:-1], axis=1).cumsum()])
-    ids = np.empty(len(rows), dtype=np.int64)
-    ids[order] = starts
-    return ids
+    """Ids of the distinct rows of an (N, M) int array: equal rows get equal ids (and
+    distinct rows distinct ids). Narrow tables use a lexsort; wide ones a random 64-bit
+    projection of each row, checked exactly against each group's first row (falling back
+    to ``np.unique(axis=0)`` on a collision, never seen in practice)."""
+    if rows.shape[1] <= 64:
+        order = np.lexsort(rows.T[::-1])
+        ordered = rows[order]
+        starts = np.concatenate([[0], np.any(ordered[1:] != ordered[:-1], axis=1).cumsum()])
+        ids = np.empty(len(rows), dtype=np.int64)
+        ids[order] = starts
+        return ids
+    weights = np.random.default_rng(0x5EED).integers(1, 2**63, size=rows.shape[1], dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = (rows.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+    _, first, ids = np.unique(h, return_index=True, return_inverse=True)
+    ids = ids.reshape(-1)
+    if np.array_equal(rows, rows[first[ids]]):
+        return ids
+    _, ids = np.unique(rows, axis=0, return_inverse=True)
+    return ids.reshape(-1)
 
 
 @dataclass

@@ -211,3 +211,28 @@ def test_word_lists_as_token_automata():
     ids = lambda *ws: [vocab.id(w) for w in ws]  # noqa: E731
     assert wauto.accepts(ids("th", "e")) and wauto.accepts(ids("the", "re")) and wauto.accepts(ids("c", "af", "é"))
     assert not wauto.accepts(ids("th", "e", "e")) and not wauto.accepts(ids("ca"))
+
+
+# ---------------------------------------------------------------------- alternations of literals
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from neurosym.compile.regex import literal_alternatives, pattern_dfa  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.text(alphabet="ab.|\\*é ", max_size=4), min_size=2, max_size=6), st.text(alphabet="ab.|\\*é ", max_size=5), st.booleans())
+def test_an_alternation_of_literals_takes_the_word_route_with_re_semantics(words, probe, ignore_case):
+    import re
+
+    pattern = "|".join(re.escape(w) for w in words)
+    assert literal_alternatives(pattern) is not None
+    dfa = pattern_dfa(pattern, flags="i" if ignore_case else "")
+    expected = re.fullmatch(pattern, probe, re.ASCII | (re.IGNORECASE if ignore_case else 0)) is not None
+    assert dfa.accepts(probe) == expected
+
+
+def test_patterns_with_operators_are_not_word_lists():
+    for pattern in [r"a|b*", r"\d|a", r"(a)|b", r"a|[b]", r"a.|b", r"^a|b"]:
+        assert literal_alternatives(pattern) is None
+    assert literal_alternatives(r"a\|b|c\\|d") == ["a|b", "c\\", "d"]
