@@ -18,14 +18,17 @@ import torch
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.fsg import load_fsg
+from neurosym.compile.pcfg import RuleTensors, load_pcfg
 from neurosym.compile.regex import load_regex, to_automaton, words_dfa
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.data import resolve_data_path
 from neurosym.decode.generate import feature_inputs, generate
 from neurosym.decode.mask import GrammarMask
+from neurosym.decode.pcfg import PCFGMask
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.decode.sampling import Nucleus, Temperature
 from neurosym.errors import NeurosymError
+from neurosym.layers.prefix import prefix_state
 from neurosym.lm.checkpoint import load_checkpoint
 from neurosym.lm.config import Config
 from neurosym.lm.model import CausalLM
@@ -58,9 +61,10 @@ def load_run(path: str | Path) -> LoadedRun:
     return LoadedRun(model.eval(), vocab, task, config)
 
 
-def load_grammar(spec: str, vocab: Vocab) -> Automaton:
+def load_grammar(spec: str, vocab: Vocab) -> Automaton | RuleTensors:
     """``FILE`` or ``FILE:NAME`` over ``vocab``: a ``.regex`` bank's pattern (default the
-    first), an ``.fsg`` grammar, or a word list (one word per line, any other suffix).
+    first), an ``.fsg`` grammar, a ``.pcfg`` grammar (its rule tensors), or a word list
+    (one word per line, any other suffix).
     ``grammars/...`` names a shipped file when there is no such file here."""
     path, name = _find(spec), None
     if not path.exists() and ":" in spec:
@@ -81,8 +85,12 @@ def load_grammar(spec: str, vocab: Vocab) -> Automaton:
         if name not in bank.names:
             raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(bank.names)}")
         return bank[name]
-    if suffix in (".pcfg", ".lex", ".safetensors"):
-        raise NeurosymError(f"--grammar {path}: expected a .regex bank, an .fsg grammar or a word list, got a {suffix} file")
+    if suffix == ".pcfg":
+        if name is not None:
+            raise NeurosymError(f"--grammar {spec}: a .pcfg grammar has no patterns to choose (drop :{name})")
+        return load_pcfg(path, vocab)
+    if suffix in (".lex", ".safetensors"):
+        raise NeurosymError(f"--grammar {path}: expected a .regex bank, an .fsg or .pcfg grammar or a word list, got a {suffix} file")
     try:
         words = [w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
     except UnicodeDecodeError as err:
@@ -110,7 +118,7 @@ def generate_from_run(
     max_len: int = 40,
 ) -> list[dict[str, Any]]:
     """``neurosym generate``: one dict per sample (``text``, ``tokens``, ``status``,
-    ``grammar_log_prob`` — the FSG's exact log P of the whole text, else None —
+    ``grammar_log_prob`` — the FSG's or PCFG's exact log P of the whole text, else None —
     and ``model_log_prob`` of the generated tokens given the prompt)."""
     loaded = load_run(run)
     model, vocab = loaded.model, loaded.vocab
@@ -122,7 +130,10 @@ def generate_from_run(
     budget = min(max_len, model.config.max_len - context + 1)  # the model reads at most max_len positions
     if budget < 1:
         raise NeurosymError(f"--prompt is {len(prompt_ids)} tokens: no room left in the model's {model.config.max_len} positions")
-    processors: list[LogitsProcessor] = [GrammarMask(auto, eos, max_len=len(prompt_ids) + budget)]
+    if isinstance(auto, RuleTensors):  # exact prefix probabilities: the mask, and the sentence's log P
+        processors: list[LogitsProcessor] = [PCFGMask(auto, eos)]
+    else:
+        processors = [GrammarMask(auto, eos, max_len=len(prompt_ids) + budget)]
     if temperature != 1.0:
         processors.append(Temperature(temperature))
     if top_p < 1.0:
@@ -144,6 +155,8 @@ def generate_from_run(
         exact = None
         if isinstance(auto, WeightedAutomaton) and out.status[b] == "eos":
             exact = float(auto.log_prob(torch.tensor([full], dtype=torch.long).reshape(1, len(full)))[0])
+        elif isinstance(auto, RuleTensors) and out.status[b] == "eos":
+            exact = float(prefix_state(auto, torch.tensor([full], dtype=torch.long).reshape(1, len(full))).sentence_log_prob[0])
         rows.append({
             "text": vocab.decode(full), "tokens": full, "status": out.status[b],
             "grammar_log_prob": exact, "model_log_prob": float(out.model_log_prob[b]),

@@ -93,5 +93,27 @@ def test_errors_are_one_line_and_positioned(run_dir):
     assert missing.exit_code == 2 and "no pattern named NOPE; the bank has YEAR" in missing.output
     nothing = generate(str(run_dir / "nope"), "--grammar", "grammars/clause.fsg")
     assert nothing.exit_code == 2 and "no such checkpoint" in nothing.output
-    pcfg = generate(str(run_dir), "--grammar", "grammars/arith.pcfg")
-    assert pcfg.exit_code == 2 and "expected a .regex bank, an .fsg grammar or a word list" in pcfg.output
+    lex = generate(str(run_dir), "--grammar", "lexicons/sentiment.lex")
+    assert lex.exit_code == 2 and "expected a .regex bank, an .fsg or .pcfg grammar or a word list" in lex.output
+
+
+TINY_PCFG = """
+S -> NP VP [1.0]
+NP -> 'Alice' [0.5] | 'Bob' [0.5]
+VP -> 'finishes' OBJ [1.0]
+OBJ -> 'the' N [1.0]
+N -> 'task' [0.5] | 'paper' [0.5]
+"""
+
+
+def test_pcfg_samples_with_their_exact_grammar_log_probability(run_dir, tmp_path):
+    grammar = tmp_path / "tiny.pcfg"
+    grammar.write_text(TINY_PCFG)
+    result = generate(str(run_dir), "--grammar", str(grammar), "-n", "6", "--seed", "2", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert len(rows) == 6
+    for r in rows:
+        assert r["status"] == "eos"
+        assert re.fullmatch(r"(Alice|Bob) finishes the (task|paper)", r["text"]), r["text"]
+        assert r["grammar_log_prob"] == pytest.approx(math.log(0.25), rel=1e-6)  # the rule tensors are float32
