@@ -142,7 +142,12 @@ def recompute_nats(dtype: torch.dtype) -> float:
 def _recompute(c: Tensor, lost: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """``c`` with the ``lost`` entries replaced by ``logsumexp_k a[..., i, k] + b[..., k, j]``
     computed term by term (differentiable; the shifted product passes no gradient there)."""
-    idx = lost.nonzero(as_tuple=True)
+    if not bool(lost.any()):
+        return c
+    # an entry with no finite term is exactly -inf already: only the others need the slow path
+    # (a sparse grammar's chart is mostly such entries)
+    terms = torch.matmul(torch.isfinite(a).to(c.dtype), torch.isfinite(b).to(c.dtype))
+    idx = (lost & (terms > 0)).nonzero(as_tuple=True)
     if idx[0].numel() == 0:
         return c
     batch = c.shape[:-2]

@@ -242,3 +242,22 @@ def test_soft_min_is_a_semiring_and_tends_to_min():
         assert x.min() - t * torch.log(torch.tensor(3.0)) <= soft <= x.min()  # at most T log n below the min
     with pytest.raises(ValueError, match="temperature"):
         SoftMinSemiring(-1.0)
+
+
+def test_log_matmul_keeps_exact_minus_inf_without_the_slow_path(monkeypatch):
+    """Entries with no finite term are -inf already and skip the term-by-term recompute
+    (a sparse chart is mostly such entries); finite ones stay exact."""
+    import neurosym.semiring as sr
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(6, 5, generator=g).masked_fill(torch.rand(6, 5, generator=g) < 0.7, float("-inf"))
+    b = torch.randn(5, 4, generator=g).masked_fill(torch.rand(5, 4, generator=g) < 0.7, float("-inf"))
+    recomputed = []
+    real_sum = sr.LogSemiring.sum
+    monkeypatch.setattr(sr.LogSemiring, "sum", staticmethod(lambda x, dim=-1: recomputed.append(tuple(x.shape)) or real_sum(x, dim)))
+    c = sr.LogSemiring.matmul(a, b)
+    expected = torch.logsumexp(a.double()[:, :, None] + b.double()[None], 1)
+    assert torch.isinf(expected).sum() > 0
+    assert torch.equal(torch.isinf(c), torch.isinf(expected))
+    assert torch.allclose(c[torch.isfinite(c)].double(), expected[torch.isfinite(expected)], atol=1e-5)
+    assert recomputed == []
