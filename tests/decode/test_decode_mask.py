@@ -247,3 +247,33 @@ def test_bad_arguments():
     with pytest.raises(NeurosymError, match="scores have 5 tokens"):
         mask(torch.zeros(2, 5))
 
+
+
+# ---------------------------------------------------------------------- a byte-level BPE vocabulary
+def local_bpe(vocab_size: int = 600) -> Vocab:
+    """A byte-level BPE trained here on the shipped grammars and lexicons (no download),
+    with <pad> <unk> <bos> <eos> as special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    text = [p.read_text(encoding="utf-8") for p in sorted(shipped_file("grammars/dates.regex").parent.glob("*.*")) if p.suffix in (".regex", ".fsg", ".pcfg", ".txt")]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<unk>", "<bos>", "<eos>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(text, trainer)
+    return Vocab.from_tokenizer(tok)
+
+
+@pytest.mark.parametrize("file, pattern", HEADLINE)
+def test_1000_of_1000_samples_match_each_shipped_bank_over_a_byte_level_bpe(file, pattern):
+    vocab = local_bpe()
+    assert vocab.kind == "bytes"
+    auto, out = sample_pattern(file, pattern, vocab, 1000, max_len=40)
+    assert out.status == ["eos"] * 1000, {s: out.status.count(s) for s in set(out.status)}
+    ref = re.compile(REFERENCE[(file, pattern)], re.ASCII)
+    texts = [b"".join(vocab.surfaces[t] for t in row).decode("utf-8") for row in out.tokens]
+    rejected = [t for t in texts if not ref.fullmatch(t)]
+    assert not rejected, rejected[:5]
+    assert len(set(texts)) >= 10
+    assert any(len(vocab.surfaces[t]) > 1 for row in out.tokens for t in row)  # multi-byte tokens were used
