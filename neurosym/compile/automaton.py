@@ -161,12 +161,36 @@ class Automaton:
 
     def accepts(self, tokens: str | bytes | Sequence[int] | torch.Tensor) -> bool:
         """Whether the whole token sequence (ids, or text to encode) is accepted."""
-        state = torch.tensor(self.start)
+        state = self.start
         for t in self.ids(tokens):
-            state = self.step(state, torch.tensor(t))
+            state = self.next_state(state, t)
             if state < 0:
                 return False
         return bool(self.final[state])
+
+    def next_state(self, state: int, token: int) -> int:
+        """One step for one state and one token, in plain Python/numpy (no tensor
+        overhead): the next state, or -1."""
+        V = len(self.vocab)
+        if state < 0 or not 0 <= token < V:
+            return -1
+        if self._delta is not None:
+            return int(self._delta[state, token])
+        if self.walker is None:
+            keys = self._keys.numpy()
+            want = state * max(V, 1) + token
+            pos = int(np.searchsorted(keys, want))
+            return int(self._targets[pos]) if pos < len(keys) and keys[pos] == want else -1
+        w, trie = self.walker, vocab_trie(self.vocab)
+        if trie.special[token]:
+            return int(w.unk_next[state]) if w.unk_next is not None and token == self.vocab.unk else -1
+        s = int(w.enter[state])
+        for sym in trie.token_symbols[token, : trie.token_len[token]].tolist():
+            col = int(w.columns[sym])
+            s = int(w.table[s, col]) if col >= 0 else -1
+            if s < 0:
+                return -1
+        return int(w.leave[s])
 
     def run(self, ids: torch.Tensor) -> torch.Tensor:
         """States after each prefix of a batch: ids (B, L) -> states (B, L), -1 once rejected."""

@@ -162,3 +162,12 @@ def test_byte_vocabulary_walk_equals_walking_every_token_through_the_byte_table(
     arcs = token_arcs(dfa, vocab)
     np.testing.assert_array_equal(arcs.dense(), ref_delta)
     np.testing.assert_array_equal(arcs.final, ref_final)
+
+
+@pytest.mark.parametrize("pattern", [r"(a|b)*-1", r"a(bc)?", r"x+", r""])
+def test_next_state_agrees_with_step(pattern):
+    vocab = Vocab.chars(list("ab-1cx"))
+    for auto in (compile_regex(pattern, vocab=vocab), Automaton(compile_regex(pattern, vocab=vocab).delta, compile_regex(pattern, vocab=vocab).final, vocab)):
+        for q in range(-1, auto.num_states):
+            for t in range(-1, len(vocab) + 1):
+                assert auto.next_state(q, t) == int(auto.step(torch.tensor(q), torch.tensor(t))), (q, t)
