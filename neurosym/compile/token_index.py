@@ -392,16 +392,19 @@ def walk_trie(
 
 
 def explore(
-    step: Step, final: Callable[[np.ndarray], np.ndarray], node_symbol: np.ndarray, trie: VocabTrie, num_tokens: int, visited: list | None = None
+    step: Step, final: Callable[[np.ndarray], np.ndarray], node_symbol: np.ndarray, trie: VocabTrie, num_tokens: int,
+    visited: list | None = None, seeds: np.ndarray | None = None,
 ) -> tuple[TokenArcs, np.ndarray]:
-    """The token-level DFA reachable from state 0: breadth-first over DFA states, each
-    frontier walked through the trie at once. States are renumbered in discovery order,
-    and only states that some token sequence reaches are ever walked. Also returns the
-    original state of each new number."""
-    seen = np.zeros(1, dtype=np.int64)  # original states found so far, sorted ...
-    new_id = np.zeros(1, dtype=np.int64)  # ... and their new numbers
-    found = [seen.copy()]  # original states in discovery order
-    frontier, count = seen.copy(), 1
+    """The token-level DFA from state 0: breadth-first over DFA states, each frontier
+    walked through the trie at once, starting from ``seeds`` (default: state 0 alone;
+    more seeds — states likely to be reached — mean fewer, larger walks). States are
+    renumbered in discovery order (seeds first, in order; state 0 must be the first
+    seed). Also returns the original state of each new number. The caller trims."""
+    seeds = np.zeros(1, dtype=np.int64) if seeds is None else np.asarray(seeds, dtype=np.int64)
+    order = np.argsort(seeds, kind="stable")
+    seen, new_id = seeds[order], order.astype(np.int64)  # original states found so far, sorted, and their new numbers
+    found = [seeds.copy()]  # original states in discovery order
+    frontier, count = seeds.copy(), len(seeds)
     srcs, toks, dsts = [], [], []
     while len(frontier):
         src, tok, dst = walk_trie(step, node_symbol, trie, frontier, visited)
@@ -500,7 +503,8 @@ def token_index(dfa: CharDFA, vocab: Vocab) -> tuple[TokenArcs, TokenWalker]:
     if vocab.kind == "bytes":
         view = ByteView.of(dfa)
         visited: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
-        arcs, original = explore(view.step, view.final, trie.symbol, trie, len(vocab), visited)
+        between = np.arange(dfa.num_states, dtype=np.int64) * view.dec_next.shape[0]  # (q, between characters): one walk covers most
+        arcs, original = explore(view.step, view.final, trie.symbol, trie, len(vocab), visited, seeds=between)
         states = np.unique(np.concatenate(visited + [original]))  # every byte state a token walk meets
         raw = view.step(states[:, None], np.arange(256)[None, :])
         pos = np.minimum(np.searchsorted(states, raw), len(states) - 1)
