@@ -193,7 +193,6 @@ class RegexBank:
     weights: torch.Tensor
     vocab: Vocab
     path: str | None = None
-    delta: torch.Tensor = field(init=False)
     starts: torch.Tensor = field(init=False)
     final: torch.Tensor = field(init=False)
     offsets: torch.Tensor = field(init=False)
@@ -202,10 +201,18 @@ class RegexBank:
         autos = list(self.patterns.values())
         sizes = torch.tensor([a.num_states for a in autos], dtype=torch.long)
         self.offsets = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
-        blocks = [torch.where(a.delta >= 0, a.delta + off, a.delta) for a, off in zip(autos, self.offsets.tolist())]
-        self.delta = torch.cat(blocks) if blocks else torch.empty(0, len(self.vocab), dtype=torch.long)
         self.starts = self.offsets[:-1].clone()
         self.final = torch.cat([a.final for a in autos]) if autos else torch.empty(0, dtype=torch.bool)
+        self._delta: torch.Tensor | None = None
+
+    @property
+    def delta(self) -> torch.Tensor:
+        """The stacked (sum Q, V) table, built on first use (the patterns keep no dense
+        tables of their own: over a 32k BPE it is sum Q x 256 KB)."""
+        if self._delta is None:
+            blocks = [torch.from_numpy(np.where(d >= 0, d + off, d)) for d, off in ((a.arcs.dense(), off) for a, off in zip(self.patterns.values(), self.offsets.tolist()))]
+            self._delta = torch.cat(blocks) if blocks else torch.empty(0, len(self.vocab), dtype=torch.long)
+        return self._delta
 
     @property
     def names(self) -> list[str]:
