@@ -38,8 +38,9 @@ class Automaton:
     Attributes:
         mask_row: (Q,) long: the distinct allowed-token set of each state. The sets are
             packed into 32-bit words (bit ``v % 32`` of word ``v // 32``) and stored
-            sparsely: set ``m`` has the nonzero words ``mask_index[mask_ptr[m]:mask_ptr[m + 1]]``
-            with values ``mask_value[...]`` (int32).
+            sparsely (set ``m`` has the nonzero words ``mask_index[mask_ptr[m]:mask_ptr[m + 1]]``
+            with values ``mask_value[...]``), or, when that would not be smaller, densely as
+            ``mask_dense`` (M, ⌈V/32⌉) int32 (then the sparse tensors are empty).
         start: the start state (always 0).
         final: (Q,) bool tensor.
         vocab: the token vocabulary.
@@ -71,11 +72,17 @@ class Automaton:
         self.words = (len(vocab) + WORD_BITS - 1) // WORD_BITS
         bits, row = arcs.packed_masks()
         m, w = np.nonzero(bits)
+        self.mask_row = torch.from_numpy(row)
+        if bits.nbytes <= len(m) * 8 + (len(bits) + 1) * 8:  # dense rows: store them as they are
+            self.mask_dense: torch.Tensor | None = torch.from_numpy(np.ascontiguousarray(bits))
+            m, w = m[:0], w[:0]
+        else:
+            self.mask_dense = None
         self.mask_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(np.bincount(m, minlength=len(bits)))]).astype(np.int64))
         self.mask_index = torch.from_numpy(w.astype(np.int32))
         self.mask_value = torch.from_numpy(bits[m, w])
-        self.mask_row = torch.from_numpy(row)
         self._np_masks = (row, self.mask_ptr.numpy(), self.mask_index.numpy(), self.mask_value.numpy())  # views, for write_mask
+        self._np_dense = None if self.mask_dense is None else self.mask_dense.numpy()
         self.final = torch.from_numpy(arcs.final.copy()) if final is None else final.bool()
         self.walker = walker
         if walker is None:  # step by binary search over the arcs, kept
@@ -139,6 +146,8 @@ class Automaton:
         and either the kept arcs or the walker's tables (the vocabulary's own symbol
         table, shared by every automaton over it, and optional dense tables not counted)."""
         tensors = [self.mask_ptr, self.mask_index, self.mask_value, self.mask_row, self.final]
+        if self.mask_dense is not None:
+            tensors.append(self.mask_dense)
         held = sum(t.numel() * t.element_size() for t in tensors)
         if self.walker is None:
             return held + sum(t.numel() * t.element_size() for t in (self._keys, self._targets))
@@ -236,6 +245,9 @@ class Automaton:
         """Allowed next tokens, packed: states (...) -> (..., ceil(V / 32)) int32 (all
         zero after -1)."""
         states = torch.as_tensor(states, dtype=torch.long)
+        if self.mask_dense is not None:
+            words = self.mask_dense.to(states.device)[self.mask_row.to(states.device)[states.clamp(min=0)]]
+            return torch.where((states >= 0).unsqueeze(-1), words, torch.zeros_like(words))
         flat = states.reshape(-1)
         dev = flat.device
         out = torch.zeros(flat.numel(), self.words, dtype=torch.int32, device=dev)
@@ -253,6 +265,9 @@ class Automaton:
         single-row fast path of :meth:`mask_words` (numpy, no allocation)."""
         row, ptr, index, value = self._np_masks
         m = row[state]
+        if self.mask_dense is not None:
+            out[:] = self._np_dense[m]
+            return
         a, b = ptr[m], ptr[m + 1]
         out[:] = 0
         out[index[a:b]] = value[a:b]

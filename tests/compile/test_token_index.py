@@ -171,3 +171,20 @@ def test_next_state_agrees_with_step(pattern):
         for q in range(-1, auto.num_states):
             for t in range(-1, len(vocab) + 1):
                 assert auto.next_state(q, t) == int(auto.step(torch.tensor(q), torch.tensor(t))), (q, t)
+
+
+def test_dense_and_sparse_mask_storage_agree():
+    """Rows with many allowed tokens are stored densely, sparse ones sparsely; both write
+    the same packed words."""
+    vocab = Vocab.chars([chr(c) for c in range(32, 1200)])  # 37 words a row
+    for pattern, dense in [(r"[ -ӯ]*x", True), (r"ab|cd", False)]:
+        auto = compile_regex(pattern, vocab=vocab)
+        assert (auto.mask_dense is not None) == dense
+        states = torch.arange(-1, auto.num_states)
+        words = auto.mask_words(states)
+        expected = (auto.delta[states.clamp(min=0)] >= 0) & (states >= 0)[:, None]
+        assert torch.equal(unpack_bits(words, len(vocab)), expected)
+        out = np.zeros(auto.words, dtype=np.int32)
+        for q in range(auto.num_states):
+            auto.write_mask(q, out)
+            assert np.array_equal(out, words[q + 1].numpy())
