@@ -26,15 +26,21 @@ The start symbol's mass is kept whole: ``empty = e[S]``, ``root_term`` (length 1
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
 
-from neurosym.compile.pcfg_check import check_pcfg, generating
-from neurosym.dsl.pcfg import NT, Grammar, Terminal, TerminalImport
+from neurosym.compile.pcfg_check import check_pcfg, generating, worklist_fixpoint
+from neurosym.dsl.pcfg import NT, Grammar, Production, Terminal, TerminalImport
+from neurosym.compile.regex import DEFAULT_MAX_CNF_SYMBOLS
 from neurosym.errors import CompileError, Span
 
 NULL_TOL = 1e-15
+DEFAULT_MAX_SYMBOLS = DEFAULT_MAX_CNF_SYMBOLS  # CNF symbols before elimination: the unit and epsilon steps hold (k, k) matrices
+SHORT_NAME = 6  # fresh binarisation symbols spell out at most this many symbols of their rule
 
 
 @dataclass
@@ -104,34 +110,64 @@ class CNFGrammar:
 
 # ---------------------------------------------------------------------- conversion
 class _Rules:
-    """A grammar over integer symbols: nonterminals >= 0, terminal k is ``~k`` (< 0)."""
+    """A grammar over integer symbols: nonterminals >= 0, terminal k is ``~k`` (< 0).
 
-    def __init__(self) -> None:
+    ``max_symbols`` caps the symbols; the production being added (``current``) is named
+    when the cap is reached, before any matrix over the symbols is allocated."""
+
+    def __init__(self, max_symbols: int = DEFAULT_MAX_SYMBOLS, path: str | None = None) -> None:
         self.names: list[str] = []
         self.index: dict[str, int] = {}
         self.rules: list[tuple[int, tuple[int, ...], float]] = []
         self.terminals: list[Terminal] = []
-        self.fresh: dict[tuple[int, tuple[int, ...]], int] = {}
+        self.fresh: dict[tuple[int, int], int] = {}  # (lhs, suffix id) -> fresh symbol
+        self.suffix_ids: dict[tuple[int, int], int] = {}  # (symbol, id of the rest or -1) -> suffix id
+        self.max_symbols = max_symbols
+        self.path = path
+        self.current: Production | None = None
 
     def nt(self, name: str) -> tuple[int, bool]:
         if name in self.index:
             return self.index[name], False
+        if len(self.names) >= self.max_symbols:
+            raise self.too_many()
         self.index[name] = len(self.names)
         self.names.append(name)
         return self.index[name], True
 
+    def too_many(self) -> CompileError:
+        p = self.current
+        where = f"{p.span}: the rule {p.lhs} -> ... ({len(p.rhs):,} symbols on its right-hand side)" if p else f"{self.path or '<string>'}:"
+        return CompileError(
+            f"{where} takes the grammar's Chomsky normal form past {self.max_symbols:,} symbols (nonterminals, "
+            "lifted terminals and binarisation symbols), the cap (Limits.max_cnf_symbols); split long "
+            "right-hand sides into named parts or raise the cap"
+        )
 
-def to_cnf(grammar: Grammar, check: bool = True) -> CNFGrammar:
+    def suffixes(self, syms: list[int]) -> list[int]:
+        """An id per suffix ``syms[i:]`` (i >= 1), equal for equal suffixes: O(1) per symbol."""
+        out = [0] * len(syms)
+        nxt = -1
+        for i in range(len(syms) - 1, 0, -1):
+            key = (syms[i], nxt)
+            nxt = self.suffix_ids.setdefault(key, len(self.suffix_ids))
+            out[i] = nxt
+        return out
+
+
+def to_cnf(grammar: Grammar, check: bool = True, max_symbols: int = DEFAULT_MAX_SYMBOLS) -> CNFGrammar:
     """Convert a parsed PCFG to CNF; every string keeps its probability.
 
     With ``check`` (default), the grammar must first pass
     :func:`neurosym.compile.pcfg_check.check_pcfg` (a SourceError otherwise): the exact
-    epsilon and unit eliminations rely on it being consistent."""
+    epsilon and unit eliminations rely on it being consistent. More than ``max_symbols``
+    symbols after binarisation is a :class:`CompileError` naming the rule that crossed
+    the cap (checked while binarising, before any matrix over the symbols exists)."""
     if check:
         check_pcfg(grammar, strict=True)
     terminals = grammar.terminals
     tindex = {t: k for k, t in enumerate(terminals)}
-    g = _useful(grammar, tindex)
+    g = _useful(grammar, tindex, max_symbols)
     n = len(g.names)
     null = _null_probabilities(g, n)
     nonempty = _nonempty(g, n)
@@ -139,30 +175,37 @@ def to_cnf(grammar: Grammar, check: bool = True) -> CNFGrammar:
     if np.any(nonempty & (ne <= 0)):
         raise CompileError("the grammar leaks probability (a nonterminal derives the empty string with probability 1 yet has non-empty derivations); is it consistent?")
     K = len(terminals)
-    lex = np.zeros((n, K))
-    unit = np.zeros((n, n))
+    lex: dict[tuple[int, int], float] = {}
+    unit: dict[tuple[int, int], float] = {}
     binary: dict[tuple[int, int, int], float] = {}
     for a, rhs, p in g.rules:
         if not nonempty[a]:
             continue
         scale = p / ne[a]
         if len(rhs) == 1 and rhs[0] < 0:
-            lex[a, ~rhs[0]] += scale
+            lex[(a, ~rhs[0])] = lex.get((a, ~rhs[0]), 0.0) + scale
         elif len(rhs) == 1:
-            unit[a, rhs[0]] += scale * ne[rhs[0]]
+            unit[(a, rhs[0])] = unit.get((a, rhs[0]), 0.0) + scale * ne[rhs[0]]
         elif len(rhs) == 2:
             b, c = rhs
             both = scale * ne[b] * ne[c]
             if both > 0:
                 binary[(a, b, c)] = binary.get((a, b, c), 0.0) + both
-            unit[a, b] += scale * ne[b] * null[c]
-            unit[a, c] += scale * null[b] * ne[c]
-    lex, bidx, bprob = _eliminate_units(unit, lex, binary, n)
+            for x, w in ((b, scale * ne[b] * null[c]), (c, scale * null[b] * ne[c])):
+                unit[(a, x)] = unit.get((a, x), 0.0) + w
+    lex_m, bidx, bprob = _eliminate_units(unit, _sparse(lex, (n, K)), binary, n)
     start = g.index[grammar.start]
-    return _split(grammar, g, terminals, lex, bidx, bprob, start, float(null[start]), float(ne[start]))
+    return _split(grammar, g, terminals, lex_m, bidx, bprob, start, float(null[start]), float(ne[start]))
 
 
-def _useful(grammar: Grammar, tindex: dict[Terminal, int]) -> _Rules:
+def _sparse(entries: dict[tuple[int, int], float], shape: tuple[int, int]) -> sp.csr_matrix:
+    if not entries:
+        return sp.csr_matrix(shape)
+    ij = np.array(list(entries), dtype=np.int64)
+    return sp.csr_matrix((np.fromiter(entries.values(), dtype=np.float64, count=len(entries)), (ij[:, 0], ij[:, 1])), shape=shape)
+
+
+def _useful(grammar: Grammar, tindex: dict[Terminal, int], max_symbols: int = DEFAULT_MAX_SYMBOLS) -> _Rules:
     """Positive-probability rules of generating, reachable symbols; terminals lifted, binarised."""
     prods = [p for p in grammar.productions if p.prob > 0]
     gen = generating(prods)
@@ -170,7 +213,7 @@ def _useful(grammar: Grammar, tindex: dict[Terminal, int]) -> _Rules:
     by_lhs: dict[str, list] = {}
     for p in prods:
         by_lhs.setdefault(p.lhs, []).append(p)
-    g = _Rules()
+    g = _Rules(max_symbols, grammar.path)
     g.terminals = list(tindex)
     g.nt(grammar.start)
     todo = [grammar.start]
@@ -178,6 +221,7 @@ def _useful(grammar: Grammar, tindex: dict[Terminal, int]) -> _Rules:
         lhs = todo.pop()
         a = g.index[lhs]
         for p in by_lhs.get(lhs, []):
+            g.current = p
             syms: list[int] = []
             for s in p.rhs:
                 if isinstance(s, NT):
@@ -188,6 +232,7 @@ def _useful(grammar: Grammar, tindex: dict[Terminal, int]) -> _Rules:
                 else:
                     syms.append(~tindex[s.terminal])
             _add_binarised(g, a, syms, p.prob)
+    g.current = None
     return g
 
 
@@ -202,21 +247,27 @@ def _add_binarised(g: _Rules, a: int, syms: list[int], p: float) -> None:
                 s = i
             lifted.append(s)
         syms = lifted
-    while len(syms) > 2:
-        rest = syms[1:]
-        key = (a, tuple(rest))
+    suffix = g.suffixes(syms) if len(syms) > 2 else []
+    for i in range(len(syms) - 2):  # A -> X A|<Y-Z>, A|<Y-Z> -> Y Z [1]; equal suffixes share symbols
+        key = (a, suffix[i + 1])
         fresh = g.fresh.get(key)
         if fresh is not None:
-            g.rules.append((a, (syms[0], fresh), p))
+            g.rules.append((a, (syms[i], fresh), p))
             return
-        name = f"{g.names[a]}|<{'-'.join(g.names[s] for s in rest)}>"
-        while name in g.index:  # names may contain '-': keep fresh names unique
-            name += "'"
-        fresh, _ = g.nt(name)
+        fresh, _ = g.nt(_fresh_name(g, a, syms[i + 1 :] if len(syms) - i - 1 <= SHORT_NAME else syms[i + 1 : i + 1 + SHORT_NAME], len(syms) - i - 1))
         g.fresh[key] = fresh
-        g.rules.append((a, (syms[0], fresh), p))
-        a, syms, p = fresh, rest, 1.0
-    g.rules.append((a, tuple(syms), p))
+        g.rules.append((a, (syms[i], fresh), p))
+        a, p = fresh, 1.0
+    g.rules.append((a, tuple(syms[-2:]) if len(syms) >= 2 else tuple(syms), p))
+
+
+def _fresh_name(g: _Rules, a: int, shown: list[int], count: int) -> str:
+    """``A|<Y-Z>`` (the rest of the rule), abbreviated ``A|<Y-Z-...+98>`` past SHORT_NAME symbols."""
+    more = f"-...+{count - len(shown)}" if count > len(shown) else ""
+    name = f"{g.names[a]}|<{'-'.join(g.names[s] for s in shown)}{more}>"
+    while name in g.index:  # names may contain '-': keep fresh names unique
+        name += "'"
+    return name
 
 
 def _terminal_of(g: _Rules, s: int) -> Terminal:
@@ -224,22 +275,21 @@ def _terminal_of(g: _Rules, s: int) -> Terminal:
 
 
 def _null_probabilities(g: _Rules, n: int) -> np.ndarray:
-    """``e[A] = P(A =>* empty)``: least fixed point of ``e = f(e)`` (Newton, then polishing)."""
-    nullable = np.zeros(n, dtype=bool)
-    changed = True
-    while changed:
-        changed = False
-        for a, rhs, _ in g.rules:
-            if not nullable[a] and all(s >= 0 and nullable[s] for s in rhs):
-                nullable[a] = changed = True
+    """``e[A] = P(A =>* empty)``: least fixed point of ``e = f(e)`` (Newton, then polishing)
+    over the nullable symbols only."""
+    candidates = [(a, rhs) for a, rhs, _ in g.rules if all(s >= 0 for s in rhs)]
+    nullable_set = worklist_fixpoint([a for a, _ in candidates], [rhs for _, rhs in candidates])
     e = np.zeros(n)
-    if not nullable.any():
+    if not nullable_set:
         return e
-    rules = [(a, rhs, p) for a, rhs, p in g.rules if nullable[a] and all(s >= 0 and nullable[s] for s in rhs)]
+    idx = np.array(sorted(nullable_set), dtype=np.int64)
+    at = {int(s): i for i, s in enumerate(idx)}  # nullable symbol -> row of the (k, k) Jacobian
+    rules = [(at[a], tuple(at[s] for s in rhs), p) for a, rhs, p in g.rules if a in at and all(s in at for s in rhs)]
+    k = len(idx)
 
     def f_and_jacobian(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        f = np.zeros(n)
-        J = np.zeros((n, n))
+        f = np.zeros(k)
+        J = np.zeros((k, k))
         for a, rhs, p in rules:
             if len(rhs) == 0:
                 f[a] += p
@@ -253,60 +303,84 @@ def _null_probabilities(g: _Rules, n: int) -> np.ndarray:
                 J[a, c] += p * x[b]
         return f, J
 
-    idx = np.nonzero(nullable)[0]
-    eye = np.eye(len(idx))
+    x = np.zeros(k)
+    eye = np.eye(k)
     for _ in range(100):
-        f, J = f_and_jacobian(e)
+        f, J = f_and_jacobian(x)
         try:
-            step = np.linalg.solve(eye - J[np.ix_(idx, idx)], (f - e)[idx])
+            step = np.linalg.solve(eye - J, f - x)
         except np.linalg.LinAlgError:
             break
         if not np.all(np.isfinite(step)):
             break
-        e[idx] = np.clip(e[idx] + step, 0.0, 1.0)
+        x = np.clip(x + step, 0.0, 1.0)
         if np.abs(step).max() < NULL_TOL:
             break
     for _ in range(100_000):  # polish (and the fallback when Newton's matrix is singular)
-        f, _ = f_and_jacobian(e)
+        f, _ = f_and_jacobian(x)
         f = np.clip(f, 0.0, 1.0)
-        done = np.abs(f - e).max() < NULL_TOL
-        e = f
+        done = np.abs(f - x).max() < NULL_TOL
+        x = f
         if done:
             break
+    e[idx] = x
     return e
 
 
 def _nonempty(g: _Rules, n: int) -> np.ndarray:
     """Which nonterminals derive some non-empty string (all symbols here generate)."""
+    lhs: list[int] = []
+    needs: list[tuple[int, ...]] = []
+    for a, rhs, _ in g.rules:
+        if any(s < 0 for s in rhs):
+            lhs.append(a)
+            needs.append(())
+        else:  # A -> B C is non-empty once B or C is: one pseudo-rule per child
+            lhs += [a] * len(rhs)
+            needs += [(s,) for s in rhs]
     out = np.zeros(n, dtype=bool)
-    changed = True
-    while changed:
-        changed = False
-        for a, rhs, _ in g.rules:
-            if not out[a] and any(s < 0 or out[s] for s in rhs):
-                out[a] = changed = True
+    found = worklist_fixpoint(lhs, needs)
+    out[list(found)] = True
     return out
 
 
-def _eliminate_units(unit: np.ndarray, lex: np.ndarray, binary: dict, n: int):
-    """Fold unit chains into lexical and binary rules with ``U* = (I - U)^-1``."""
-    reach = np.eye(n, dtype=bool) | (unit > 0)
-    while True:  # reflexive-transitive closure by squaring: keeps structural zeros exact
-        f = reach.astype(np.float32)
-        nxt = (f @ f) > 0
-        if np.array_equal(nxt, reach):
-            break
-        reach = nxt
-    if n and np.max(np.abs(np.linalg.eigvals(unit))) >= 1 - 1e-12:
-        raise CompileError("unit rules form a cycle with probability 1 (e.g. A -> B [1], B -> A [1]); the grammar is not consistent")
-    star = np.where(reach, np.linalg.inv(np.eye(n) - unit), 0.0)
-    lex = star @ lex
+def _eliminate_units(unit: dict[tuple[int, int], float], lex: sp.csr_matrix, binary: dict, n: int):
+    """Fold unit chains into lexical and binary rules with ``U* = (I - U)^-1``.
+
+    Only the k symbols that unit rules touch need the (k, k) inverse; every other row of
+    ``U*`` is the identity, so lexical rules stay sparse and binary rules a list."""
+    unit = {key: w for key, w in unit.items() if w != 0}
+    star = sp.identity(n, format="csr")
+    if unit:
+        touched = np.array(sorted({s for key in unit for s in key}), dtype=np.int64)
+        at = {int(s): i for i, s in enumerate(touched)}
+        k = len(touched)
+        U = np.zeros((k, k))
+        for (a, b), w in unit.items():
+            U[at[a], at[b]] += w
+        if np.max(np.abs(np.linalg.eigvals(U))) >= 1 - 1e-12:
+            raise CompileError("unit rules form a cycle with probability 1 (e.g. A -> B [1], B -> A [1]); the grammar is not consistent")
+        # reflexive-transitive closure (breadth-first, exact): keeps structural zeros exact
+        hops = shortest_path(sp.csr_matrix(U > 0), method="D", unweighted=True, directed=True)
+        inner = np.where(np.isfinite(hops), np.linalg.inv(np.eye(k) - U), 0.0)
+        r, c = np.nonzero(inner)
+        outside = np.setdiff1d(np.arange(n), touched)
+        rows = np.concatenate([outside, touched[r]])
+        cols = np.concatenate([outside, touched[c]])
+        vals = np.concatenate([np.ones(len(outside)), inner[r, c]])
+        star = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+    lex = (star @ lex).tocsr()
     if not binary:
         return lex, np.zeros((0, 3), dtype=np.int64), np.zeros(0)
     keys = np.array(list(binary), dtype=np.int64)
     probs = np.array(list(binary.values()))
-    A, R = np.nonzero(star[:, keys[:, 0]])
-    allp = star[A, keys[R, 0]] * probs[R]
+    by_child = star.T.tocsr()  # row B: the A with U*[A, B] != 0
+    starts = by_child.indptr[keys[:, 0]]
+    counts = by_child.indptr[keys[:, 0] + 1] - starts
+    R = np.repeat(np.arange(len(keys)), counts)
+    pos = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+    A = by_child.indices[pos].astype(np.int64)
+    allp = by_child.data[pos] * probs[R]
     flat = (A * n + keys[R, 1]) * n + keys[R, 2]
     uniq, inv = np.unique(flat, return_inverse=True)
     bprob = np.bincount(inv.reshape(-1), weights=allp, minlength=len(uniq))
@@ -316,9 +390,9 @@ def _eliminate_units(unit: np.ndarray, lex: np.ndarray, binary: dict, n: int):
 
 def _split(grammar, g: _Rules, terminals, lex, bidx, bprob, start: int, empty: float, ne_start: float) -> CNFGrammar:
     n = len(g.names)
-    lam = lex.sum(axis=1)
+    lam = np.asarray(lex.sum(axis=1)).reshape(-1)
     beta = np.bincount(bidx[:, 0], weights=bprob, minlength=n) if len(bprob) else np.zeros(n)
-    has_lex = (lex > 0).any(axis=1)
+    has_lex = np.asarray((lex > 0).sum(axis=1)).reshape(-1) > 0
     has_bin = np.zeros(n, dtype=bool)
     has_bin[bidx[:, 0]] = True
     total = lam + beta
@@ -335,9 +409,9 @@ def _split(grammar, g: _Rules, terminals, lex, bidx, bprob, start: int, empty: f
     seen_nt, seen_pt = set(), set()
 
     def visit(sym: int) -> None:
-        stack = [sym]
+        stack = deque([sym])
         while stack:
-            s = stack.pop(0)
+            s = stack.popleft()
             if has_lex[s] and s not in seen_pt:
                 seen_pt.add(s)
                 pt_order.append(s)
@@ -368,8 +442,9 @@ def _split(grammar, g: _Rules, terminals, lex, bidx, bprob, start: int, empty: f
                 for cc, wc in codes(c):
                     key = (nt_id[a], bc, cc)
                     rules[key] = rules.get(key, 0.0) + p * wb * wc / beta[a]
-    used_k = sorted({int(k) for s in pt_order for k in np.nonzero(lex[s])[0]})
-    lexical = np.array([[lex[s, k] / lam[s] for k in used_k] for s in pt_order]).reshape(T, len(used_k))
+    rows = lex[np.array(pt_order, dtype=np.int64)] if T else sp.csr_matrix((0, lex.shape[1]))
+    used_k = np.unique(rows.indices[rows.data != 0]).tolist()
+    lexical = (rows[:, used_k].toarray() / lam[pt_order][:, None]).reshape(T, len(used_k))
     root = np.zeros(N)
     root_term = np.zeros(T)
     if start in nt_id:

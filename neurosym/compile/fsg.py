@@ -25,6 +25,7 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from neurosym.compile.dfa import DEFAULT_VOCAB_CAP, finite_strings
@@ -99,7 +100,10 @@ def analyze(g: FsgGrammar) -> Analysis:
 
     Errors: an undefined start state, unreachable states, dead states, and (without
     ``%normalize``) states whose arc and stopping probabilities do not sum to 1."""
-    graph = state_graph(g)
+    return _analyze(g, state_graph(g))
+
+
+def _analyze(g: FsgGrammar, graph: nx.MultiDiGraph) -> Analysis:
     start = g.start_state
     if start not in graph:
         at = g.start[1] if g.start else Span(g.path, 1, 1)
@@ -113,7 +117,7 @@ def analyze(g: FsgGrammar) -> Analysis:
         if q not in reachable:
             raise SourceError.at(data["span"], f"state {q!r} is unreachable from the start state {start!r}")
     finals = [q for q, data in live.items() if data["final"] > 0]
-    coreachable = set(finals).union(*(nx.ancestors(positive, f) for f in finals)) if finals else set()
+    coreachable = _backwards(positive, finals)
     for q, data in live.items():
         if q not in coreachable:
             raise SourceError.at(data["span"], f"state {q!r} is dead: no path from it reaches a final state (its probability mass would be lost)")
@@ -133,6 +137,18 @@ def analyze(g: FsgGrammar) -> Analysis:
         cycles=cycles,
         warnings=warnings,
     )
+
+
+def _backwards(graph: nx.DiGraph, targets: list[str]) -> set[str]:
+    """Every node with a path to one of ``targets`` (one search from all of them at once)."""
+    seen = set(targets)
+    todo = list(targets)
+    while todo:
+        for u in graph.predecessors(todo.pop()):
+            if u not in seen:
+                seen.add(u)
+                todo.append(u)
+    return seen
 
 
 def _check_sums(g: FsgGrammar, graph: nx.MultiDiGraph) -> None:
@@ -286,7 +302,8 @@ def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limi
     Each arc's probability is shared among its remaining tokens, so only those words'
     probabilities change (a held-out split of the same grammar); an arc left without
     tokens is a :class:`CompileError` naming it."""
-    analyze(g)
+    graph = state_graph(g)
+    _analyze(g, graph)
     imports = _Imports(g, limits)
     vocab, ids_of = _token_sets(g, imports, vocab)
     if exclude:
@@ -301,7 +318,6 @@ def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limi
                 raise CompileError(f"{arc.label.span}: every token of {arc.label} is excluded; the arc {arc.src} -> {arc.dst} would be impossible")
             kept.append(left)
         ids_of = kept
-    graph = state_graph(g)
     index = {q: i for i, q in enumerate([g.start_state] + [q for q in graph.nodes if q != g.start_state])}
     n = len(index)
     total = np.zeros(n)
@@ -312,7 +328,7 @@ def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limi
         total[index[arc.src]] += g.probability(arc.weight)
     total += final
     scale = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0) if g.normalize else np.ones(n)
-    eps = np.zeros((n, n))
+    eps: dict[tuple[int, int], float] = {}
     token_arcs: list[tuple[int, int, int, float, tuple[str, ...]]] = []  # src, token, dst, prob, roles
     for arc, ids in zip(g.arcs, ids_of):
         p = g.probability(arc.weight) * scale[index[arc.src]]
@@ -320,31 +336,55 @@ def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limi
             continue
         s, d = index[arc.src], index[arc.dst]
         if arc.label.kind == "eps":
-            eps[s, d] += p
+            eps[(s, d)] = eps.get((s, d), 0.0) + p
             continue
         share = p / len(ids)
         token_arcs.extend((s, t, d, share, arc.roles) for t in ids)
     final = final * scale
+    return _determinize(g, vocab, _eps_closure(g, eps, n), token_arcs, final, graph, limits)
+
+
+def _eps_closure(g: FsgGrammar, eps: dict[tuple[int, int], float], n: int) -> sp.csr_matrix:
+    """(n, n) sparse ``C = (I - E)^-1``: the probability of moving from q to q' by <eps>
+    arcs alone. Only the k states that <eps> arcs touch need a (k, k) inverse; every other
+    row is the identity."""
+    eps = {key: p for key, p in eps.items() if p != 0}
+    if not eps:
+        return sp.identity(n, format="csr")
+    touched = np.array(sorted({q for key in eps for q in key}), dtype=np.int64)
+    at = {int(q): i for i, q in enumerate(touched)}
+    k = len(touched)
+    E = np.zeros((k, k))
+    for (a, b), p in eps.items():
+        E[at[a], at[b]] += p
     try:
-        closure = np.linalg.inv(np.eye(n) - eps)
+        inner = np.linalg.inv(np.eye(k) - E)
     except np.linalg.LinAlgError:
         raise CompileError(f"{g.path or '<string>'}: the <eps> arcs form a cycle that is never left") from None
-    return _determinize(g, vocab, closure, token_arcs, final, graph, limits)
+    r, c = np.nonzero(inner)
+    outside = np.setdiff1d(np.arange(n), touched)
+    rows = np.concatenate([outside, touched[r]])
+    cols = np.concatenate([outside, touched[c]])
+    vals = np.concatenate([np.ones(len(outside)), inner[r, c]])
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
 
 
-def _determinize(g: FsgGrammar, vocab: Vocab, closure: np.ndarray, token_arcs, final: np.ndarray, graph, limits: Limits) -> WeightedAutomaton:
+def _determinize(g: FsgGrammar, vocab: Vocab, closure: sp.csr_matrix, token_arcs, final: np.ndarray, graph, limits: Limits) -> WeightedAutomaton:
     """Weighted subset construction over posterior distributions of grammar states."""
     n = closure.shape[0]
+    V = len(vocab)
     # effective arcs: from q, via <eps>* to q', then a token arc q' -t-> q''
     by_src: dict[int, list[tuple[int, int, float, tuple[str, ...]]]] = defaultdict(list)
     for s, t, d, p, role in token_arcs:
         by_src[s].append((t, d, p, role))
     eff: list[list[tuple[int, int, float, tuple[str, ...]]]] = []
+    indptr, indices, data = closure.indptr, closure.indices, closure.data
     for q in range(n):
         row = []
-        for mid in np.nonzero(closure[q] > 0)[0].tolist():
-            c = closure[q, mid]
-            row.extend((t, d, c * p, role) for t, d, p, role in by_src.get(mid, ()))
+        for j in range(indptr[q], indptr[q + 1]):
+            mid, c = int(indices[j]), float(data[j])
+            if c > 0:
+                row.extend((t, d, c * p, role) for t, d, p, role in by_src.get(mid, ()))
         eff.append(row)
     stop = closure @ final
 
@@ -375,10 +415,21 @@ def _determinize(g: FsgGrammar, vocab: Vocab, closure: np.ndarray, token_arcs, f
             post = {d: x / m for d, x in nxt.items()}
             kk = key(post)
             if kk not in ids:
-                if len(subsets) >= limits.max_states:
+                if (len(subsets) + 1) * V > limits.max_elements:
                     raise CompileError(
-                        f"{g.path or '<string>'}: the grammar is ambiguous enough that its deterministic form exceeds "
-                        f"{limits.max_states} states (max_states); make arcs out of a state read different tokens"
+                        f"{g.path or '<string>'}: the compiled tables would exceed {len(subsets) + 1:,} states x {V:,} tokens, "
+                        f"over the cap of {limits.max_elements:,} elements (Limits.max_elements); a smaller vocabulary or "
+                        "fewer states would fit, or raise the cap"
+                    )
+                if len(subsets) >= limits.max_states:
+                    if n > limits.max_states:  # the grammar alone is over the cap: no ambiguity to blame
+                        raise CompileError(
+                            f"{g.path or '<string>'}: the grammar has {n:,} states, over the cap of {limits.max_states:,} "
+                            "deterministic states (max_states); raise max_states (--max-states) to compile it"
+                        )
+                    raise CompileError(
+                        f"{g.path or '<string>'}: the grammar ({n:,} states) is ambiguous enough that its deterministic form "
+                        f"exceeds {limits.max_states:,} states (max_states); make arcs out of a state read different tokens"
                     )
                 ids[kk] = len(subsets)
                 subsets.append(post)

@@ -108,10 +108,16 @@ class FeatureBank(nn.Module):
         self._lex_index = {f.name: i for i, f in enumerate(lexicon.lexical)}
         values = torch.zeros(V, len(self._lex_index))
         present = torch.zeros(V, len(self._lex_index), dtype=torch.bool)
+        rows, cols, xs = [], [], []  # gathered first, written with one indexed assignment
         for v, w in enumerate(words):
             for name, x in lexicon.values.get(w, {}).items() if w is not None else ():
-                j = self._lex_index[name]
-                values[v, j], present[v, j] = x, True
+                rows.append(v)
+                cols.append(self._lex_index[name])
+                xs.append(x)
+        if rows:
+            at = (torch.tensor(rows), torch.tensor(cols))
+            values[at] = torch.tensor(xs, dtype=values.dtype)
+            present[at] = True
         self.register_buffer("lex_values", values, persistent=False)
         self.register_buffer("lex_present", present, persistent=False)
 
@@ -121,9 +127,13 @@ class FeatureBank(nn.Module):
         for name, c in lexicon.classes.items():
             for w in c.words:
                 classes_of.setdefault(w, []).append(self._class_index[name])
+        rows, cols = [], []
         for v, w in enumerate(words):
-            if w in classes_of:
-                member[v, classes_of[w]] = True
+            for k in classes_of.get(w, ()) if w is not None else ():
+                rows.append(v)
+                cols.append(k)
+        if rows:
+            member[torch.tensor(rows), torch.tensor(cols)] = True
         self.register_buffer("class_member", member, persistent=False)
         self.register_buffer("capitalized", torch.tensor([bool(t) and t[:1].isupper() for t in (x or "" for x in texts)], dtype=torch.bool), persistent=False)
 

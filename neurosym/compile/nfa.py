@@ -12,7 +12,8 @@ minimal trie DFAs (``words_dfa``), never as alternations.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from interegular import patterns as ire
@@ -28,23 +29,35 @@ def fold_case(chars: frozenset[str]) -> frozenset[str]:
     return chars | extra
 
 
+TIME_CHECK_EVERY = 4096  # NFA states between two looks at the clock
+
+
 @dataclass
 class NFA:
-    """A Thompson-style NFA: ``eps[s]`` epsilon successors, ``arcs[s]`` (label, dst) pairs."""
+    """A Thompson-style NFA: ``eps[s]`` epsilon successors, ``arcs[s]`` (label, dst) pairs.
+
+    ``max_states`` caps the states and ``deadline`` (a ``time.monotonic()`` value) the
+    wall clock; ``on_limit(reason)`` builds the error either raises (it names the pattern
+    and what was growing)."""
 
     eps: list[list[int]] = field(default_factory=list)
     arcs: list[list[tuple[Label, int]]] = field(default_factory=list)
     max_states: int | None = None
+    deadline: float | None = None
+    on_limit: Callable[[str], CompileError] | None = None
 
     def new(self) -> int:
-        if self.max_states is not None and len(self.eps) >= self.max_states:
-            raise CompileError(
-                f"the pattern needs more than {self.max_states:,} NFA states "
-                "(a large bounded repeat?); raise max_states to allow it"
-            )
+        n = len(self.eps)
+        if self.max_states is not None and n >= self.max_states:
+            raise self.limit(f"needs more than {self.max_states:,} NFA states (the NFA cap)")
+        if self.deadline is not None and n % TIME_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise self.limit(f"ran over the time limit while building its NFA ({n:,} states so far)")
         self.eps.append([])
         self.arcs.append([])
-        return len(self.eps) - 1
+        return n
+
+    def limit(self, reason: str) -> CompileError:
+        return self.on_limit(reason) if self.on_limit is not None else CompileError(f"the pattern {reason}")
 
     def __len__(self) -> int:
         return len(self.eps)
@@ -63,10 +76,32 @@ class Builder:
 
     Args:
         max_states: a cap on NFA states, so huge bounded repeats fail early.
+        deadline: a ``time.monotonic()`` value past which building stops.
+        what: the pattern, for errors (``path:line:col: NAME`` or ``/pattern/``).
+
+    A cap or deadline hit is a :class:`CompileError` naming ``what``, the cap, and the
+    constructs being built at that moment (innermost first), e.g. a repeat and its copies.
     """
 
-    def __init__(self, max_states: int | None = None):
-        self.nfa = NFA(max_states=max_states)
+    def __init__(self, max_states: int | None = None, deadline: float | None = None, what: str = "the pattern"):
+        self.nfa = NFA(max_states=max_states, deadline=deadline, on_limit=self.error)
+        self.what = what
+        self.growing: list[str] = []  # constructs in progress, outermost first
+
+    def error(self, reason: str) -> CompileError:
+        where = ""
+        if self.growing:
+            inner = self.growing[-1]
+            outer = f", inside {self.growing[0]}" if len(self.growing) > 1 else ""
+            where = f", while building {inner}{outer}"
+        hint = "simplify the pattern, or raise max_states (--max-states; the NFA cap is 20 x max_states)"
+        if "time limit" in reason:
+            hint = "simplify the pattern, or raise time_limit (--time-limit)"
+        return CompileError(f"{self.what}: the pattern {reason}{where}; {hint}")
+
+    def building(self, description: str) -> "_Growing":
+        """A context in which the NFA grows for ``description`` (named if a limit is hit)."""
+        return _Growing(self.growing, description)
 
     # -------------------------------------------------------------- primitives
     def empty(self) -> Frag:
@@ -133,7 +168,14 @@ class Builder:
             raise CompileError(f"repeat bounds {{{lo},{hi}}} are reversed")
         if hi == 0:
             return self.empty()
-        copies = [f] + [self.copy(f) for _ in range(max(lo, 1 if hi is None else hi) - 1)]
+        count = max(lo, 1 if hi is None else hi)
+        bounds = f"{{{lo},{'' if hi is None else hi}}}" if hi != lo else f"{{{lo}}}"
+        with self.building(f"the repeat {bounds} ({count:,} copies of its operand)"):
+            copies = [f] + [self.copy(f) for _ in range(count - 1)]
+            return self._repeat(copies, lo, hi)
+
+    def _repeat(self, copies: list[Frag], lo: int, hi: int | None) -> Frag:
+        f = copies[0]
         if hi is None:
             if lo == 0:
                 return self.star(f)
@@ -146,6 +188,10 @@ class Builder:
 
     def dfa(self, dfa) -> Frag:
         """Splice a :class:`~neurosym.compile.dfa.CharDFA` (e.g. a word-list trie) in as a fragment."""
+        with self.building(f"a word list ({dfa.num_states:,} trie states)"):
+            return self._dfa(dfa)
+
+    def _dfa(self, dfa) -> Frag:
         part = dfa.partition
         named = frozenset(c for k, chars in enumerate(part.members) if k for c in chars)
         labels: list[Label] = [(named, True)] + [(frozenset(chars), False) for chars in part.members[1:]]
@@ -170,7 +216,10 @@ class Builder:
                     ic = on
                 if flag & ire.REFlags.SINGLE_LINE:
                     da = on
-            return self.alt([self.regex(o, ic, da) for o in node.options])
+            if len(node.options) == 1:
+                return self.regex(node.options[0], ic, da)
+            with self.building(f"an alternation of {len(node.options):,} options"):
+                return self.alt([self.regex(o, ic, da) for o in node.options])
         if isinstance(node, ire._Concatenation):
             return self.seq([self.regex(p, ignore_case, dotall) for p in node.parts])
         if isinstance(node, ire._Repeated):
@@ -182,3 +231,16 @@ class Builder:
         if node is ire._EMPTY:
             return self.empty()
         raise CompileError(f"unsupported regex construct {type(node).__name__} (only regular languages are supported)")
+
+
+class _Growing:
+    """Pushes a description on a builder's ``growing`` stack for the duration of a block."""
+
+    def __init__(self, stack: list[str], description: str):
+        self.stack, self.description = stack, description
+
+    def __enter__(self) -> None:
+        self.stack.append(self.description)
+
+    def __exit__(self, *exc) -> None:
+        self.stack.pop()

@@ -8,6 +8,7 @@ pytorch-struct ``SentCFG`` layout: ``root`` (N,), ``binary`` (N, N+T, N+T) and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,18 +241,20 @@ def compile_pcfg(
     every string of each regex terminal (which must then match finitely many, at most
     10,000). With ``vocab``, each literal must be a token of it and each regex terminal
     emits uniformly over the tokens its pattern matches (at least one)."""
-    cnf = source if isinstance(source, CNFGrammar) else to_cnf(source, check=True)
     limits = limits or Limits()
+    cnf = source if isinstance(source, CNFGrammar) else to_cnf(source, check=True, max_symbols=limits.max_cnf_symbols)
+    S = cnf.N + cnf.T
+    _check_size(cnf, "binary", (cnf.N, S, S), limits)
     dfas = {name: rule_dfa(imp.bank, imp.rule, limits) for name, imp in cnf.imports.items()}
     if vocab is None:
         vocab = _default_vocab(cnf, dfas)
-    E = _emissions(cnf, vocab, dfas)  # (K, V)
+    _check_size(cnf, "emit", (cnf.T, len(vocab)), limits)
+    emit = _emissions(cnf, vocab, dfas)  # (T, V)
 
     def log(x) -> torch.Tensor:
         with np.errstate(divide="ignore"):
             return torch.from_numpy(np.array(np.log(np.asarray(x, dtype=np.float64)))).to(dtype)
 
-    S = cnf.N + cnf.T
     binary = torch.full((cnf.N, S, S), float("-inf"), dtype=dtype)
     if len(cnf.binary_prob):
         a, b, c = torch.from_numpy(cnf.binary_index).T
@@ -259,7 +262,7 @@ def compile_pcfg(
     return RuleTensors(
         root=log(cnf.root),
         binary=binary,
-        emit=log(cnf.lexical @ E),
+        emit=log(emit),
         root_term=log(cnf.root_term),
         empty=log(cnf.empty),
         nonterminals=list(cnf.nonterminals),
@@ -289,27 +292,49 @@ def _default_vocab(cnf: CNFGrammar, dfas: dict) -> Vocab:
     return Vocab.words(words)
 
 
+def _check_size(cnf: CNFGrammar, name: str, shape: tuple[int, ...], limits: Limits) -> None:
+    """A CompileError naming the file, the tensor and the cap when ``shape`` is too big
+    (checked before anything of that size is allocated)."""
+    size = math.prod(shape)
+    if size <= limits.max_elements:
+        return
+    dims = " x ".join(f"{d:,}" for d in shape)
+    why = (f"{cnf.N:,} nonterminals and {cnf.T:,} preterminals in CNF" if name == "binary"
+           else f"{cnf.T:,} preterminals over {shape[1]:,} tokens")
+    raise CompileError(
+        f"{cnf.path or '<string>'}: the rule tensor {name} would be {dims} = {size:,} elements ({why}), over the cap "
+        f"of {limits.max_elements:,} (Limits.max_elements); fewer nonterminals (or fewer words) would fit, or raise the cap"
+    )
+
+
 def _emissions(cnf: CNFGrammar, vocab: Vocab, dfas: dict) -> np.ndarray:
+    """(T, V) ``P(token | preterminal)``: each terminal's column of ``lexical`` spread over
+    its tokens (one for a literal, the matching ones for a regex terminal)."""
     by_surface: dict = {}
     for i, s in enumerate(vocab.surfaces):
         if s is not None:
             by_surface.setdefault(s, i)
-    E = np.zeros((len(cnf.terminals), len(vocab)))
+    out = np.zeros((cnf.T, len(vocab)))
+    lit_k, lit_v = [], []
     for k, t in enumerate(cnf.terminals):
         if t.kind == "literal":
             key = t.value.encode("utf-8") if vocab.kind == "bytes" else t.value
             i = by_surface.get(key)
             if i is None:
                 raise SourceError.at(_where(cnf, t), f"terminal {t} is not a token of the vocabulary ({vocab!r})")
-            E[k, i] = 1.0
+            lit_k.append(k)
+            lit_v.append(i)
         else:
             delta, final = token_delta(dfas[t.value], vocab)
             row = delta[0]
             match = (row >= 0) & final[np.maximum(row, 0)]
             if not match.any():
                 raise SourceError.at(_where(cnf, t), f"regex terminal {t.value} matches no token of the vocabulary ({vocab!r})")
-            E[k, match] = 1.0 / match.sum()
-    return E
+            out[:, match] += cnf.lexical[:, k : k + 1] / match.sum()
+    if lit_k:  # several terminals may share a token (a byte vocabulary): accumulate
+        cols = np.array(lit_v, dtype=np.int64)
+        np.add.at(out.T, cols, cnf.lexical[:, lit_k].T)
+    return out
 
 
 def load_pcfg(path: str | Path, vocab: Vocab | None = None, limits: Limits | None = None) -> RuleTensors:
@@ -317,7 +342,8 @@ def load_pcfg(path: str | Path, vocab: Vocab | None = None, limits: Limits | Non
     ``limits`` caps the regex terminals' DFAs)."""
     grammar = read_pcfg(path)
     check_pcfg(grammar, strict=True)
-    return compile_pcfg(to_cnf(grammar, check=False), vocab, limits or Limits())
+    limits = limits or Limits()
+    return compile_pcfg(to_cnf(grammar, check=False, max_symbols=limits.max_cnf_symbols), vocab, limits)
 
 
 __all__ = ["RuleTensors", "compile_pcfg", "format_summary", "load_pcfg", "summary"]

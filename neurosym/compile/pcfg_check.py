@@ -9,15 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from collections.abc import Hashable, Iterable, Sequence
+from typing import NamedTuple, TypeVar
 
-import networkx as nx
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+from scipy.sparse.linalg import ArpackNoConvergence, eigs, spsolve
 
 from neurosym.dsl.pcfg import NT, Grammar, Production, as_grammar
-from neurosym.errors import SourceError, Span
+from neurosym.errors import CompileError, SourceError, Span
 
 RADIUS_LIMIT = 1.0 - 1e-9
+H = TypeVar("H", bound=Hashable)
+DENSE_COMPONENT = 2_000  # recursive components up to this size get a dense eigenvalue solve
 
 
 class Finding(NamedTuple):
@@ -36,29 +41,47 @@ class Analysis:
     """Numbers behind the checks, over the positive-probability rules.
 
     ``useful`` lists the reachable, generating nonterminals; ``expected_children``
-    (U, U) is ``M[A, B]`` = expected number of ``B`` in one expansion of ``A`` over them;
+    (U, U) sparse (CSR) is ``M[A, B]`` = expected number of ``B`` in one expansion of ``A`` over them;
     ``radius`` its spectral radius; ``expected_length`` the start symbol's expected
     sentence length (``None`` when ``radius >= 1``)."""
 
     reachable: list[str]
     generating: list[str]
     useful: list[str]
-    expected_children: np.ndarray
+    expected_children: sp.csr_matrix
     radius: float
     expected_length: float | None
 
 
+def worklist_fixpoint(lhs: Sequence[H], needs: Sequence[Iterable[H]]) -> set[H]:
+    """The least set closed under "``lhs[r]`` joins once every symbol of ``needs[r]`` has":
+    linear in the rules' total size (a counter per rule, not a pass per round)."""
+    missing: list[int] = []
+    users: dict[H, list[int]] = {}
+    todo: list[H] = []
+    for r, deps in enumerate(needs):
+        deps = set(deps)
+        missing.append(len(deps))
+        for d in deps:
+            users.setdefault(d, []).append(r)
+        if not deps:
+            todo.append(lhs[r])
+    out: set[H] = set()
+    while todo:
+        x = todo.pop()
+        if x in out:
+            continue
+        out.add(x)
+        for r in users.get(x, ()):
+            missing[r] -= 1
+            if missing[r] == 0:
+                todo.append(lhs[r])
+    return out
+
+
 def generating(prods: list[Production]) -> set[str]:
     """The nonterminals that derive some terminal string through ``prods`` (a fixpoint)."""
-    gen: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for p in prods:
-            if p.lhs not in gen and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
-                gen.add(p.lhs)
-                changed = True
-    return gen
+    return worklist_fixpoint([p.lhs for p in prods], [[s.name for s in p.rhs if isinstance(s, NT)] for p in prods])
 
 
 def analyze(grammar: Grammar) -> Analysis:
@@ -78,20 +101,50 @@ def analyze(grammar: Grammar) -> Analysis:
     order = grammar.nonterminals
     useful = [a for a in order if a in reach and a in gen]
     idx = {a: i for i, a in enumerate(useful)}
-    M = np.zeros((len(useful), len(useful)))
-    t = np.zeros(len(useful))
+    U = len(useful)
+    entries: dict[tuple[int, int], float] = {}
+    t = np.zeros(U)
     for p in prods:
         if p.lhs in idx and all(not isinstance(s, NT) or s.name in gen for s in p.rhs):
+            i = idx[p.lhs]
             for s in p.rhs:
                 if isinstance(s, NT):
-                    M[idx[p.lhs], idx[s.name]] += p.prob
+                    entries[(i, idx[s.name])] = entries.get((i, idx[s.name]), 0.0) + p.prob
                 else:
-                    t[idx[p.lhs]] += p.prob
-    radius = float(np.max(np.abs(np.linalg.eigvals(M)))) if len(useful) else 0.0
+                    t[i] += p.prob
+    ij = np.array(list(entries), dtype=np.int64).reshape(-1, 2)
+    M = sp.csr_matrix((np.fromiter(entries.values(), dtype=np.float64, count=len(entries)), (ij[:, 0], ij[:, 1])), shape=(U, U))
+    radius = max((r for _, r in _components(M)), default=0.0)
     length = None
     if radius < RADIUS_LIMIT and grammar.start in idx:
-        length = float(np.linalg.solve(np.eye(len(useful)) - M, t)[idx[grammar.start]])
+        length = float(spsolve(sp.identity(U, format="csc") - M.tocsc(), t)[idx[grammar.start]]) if U > 1 else float(t[0] / (1 - M[0, 0]))
     return Analysis([a for a in order if a in reach], [a for a in order if a in gen], useful, M, radius, length)
+
+
+def _components(M: sp.csr_matrix) -> list[tuple[np.ndarray, float]]:
+    """Each recursive strongly connected component of M (indices) and its spectral radius;
+    the radius of M is the largest of them, so only the components' blocks are dense."""
+    n, labels = connected_components(M, directed=True, connection="strong")
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(n + 1))
+    diag = M.diagonal()
+    out = []
+    for c in range(n):
+        ix = order[bounds[c] : bounds[c + 1]]
+        if len(ix) == 1:
+            if diag[ix[0]] > 0:
+                out.append((ix, float(diag[ix[0]])))
+            continue
+        block = M[ix][:, ix]
+        if len(ix) <= DENSE_COMPONENT:
+            r = float(np.max(np.abs(np.linalg.eigvals(block.toarray()))))
+        else:  # the Perron root of a big non-negative block: the eigenvalue of largest modulus
+            try:
+                r = float(np.abs(eigs(block.astype(np.float64), k=1, which="LM", return_eigenvectors=False, maxiter=10_000)[0]))
+            except ArpackNoConvergence:
+                raise CompileError(f"the consistency check did not converge on {len(ix):,} mutually recursive nonterminals; split the recursion") from None
+        out.append((ix, r))
+    return out
 
 
 def check_pcfg(grammar: Grammar | str | Path, strict: bool = True) -> list[Finding]:
@@ -105,7 +158,9 @@ def check_pcfg(grammar: Grammar | str | Path, strict: bool = True) -> list[Findi
     Parse-level problems (syntax, undefined names, sums, ranges) raise while parsing."""
     grammar = as_grammar(grammar)
     a = analyze(grammar)
-    first = {lhs: grammar.first_rule(lhs).lhs_span for lhs in grammar.nonterminals}
+    first: dict[str, Span] = {}
+    for p in grammar.productions:
+        first.setdefault(p.lhs, p.lhs_span)
     out: list[Finding] = []
     if grammar.weights == "uniform":
         out.append(Finding("info", grammar.productions[0].lhs_span, "no probabilities are given: each nonterminal's alternatives are equally likely"))
@@ -141,16 +196,8 @@ def check_pcfg(grammar: Grammar | str | Path, strict: bool = True) -> list[Findi
 
 
 def _worst_component(a: Analysis) -> tuple[list[str], float]:
-    g = nx.DiGraph()
-    g.add_nodes_from(range(len(a.useful)))
-    g.add_edges_from(zip(*np.nonzero(a.expected_children)))
-    best, best_r = [], -1.0
-    for comp in nx.strongly_connected_components(g):
-        ix = sorted(comp)
-        r = float(np.max(np.abs(np.linalg.eigvals(a.expected_children[np.ix_(ix, ix)]))))
-        if r > best_r:
-            best, best_r = ix, r
-    return [a.useful[i] for i in best], best_r
+    ix, r = max(_components(a.expected_children), key=lambda c: c[1])
+    return [a.useful[i] for i in sorted(ix)], r
 
 
-__all__ = ["Analysis", "Finding", "RADIUS_LIMIT", "analyze", "check_pcfg", "generating"]
+__all__ = ["Analysis", "Finding", "RADIUS_LIMIT", "analyze", "check_pcfg", "generating", "worklist_fixpoint"]

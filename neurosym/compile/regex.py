@@ -11,6 +11,7 @@ flag are ASCII-only; a pattern denotes a set of strings, so ``a|ab`` accepts ``a
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,18 +29,37 @@ from neurosym.dsl import ir
 from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
-from neurosym.dsl.regex import read_regex_bank
+from neurosym.dsl.regex import read_regex_bank, too_many_patterns
 
 REGEX_SPECIALS = ("<unk>",)  # a default character vocabulary's only special: "any other character"
 ALLOWED_FLAGS = frozenset("is")
 
 
+DEFAULT_MAX_PATTERNS = 5_000  # patterns per bank: each needs its own automaton (several ms apiece)
+DEFAULT_MAX_CNF_SYMBOLS = 5_000  # a PCFG's CNF symbols before elimination
+DEFAULT_MAX_ELEMENTS = 2**27  # the largest dense table compilation allocates (512 MiB of float32)
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Caps on compilation: minimal-DFA states and wall-clock seconds per pattern."""
+    """Caps on compilation, each checked before the work or memory it bounds.
+
+    Attributes:
+        max_states: minimal-DFA states per pattern (and deterministic FSG states).
+        time_limit: wall-clock seconds per pattern (NFA building and determinisation) or
+            per FSG determinisation.
+        max_patterns: patterns in one `.regex` bank, its imports included.
+        max_cnf_symbols: symbols of a PCFG's Chomsky normal form before epsilon and unit
+            elimination (nonterminals, lifted terminals, binarisation symbols).
+        max_elements: elements of the largest dense table: a PCFG's ``binary``
+            (N, N+T, N+T) or ``emit`` (T, V), an FSG's (Q, V) tables.
+    """
 
     max_states: int = DEFAULT_MAX_STATES
     time_limit: float = DEFAULT_TIME_LIMIT
+    max_patterns: int = DEFAULT_MAX_PATTERNS
+    max_cnf_symbols: int = DEFAULT_MAX_CNF_SYMBOLS
+    max_elements: int = DEFAULT_MAX_ELEMENTS
 
 
 _SENTINEL = "\x00"
@@ -94,10 +114,12 @@ def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: 
     words = literal_alternatives(pattern)
     if words is not None and len(words) > 1:
         return words_dfa(words, ignore_case="i" in flags, limits=limits)
+    started = time.monotonic()
     ast = parse_pattern(pattern, span, ignore_case="i" in flags)
-    b = Builder(max_states=_nfa_cap(limits))
+    what = f"{span}: {_shown(pattern)}" if span is not None else _shown(pattern)
+    b = Builder(max_states=_nfa_cap(limits), deadline=started + limits.time_limit, what=what)
     frag = b.regex(ast, ignore_case="i" in flags, dotall="s" in flags)
-    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, limits.time_limit, what=f"/{pattern}/")
+    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, _left(started, limits, b), what=what)
 
 
 def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = Limits()) -> CharDFA:
@@ -244,6 +266,9 @@ class RegexBank:
 
 def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
     """Compile every pattern of a parsed bank (imports included) over one vocabulary."""
+    if len(bank.patterns) > limits.max_patterns:
+        over = list(bank.patterns.values())[limits.max_patterns]
+        raise SourceError.at(over.span, too_many_patterns(f"{len(bank.patterns):,}", limits.max_patterns))
     dfas = {name: rule_dfa(bank, rule, limits) for name, rule in bank.patterns.items()}
     vocab = vocab if vocab is not None else default_vocab(dfas.values())
     autos = {name: to_automaton(d, vocab, name=name, source=bank.path) for name, d in dfas.items()}
@@ -253,9 +278,23 @@ def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Lim
 
 def rule_dfa(bank: ir.Bank, rule: ir.Pattern, limits: Limits = Limits()) -> CharDFA:
     """The minimal character DFA of one bank rule (references expanded, word lists as tries)."""
-    b = Builder(max_states=_nfa_cap(limits))
+    started = time.monotonic()
+    what = f"{rule.span}: {rule.name}"
+    b = Builder(max_states=_nfa_cap(limits), deadline=started + limits.time_limit, what=what)
     frag = _RuleBuilder(bank, b, limits).rule(rule, stack=())
-    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, limits.time_limit, what=f"{rule.span}: {rule.name}")
+    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, _left(started, limits, b), what=what)
+
+
+def _left(started: float, limits: Limits, b: Builder) -> float:
+    """The time determinisation may still take, after the NFA took its share."""
+    left = limits.time_limit - (time.monotonic() - started)
+    if left <= 0:
+        raise b.error("ran over the time limit while building its NFA")
+    return left
+
+
+def _shown(pattern: str, width: int = 60) -> str:
+    return f"/{pattern}/" if len(pattern) <= width else f"/{pattern[:width]}.../ ({len(pattern):,} characters)"
 
 
 class _RuleBuilder:
@@ -273,7 +312,8 @@ class _RuleBuilder:
             raise SourceError.at(rule.span, f"{rule.name} refers to itself; banks describe regular languages and cannot recurse")
         _check_flags(rule.flags, rule.span)
         if key in self.built:
-            return self.b.copy(self.built[key])
+            with self.b.building(f"a copy of {rule.name} (referenced again)"):
+                return self.b.copy(self.built[key])
         frag = self.expr(rule.expr, "i" in rule.flags, "s" in rule.flags, (*stack, key))
         self.built[key] = frag
         return frag
@@ -291,7 +331,8 @@ class _RuleBuilder:
         if isinstance(e, ir.Seq):
             return b.seq([self.expr(x, ic, dotall, stack) for x in e.items])
         if isinstance(e, ir.Choice):
-            return b.alt([self.expr(x, ic, dotall, stack) for x in e.options])
+            with b.building(f"an alternation of {len(e.options):,} options at {e.span}"):
+                return b.alt([self.expr(x, ic, dotall, stack) for x in e.options])
         if isinstance(e, ir.Repeat):
             return b.repeat(self.expr(e.item, ic, dotall, stack), e.min, e.max)
         raise TypeError(f"unknown bank expression {type(e).__name__}")
@@ -309,8 +350,9 @@ def _check_flags(flags: str, span: Span | None) -> None:
 
 
 def load_regex(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
-    """Parse and compile a `.regex` bank file."""
-    return compile_bank(read_regex_bank(path), vocab, limits)
+    """Parse and compile a `.regex` bank file (more than ``limits.max_patterns`` rules in
+    the file is an error before it is parsed)."""
+    return compile_bank(read_regex_bank(path, max_patterns=limits.max_patterns), vocab, limits)
 
 
 __all__ = [

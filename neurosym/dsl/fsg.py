@@ -21,6 +21,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl.errors import lark_error
+from neurosym.dsl.fastlines import merge, split_fast, token
 from neurosym.dsl.errors import read_error, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
@@ -146,11 +147,48 @@ def parse_fsg(text: str, path: str | Path | None = None) -> FsgGrammar:
     display = str(path) if path is not None else None
     folder = Path(path).resolve().parent if path is not None else Path.cwd()
     parser = _parser()
+    slow, fast = split_fast(text, fast_line)
     try:
-        tree = parser.parse(text if text.endswith("\n") else text + "\n")
+        tree = parser.parse(slow if slow.endswith("\n") else slow + "\n")
     except UnexpectedInput as err:
-        raise lark_error(err, parser, display, text, FRIENDLY) from None
+        raise lark_error(err, parser, display, slow, FRIENDLY) from None
+    tree.children = merge(tree.children, fast)
     return _Builder(display, folder).build(tree)
+
+
+# plain arcs and finals, read without lark (neurosym.dsl.fastlines): bare words, a simple
+# label, an optional weight, key=value attributes, a comment after a blank
+_W = r"[^\s#'\"@<=(),]+"
+_LABEL = r"<eps>|<epsilon>|@[A-Za-z_][A-Za-z0-9_]*(?::[A-Za-z_][A-Za-z0-9_]*)?|'[^'\\\n]*'|\"[^\"\\\n]*\"|" + _W
+_ATTR = r"[a-z_][a-z0-9_]*=" + _W
+_FAST = re.compile(
+    r"[ \t]*(" + _W + r")(?:[ \t]+(" + _W + r"))?(?:[ \t]+(" + _LABEL + r"))?(?:[ \t]+(?![a-z_][a-z0-9_]*=)(" + _W + r"))?"
+    r"((?:[ \t]+" + _ATTR + r")*)[ \t]*(?:(?<=[ \t])#.*)?"
+)
+_ATTR_RE = re.compile(r"([a-z_][a-z0-9_]*)=(" + _W + r")")
+_LABEL_KIND = {"<": "eps", "@": "lexicon", "'": "literal", '"': "literal"}
+
+
+def fast_line(line: str, number: int) -> Tree | None:
+    """The tree lark gives a plain arc or final line, or ``None`` for any other line."""
+    if line.lstrip(" \t")[:1] in ("%", ""):
+        return None
+    m = _FAST.fullmatch(line)
+    if m is None or (m.group(3) is not None and m.group(2) is None) or (m.group(3) is None and m.group(4) is not None):
+        return None  # not the shape of an arc (SRC DST LABEL [W]) or a final (STATE [W])
+    words = [token("WORD", m.group(k), number, m.start(k) + 1) for k in (1, 2, 4) if m.group(k) is not None]
+    attrs = []
+    if m.group(5):
+        base = m.start(5) + 1
+        for a in _ATTR_RE.finditer(m.group(5)):
+            key = token("KEY", a.group(1), number, base + a.start())
+            attrs.append(Tree("attr", [key, token("WORD", a.group(2), number, base + a.start(2))]))
+    if m.group(3) is None:  # STATE [WEIGHT]
+        return Tree("final", [*words, *attrs])
+    lab = m.group(3)
+    kind = _LABEL_KIND.get(lab[0], "bare")
+    label_tok = token({"eps": "EPS", "lexicon": "CLASS", "literal": "STRING", "bare": "WORD"}[kind], lab, number, m.start(3) + 1)
+    return Tree("arc", [words[0], words[1], Tree(kind, [label_tok]), *words[2:], *attrs])
 
 
 class _Builder:
@@ -159,6 +197,7 @@ class _Builder:
         self.folder = folder
         self.g = FsgGrammar(path)
         self.seen: dict[str, Span] = {}  # directives given once
+        self.final_of: dict[str, Final] = {}  # final states by name (duplicates are errors)
 
     def span(self, tok: Token) -> Span:
         return Span(self.path, tok.line, tok.column)
@@ -243,11 +282,12 @@ class _Builder:
         for a in rest:
             if isinstance(a, Tree):
                 raise self.fail(a.children[0], "final states take no attributes")
-        for f in self.g.finals:
-            if f.state == str(state):
-                raise self.fail(state, f"state {str(state)!r} is declared final twice (first at line {f.span.line})")
+        first = self.final_of.get(str(state))
+        if first is not None:
+            raise self.fail(state, f"state {str(state)!r} is declared final twice (first at line {first.span.line})")
         weight = self.weight(weight_tok) if weight_tok is not None else self.one()
         self.g.finals.append(Final(str(state), weight, self.span(state), self.span(weight_tok) if weight_tok is not None else None))
+        self.final_of[str(state)] = self.g.finals[-1]
 
     def label(self, t: Tree) -> Label:
         (tok,) = t.children

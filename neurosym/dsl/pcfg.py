@@ -15,6 +15,7 @@ The analyses that need numbers (unreachable, non-generating, inconsistent) are i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +26,7 @@ from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
+from neurosym.dsl.fastlines import merge, split_fast, token
 from neurosym.dsl.errors import read_error, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
@@ -225,11 +227,63 @@ def parse_pcfg(text: str, path: str | Path | None = None) -> Grammar:
     display = None if path is None else str(path)
     folder = Path.cwd() if path is None else Path(path).resolve().parent
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    slow, fast = split_fast(text, fast_line, _alone)
     try:
-        tree = _parser().parse(text if text.endswith("\n") else text + "\n")
+        tree = _parser().parse(slow if slow.endswith("\n") else slow + "\n")
     except UnexpectedInput as err:
-        raise lark_error(err, _parser(), display, text, FRIENDLY) from None
+        raise lark_error(err, _parser(), display, slow, FRIENDLY) from None
+    tree.children = merge(tree.children, fast)
     return _Builder(display, folder).build(tree)
+
+
+# one-line rules, read without lark (neurosym.dsl.fastlines); a line that a trailing `\`
+# joins to its neighbour, or that a `|` line below continues, is left to lark
+_NAME = r"(?:[^\s'\"\[\]|#%(),\\-]|-(?!>))(?:[^\s'\"\[\]|#(),\\-]|-(?!>))*"
+_RULE_TOKENS = re.compile(
+    r"[ \t\f]*(?:(?P<NAME>" + _NAME + r")|(?P<STRING>\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')|(?P<PROB>\[[^\]\n]*\])"
+    r"|(?P<ARROW>->)|(?P<OR>\|)|(?P<COMMENT>#.*))"
+)
+_CONTINUES = re.compile(r"[ \t]*\|")
+_SKIPPED = re.compile(r"[ \t]*(?:#.*)?")
+
+
+def _alone(lines: list[str], i: int) -> bool:
+    """Whether line ``i`` is a whole item: no `\\` joins it to a neighbour and no `|` line
+    (after blank and comment lines) continues it."""
+    if "\\" in lines[i] or (i > 0 and lines[i - 1].rstrip(" \t\f").endswith("\\")):
+        return False
+    for j in range(i + 1, len(lines)):
+        if _CONTINUES.match(lines[j]):
+            return False
+        if not _SKIPPED.fullmatch(lines[j]):
+            return True
+    return True
+
+
+def fast_line(line: str, number: int) -> Tree | None:
+    """The tree lark gives a one-line rule (``A -> B 'c' [0.5] | [0.5]``), or ``None``."""
+    toks: list[Token] = []
+    pos, end = 0, len(line.rstrip(" \t\f"))
+    while pos < end:
+        m = _RULE_TOKENS.match(line, pos)
+        if m is None or m.end() == m.start(m.lastgroup):
+            return None
+        kind = m.lastgroup
+        if kind != "COMMENT":
+            toks.append(token(kind, m.group(kind), number, m.start(kind) + 1))
+        pos = m.end()
+    if len(toks) < 2 or toks[0].type != "NAME" or toks[1].type != "ARROW" or any(t.type == "ARROW" for t in toks[2:]):
+        return None
+    children: list = [toks[0], toks[1]]
+    alt: list[Token] = []
+    for t in toks[2:]:
+        if t.type == "OR":
+            children += [Tree("alternative", alt), t]
+            alt = []
+        else:
+            alt.append(t)
+    children.append(Tree("alternative", alt))
+    return Tree("rule", children)
 
 
 class _Alt(NamedTuple):

@@ -7,6 +7,7 @@ missing imports and names an import does not define, and unsupported regex featu
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,10 +37,23 @@ def _parser() -> Lark:
     return Lark.open(str(Path(__file__).with_name("regex.lark")), parser="lalr", propagate_positions=True)
 
 
-def read_regex_bank(path: str | Path) -> ir.Bank:
-    """Parse a `.regex` file, its imports and word lists."""
+def read_regex_bank(path: str | Path, max_patterns: int | None = None) -> ir.Bank:
+    """Parse a `.regex` file, its imports and word lists. With ``max_patterns``, a file
+    with more rules is a SourceError at the first rule over the cap, found by a scan of
+    the text before it is parsed (so a huge bank fails in a moment)."""
     path = Path(path)
-    return _Loader().load(path.resolve(), display=str(path))
+    return _Loader(max_patterns).load(path.resolve(), display=str(path))
+
+
+RULE_START = re.compile(r"^[ \t]*[A-Z_][A-Z0-9_]*[ \t]*[\[:]", re.M)
+
+
+def too_many_patterns(count: str, cap: int) -> str:
+    """The message for a bank over the pattern cap."""
+    return (
+        f"the bank defines {count} patterns, over the cap of {cap:,} (Limits.max_patterns): each pattern compiles to "
+        "its own automaton; split the bank, use %words for word lists, or raise the cap"
+    )
 
 
 def parse_regex_bank(text: str, path: str | Path | None = None) -> ir.Bank:
@@ -54,9 +68,10 @@ def parse_regex_bank(text: str, path: str | Path | None = None) -> ir.Bank:
 class _Loader:
     """Loads banks recursively; each file once, import cycles reported."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_patterns: int | None = None) -> None:
         self.loaded: dict[str, ir.Bank] = {}
         self.loading: set[str] = set()
+        self.max_patterns = max_patterns
 
     def load(self, path: Path, display: str, at: Span | None = None) -> ir.Bank:
         key = str(path)
@@ -81,6 +96,8 @@ class _Loader:
         return bank
 
     def parse(self, text: str, display: str | None, scope: str, folder: Path) -> ir.Bank:
+        if self.max_patterns is not None:
+            self.check_count(text, display)
         try:
             tree = _parser().parse(text if text.endswith("\n") else text + "\n")
         except UnexpectedInput as err:
@@ -91,6 +108,17 @@ class _Loader:
                 builder.item(item)
         builder.check_references()
         return builder.bank
+
+
+    def check_count(self, text: str, display: str | None) -> None:
+        """A SourceError at the first rule line past ``max_patterns`` (a rule is one line
+        that starts with its NAME, then ``[`` or ``:``)."""
+        for k, m in enumerate(RULE_START.finditer(text)):
+            if k == self.max_patterns:
+                line = text.count("\n", 0, m.start()) + 1
+                col = len(m.group()) - len(m.group().lstrip(" \t")) + 1
+                total = sum(1 for _ in RULE_START.finditer(text))
+                raise SourceError(too_many_patterns(f"{total:,}", self.max_patterns), display, line, col)
 
 
 class _Builder:

@@ -189,13 +189,13 @@ class LexiconBuilder:
 
     def wordclass(self, t: Tree) -> None:
         name_tok, *members = t.children
-        words: list[str] = []
+        words: dict[str, None] = {}  # insertion-ordered; a set lookup per word keeps long classes linear
         for m in members:
             tok = m.children[0]
             w = self.word(tok)
             if w in words:
                 raise self.fail(tok, f"{w!r} is listed twice in class {name_tok}")
-            words.append(w)
+            words[w] = None
         self.declare(self.lex.classes, str(name_tok), WordClass(str(name_tok), tuple(words), self.span(name_tok)), self.span(name_tok), "class")
 
     def modifier(self, t: Tree) -> None:

@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark
+from lark import Lark, Tree
 from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl.errors import lark_error, read_error
+from neurosym.dsl.fastlines import merge, split_fast, token
 from neurosym.dsl.lexicon.builder import LexiconBuilder
 from neurosym.dsl.lexicon.model import Lexicon
 from neurosym.dsl.lexicon.raw import RAW_FORMATS, check_format, read_raw
@@ -31,6 +32,37 @@ FRIENDLY = {
 
 
 FORMAT_LINE = re.compile(r"^[ \t]*%format\b[^\n]*(\n|$)", re.M)
+
+# the plain lines of a big lexicon, read without lark (neurosym.dsl.fastlines): a %class of
+# bare words, and an entry of a bare word with name=number values; comments after a blank
+_WORD = r"[^\s\"'#%=][^\s=]*"
+_NUMBER = r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?"
+_TAIL = r"[ \t]*(?:(?<=[ \t])#.*)?$"
+_CLASS_LINE = re.compile(r"([ \t]*)%class([ \t]+)([A-Za-z_][A-Za-z0-9_]*)((?:[ \t]+" + _WORD + r")+)" + _TAIL)
+_ENTRY_LINE = re.compile(r"([ \t]*)(" + _WORD + r")((?:[ \t]+[A-Za-z_][A-Za-z0-9_]*=" + _NUMBER + r")*)" + _TAIL)
+_BLANK_RUN = re.compile(r"[^ \t]+")
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(" + _NUMBER + r")(?=[ \t]|$)")
+
+
+def fast_line(line: str, number: int) -> Tree | None:
+    """The tree lark gives a plain ``%class`` or entry line, or ``None`` for any other line."""
+    if line.lstrip(" \t").startswith("%"):
+        m = _CLASS_LINE.fullmatch(line)
+        if m is None:
+            return None
+        col = m.end(3) + 1
+        members = [Tree("member", [token("WORD", w.group(), number, col + w.start())]) for w in _BLANK_RUN.finditer(m.group(4))]
+        return Tree("wordclass", [token("IDENT", m.group(3), number, m.start(3) + 1), *members])
+    m = _ENTRY_LINE.fullmatch(line)
+    if m is None:
+        return None
+    col = m.end(2) + 1
+    assigns = []
+    for a in _ASSIGN.finditer(m.group(3)):
+        start = col + a.start()
+        key = token("IDENT", a.group(1), number, start)
+        assigns.append(Tree("assign", [key, token("NUMBER", a.group(2), number, start + len(a.group(1)) + 1)]))
+    return Tree("entry", [Tree("headword", [token("WORD", m.group(2), number, m.start(2) + 1)]), *assigns])
 
 
 @lru_cache(maxsize=1)
@@ -135,10 +167,12 @@ class LexiconReader:
         header, raw, raw_line = (text[: m.end()], text[m.end() :], text.count("\n", 0, m.end()) + 1) if m else (text, "", 0)
         if m and not m.group(1):  # %format on the last line, without a newline
             raw_line = text.count("\n") + 2
+        slow, fast = split_fast(header, fast_line)
         try:
-            tree = lexicon_parser().parse(header if header.endswith("\n") else header + "\n")
+            tree = lexicon_parser().parse(slow if slow.endswith("\n") else slow + "\n")
         except UnexpectedInput as err:
-            raise syntax_error(err, display, header) from None
+            raise syntax_error(err, display, slow) from None
+        tree.children = merge(tree.children, fast)
         builder = LexiconBuilder(self, lex, display, folder)
         builder.build(tree)
         if builder.raw_format is not None:
