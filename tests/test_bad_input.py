@@ -38,6 +38,15 @@ CASES = {
 }
 
 
+def test_the_memory_probe_sees_an_allocation():
+    memory = PeakMemory()
+    before = memory.start()
+    block = b"\x01" * (64 * 2**20)  # written byte by byte: resident
+    grown = memory.added(before)
+    del block
+    assert grown >= 60 * 2**20 if memory.exact else grown >= 0
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_files_are_one_line_errors(tmp_path, name):
     text, message = CASES[name]
@@ -70,6 +79,49 @@ class _Timeout(Exception):
     pass
 
 
+MEMORY_BOUND = 768 * 2**20  # bytes a mutant's check may add to the process's resident peak
+
+
+class PeakMemory:
+    """The resident-memory peak one call adds, on Linux: ``VmHWM`` of /proc/self/status,
+    reset before each call through /proc/self/clear_refs. Where that reset is refused, the
+    peak over the whole run (``ru_maxrss``) stands in, which can only under-report."""
+
+    STATUS = Path("/proc/self/status")
+
+    def __init__(self) -> None:
+        self.exact = self._reset()
+
+    @staticmethod
+    def _reset() -> bool:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+            return True
+        except OSError:
+            return False
+
+    def _field(self, name: str) -> int:
+        for line in self.STATUS.read_text().splitlines():
+            if line.startswith(name + ":"):
+                return int(line.split()[1]) * 1024
+        raise KeyError(name)
+
+    def start(self) -> int:
+        if self.exact:
+            self._reset()
+            return self._field("VmRSS")
+        import resource  # lazy: POSIX only
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def added(self, before: int) -> int:
+        if self.exact:
+            return self._field("VmHWM") - before
+        import resource  # lazy: POSIX only
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+
+
 def _mutate(text: str, rng: random.Random) -> str:
     for _ in range(rng.randint(1, 4)):
         i = rng.randrange(len(text) + 1)
@@ -90,7 +142,8 @@ def _mutate(text: str, rng: random.Random) -> str:
 
 def fuzz(tmp_path: Path, per_file: int, seconds: float = 10.0) -> dict[str, int]:
     """Load ``per_file`` seeded mutants of every shipped file; counts by outcome. Anything
-    but a NeurosymError (or success) within ``seconds`` fails the test with the mutant."""
+    but a NeurosymError (or success) within ``seconds`` and MEMORY_BOUND bytes of added
+    resident peak fails the test with the mutant."""
     for folder in ("grammars", "lexicons"):  # mutants keep their relative imports working
         (tmp_path / folder).mkdir()
         for f in (ROOT / folder).iterdir():
@@ -102,6 +155,8 @@ def fuzz(tmp_path: Path, per_file: int, seconds: float = 10.0) -> dict[str, int]
 
     old = signal.signal(signal.SIGALRM, alarm)
     counts: dict[str, int] = {}
+    memory = PeakMemory()
+    limits = Limits(max_states=2000, time_limit=seconds / 2, max_elements=2**24)
     try:
         for source in SHIPPED:
             text = source.read_text(encoding="utf-8")
@@ -110,11 +165,12 @@ def fuzz(tmp_path: Path, per_file: int, seconds: float = 10.0) -> dict[str, int]
             for k in range(per_file):
                 mutant = _mutate(text, rng)
                 target.write_text(mutant, encoding="utf-8", errors="surrogatepass")
+                before = memory.start()
                 signal.setitimer(signal.ITIMER_REAL, seconds)
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("error")  # no raw warning reaches a user either
-                        kinds.load(target, None, Limits(max_states=2000, time_limit=seconds / 2))
+                        kinds.load(target, None, limits)
                     outcome = "ok"
                 except NeurosymError as err:
                     outcome = type(err).__name__
@@ -124,6 +180,9 @@ def fuzz(tmp_path: Path, per_file: int, seconds: float = 10.0) -> dict[str, int]
                     pytest.fail(f"{source.name} mutant {k}: {type(err).__name__}: {err}\n{mutant[:500]}")
                 finally:
                     signal.setitimer(signal.ITIMER_REAL, 0)
+                grown = memory.added(before)
+                if grown > MEMORY_BOUND:
+                    pytest.fail(f"{source.name} mutant {k} added {grown / 2**20:.0f} MiB to the memory peak:\n{mutant[:500]}")
                 counts[outcome] = counts.get(outcome, 0) + 1
             target.write_bytes(source.read_bytes())
     finally:
@@ -133,7 +192,7 @@ def fuzz(tmp_path: Path, per_file: int, seconds: float = 10.0) -> dict[str, int]
 
 def test_seeded_mutants_of_every_shipped_file_raise_only_neurosym_errors(tmp_path):
     counts = fuzz(tmp_path, per_file=200)
-    assert sum(counts.values()) == 200 * len(SHIPPED)
+    assert sum(counts.values()) == 200 * len(SHIPPED)  # each within the time and memory bounds
     assert counts.get("ok", 0) > 0 and counts.get("SourceError", 0) > 0  # both outcomes are exercised
 
 
