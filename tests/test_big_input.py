@@ -34,7 +34,7 @@ def _same_as_lark(parser, fast_line, line: str) -> bool:
     return True
 
 
-LEX_PIECES = ["%class", " ", "\t", "A", "w", "good", "x#y", "#c", "'q'", '"q q"', "=", "polarity", "=0.5", "0.5", "1e3",
+LEX_PIECES = ["%class", " ", "\t", "A", "w", "good", ":", "-x", "x#y", "#c", "'q'", '"q q"', "=", "polarity", "=0.5", "0.5", "1e3",
               "..", "%feature", "-1", "é", "(", ")", "!"]
 FSG_PIECES = [" ", "\t", "S", "A", "q0", "x", "'w'", '"w w"', "<eps>", "<epsilon>", "@C", "@f:t", "0.5", "role=subject",
               "threshold=0.3", "#c", "%start", "=", "@", "<", "(", ",", "a+b", "1e-3"]

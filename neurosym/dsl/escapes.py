@@ -16,6 +16,8 @@ def decode_quoted(quoted: str, at: Span, what: str = "a literal", strict: bool =
     ``strict``: any other escape is a SourceError at its column (``at`` is the position of
     the opening quote); otherwise it is kept as written (NLTK reads quotes verbatim)."""
     raw = quoted[1:-1]
+    if "\\" not in raw:  # nothing to decode (most words): skip the character loop
+        return raw
     out, i = [], 0
     while i < len(raw):
         c = raw[i]

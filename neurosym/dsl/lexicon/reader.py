@@ -38,7 +38,9 @@ FORMAT_LINE = re.compile(r"^[ \t]*%format\b[^\n]*(\n|$)", re.M)
 _WORD = r"[^\s\"'#%=][^\s=]*"
 _NUMBER = r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?"
 _TAIL = r"[ \t]*(?:(?<=[ \t])#.*)?$"
-_CLASS_LINE = re.compile(r"([ \t]*)%class([ \t]+)([A-Za-z_][A-Za-z0-9_]*)((?:[ \t]+" + _WORD + r")+)" + _TAIL)
+_CLASS_LINE = re.compile(  # the first member may follow the name directly: `%class A: x` lists ':' and x
+    r"([ \t]*)%class([ \t]+)([A-Za-z_][A-Za-z0-9_]*)((?:[ \t]+|(?=[^\sA-Za-z0-9_]))" + _WORD + r"(?:[ \t]+" + _WORD + r")*)" + _TAIL
+)
 _ENTRY_LINE = re.compile(r"([ \t]*)(" + _WORD + r")((?:[ \t]+[A-Za-z_][A-Za-z0-9_]*=" + _NUMBER + r")*)" + _TAIL)
 _BLANK_RUN = re.compile(r"[^ \t]+")
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(" + _NUMBER + r")(?=[ \t]|$)")
