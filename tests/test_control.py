@@ -1,0 +1,296 @@
+"""Controllable generation (issue 16.3-16.4): metrics on hand-made samples against
+hand-computed values, each decoding setting's processors on a tiny random model, and
+`neurosym eval` on a tiny run trained by `neurosym train`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from neurosym.cli.main import main
+from neurosym.compile.fsg import load_fsg
+from neurosym.compile.lexicon import load_lexicon
+from neurosym.data import shipped_file
+from neurosym.errors import NeurosymError
+from neurosym.experiments.control import (
+    PaperSampler, Request, TokenBan, banned_tokens, check_no_dead_end, confusion, control_spec, decode, distinct_2,
+    grammaticality, measure, measure_generations, ood_hits, polarity_accuracy, processors, punct_accuracy,
+    realised_polarity, realised_punct, request_controls, same_controls, sampler_share,
+)
+from neurosym.experiments.semantic_fusion import CONTROL
+from neurosym.lm.fusion import build_fusion_lm, control_names
+from neurosym.lm.model import CausalLM, LMConfig
+
+FSG = load_fsg(shipped_file("grammars/clause.fsg"))
+BANK = load_lexicon(shipped_file("lexicons/sentiment.lex"), FSG.vocab)
+VOCAB = FSG.vocab
+SPEC = control_spec(FSG, BANK.lexicon, held_out=["good", "great", "bad"])
+
+
+def ids(text: str) -> list[int]:
+    return VOCAB.encode(text) if text else []
+
+
+# six hand-made samples and what each realises (see the comments)
+SAMPLES = [
+    ("Alice cooks the good task .", Request("pos", ".")),  # pos, '.', grammatical; good: held-out pos
+    ("Bob cooks the awful meal !", Request("pos", "!")),  # neg, '!', grammatical
+    ("Eve trains the very pleasant model ? She cooks the bad paper ?", Request("neg", "?")),  # mixed: other, '?', grammatical; bad: held-out neg
+    ("Dave starts the task .", Request("neg", ".")),  # no adjective: other, '.', ungrammatical
+    ("Carol cooks the great meal", Request("pos", "?")),  # pos, no punctuation, ungrammatical; great: held-out pos
+    ("", Request("neg", "!")),  # empty: other, none, ungrammatical
+]
+TOKENS = [ids(t) for t, _ in SAMPLES]
+REQUESTS = [r for _, r in SAMPLES]
+
+
+# ---------------------------------------------------------------------- the spec
+def test_spec_reads_polarity_words_punctuation_and_held_out_words_from_the_lexicon():
+    assert [VOCAB.tokens[t] for t in SPEC.words["pos"]] == ["good", "great", "excellent", "pleasant", "wonderful"]
+    assert [VOCAB.tokens[t] for t in SPEC.words["neg"]] == ["bad", "poor", "terrible", "unpleasant", "awful"]
+    assert [VOCAB.tokens[t] for t in SPEC.punctuation] == [".", "!", "?"]
+    assert {p: [VOCAB.tokens[t] for t in ws] for p, ws in SPEC.held_out.items()} == {"pos": ["good", "great"], "neg": ["bad"]}
+    assert [str(r) for r in SPEC.requests()] == ["pos .", "pos !", "pos ?", "neg .", "neg !", "neg ?"]
+
+
+def test_spec_errors_name_the_bad_input():
+    with pytest.raises(NeurosymError, match="'the'.*no 'polarity' value"):
+        control_spec(FSG, BANK.lexicon, held_out=["the"])
+    with pytest.raises(NeurosymError, match="';': not in the grammar's vocabulary"):
+        control_spec(FSG, BANK.lexicon, punctuation=[".", ";"])
+    with pytest.raises(NeurosymError, match="distinct"):
+        control_spec(FSG, BANK.lexicon, punctuation=[".", "."])
+    with pytest.raises(NeurosymError, match="a negative 'strength' value"):
+        control_spec(FSG, BANK.lexicon, feature="strength")  # intensifiers have positive strengths, nothing a negative one
+    with pytest.raises(NeurosymError, match="polarity must be one of pos, neg"):
+        processors("hard", Request("neutral", "."), SPEC, VOCAB.id("<eos>"))
+    with pytest.raises(NeurosymError, match=r"punctuation must be one of \. ! \?"):
+        processors("hard", Request("pos", ","), SPEC, VOCAB.id("<eos>"))
+    with pytest.raises(NeurosymError, match="unknown setting 'loose'"):
+        processors("loose", Request("pos", "."), SPEC, VOCAB.id("<eos>"))
+
+
+# ---------------------------------------------------------------------- metrics, by hand
+def test_each_sample_is_read_as_hand_labelled():
+    assert [realised_polarity(t, SPEC) for t in TOKENS] == ["pos", "neg", "other", "other", "pos", "other"]
+    assert [realised_punct(t, SPEC) for t in TOKENS] == [".", "!", "?", ".", None, None]
+
+
+def test_accuracies_equal_hand_counts():
+    assert polarity_accuracy(TOKENS, REQUESTS, SPEC) == 2 / 6  # samples 1 and 5
+    assert punct_accuracy(TOKENS, REQUESTS, SPEC) == 4 / 6  # samples 1 to 4
+
+
+def test_confusion_matrix_equals_hand_counts():
+    assert confusion(TOKENS, REQUESTS, SPEC) == {
+        "pos": {"pos": 2, "neg": 1, "other": 0},  # samples 1, 5 | 2
+        "neg": {"pos": 0, "neg": 0, "other": 3},  # samples 3 (mixed), 4 (none), 6 (empty)
+    }
+
+
+def test_ood_hits_count_polarity_words_of_the_samples_that_request_each_class():
+    # pos requests: good, awful, great -> 2 held-out pos of 3; neg requests: pleasant, bad -> 1 of 2
+    assert ood_hits(TOKENS, REQUESTS, SPEC) == {"pos": {"hits": 2, "words": 3, "rate": 2 / 3}, "neg": {"hits": 1, "words": 2, "rate": 0.5}}
+    # a held-out word of the *other* class is a miss; no polarity word at all: rate None
+    assert ood_hits([ids("Bob cooks the bad meal .")], [Request("pos", ".")], SPEC)["pos"] == {"hits": 0, "words": 1, "rate": 0.0}
+    assert ood_hits([ids("Bob cooks the bad meal .")], [Request("pos", ".")], SPEC)["neg"] == {"hits": 0, "words": 0, "rate": None}
+
+
+def test_sampler_share_is_alpha_times_held_out_over_class():
+    assert sampler_share(0.3, SPEC) == pytest.approx({"pos": 0.3 * 2 / 5, "neg": 0.3 * 1 / 5})
+    assert sampler_share(0.0, SPEC) == {"pos": 0.0, "neg": 0.0}
+
+
+def test_grammaticality_is_the_fraction_the_fsg_accepts():
+    assert grammaticality(TOKENS, FSG) == 3 / 6
+
+
+@pytest.mark.parametrize("samples, expected", [
+    ([[1, 2, 3], [1, 2], [3]], 2 / 3),  # (1,2) twice, (2,3) once
+    ([[1, 2], [3, 4]], 1.0),  # (2,3) spans two samples: not a bigram
+    ([[4, 4, 4]], 1 / 2),  # (4,4) twice inside one sample
+    ([[5], []], 0.0),  # no bigram at all
+    ([], 0.0),
+])
+def test_distinct_2_edge_cases(samples, expected):
+    assert distinct_2(samples) == expected
+
+
+def test_measure_bundles_the_metrics_and_refuses_mismatched_input():
+    m = measure(TOKENS, REQUESTS, SPEC, alpha=0.5)
+    assert m["samples"] == 6 and m["polarity_acc"] == 2 / 6 and m["punct_acc"] == 4 / 6 and m["grammatical"] == 0.5
+    assert m["sampler_share"] == pytest.approx({"pos": 0.2, "neg": 0.1})
+    with pytest.raises(NeurosymError, match="6 samples but 5 requests"):
+        polarity_accuracy(TOKENS, REQUESTS[:5], SPEC)
+    with pytest.raises(NeurosymError, match="no samples"):
+        confusion([], [], SPEC)
+
+
+# ---------------------------------------------------------------------- control vectors
+def test_request_controls_by_hand():
+    sentences = [ids("Alice cooks the good task ."), ids("Bob cooks the great meal !"), ids("Dave starts the awful task ?"),
+                 ids("Eve trains the bad model . She cooks the good paper !")]  # the last is mixed: not used
+    controls = request_controls(sentences, FSG, BANK, CONTROL, SPEC)
+    names = control_names(BANK.names, CONTROL)
+    col = {n: i for i, n in enumerate(names)}
+    static = {w: BANK.table[VOCAB.id(w)] for w in ("good", "great", "awful")}  # context-free memberships
+    for p in ("low", "med", "high"):
+        f = BANK.names.index(f"pos_{p}")
+        # pos requests average the two positive sentences, whatever punctuation they end in
+        for punct in ".!?":
+            assert float(controls[Request("pos", punct)][col[f"max:pos_{p}"]]) == pytest.approx(float(static["good"][f] + static["great"][f]) / 2, abs=1e-6)
+            assert float(controls[Request("pos", punct)][col[f"max:neg_{p}"]]) == 0.0
+            g = BANK.names.index(f"neg_{p}")
+            assert float(controls[Request("neg", punct)][col[f"max:neg_{p}"]]) == pytest.approx(float(static["awful"][g]), abs=1e-6)
+    for r, c in controls.items():
+        assert float(c[col["final:is_eos"]]) == 1.0 and float(c[col["final:is_question"]]) == (1.0 if r.punct == "?" else 0.0)
+    # the recipe's columns cannot tell '.' from '!'
+    assert [[str(r) for r in g] for g in same_controls(controls)] == [["pos .", "pos !"], ["neg .", "neg !"]]
+    with pytest.raises(NeurosymError, match="polarity neg"):
+        request_controls(sentences[:2], FSG, BANK, CONTROL, SPEC)
+
+
+# ---------------------------------------------------------------------- settings
+def tiny_model(control: int = 0) -> CausalLM:
+    torch.manual_seed(0)
+    cfg = LMConfig(vocab_size=len(VOCAB), d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=32)
+    return (build_fusion_lm(cfg, len(BANK.names), control, aux_hidden=None) if control else CausalLM(cfg)).eval()
+
+
+def test_token_ban_and_dead_ends():
+    ban = TokenBan([3, 5], 8)
+    scores = ban(torch.zeros(2, 8))
+    assert torch.isinf(scores[:, [3, 5]]).all() and (scores[:, [0, 1, 2, 4, 6, 7]] == 0).all()
+    assert ban.allowed(torch.tensor([3, 4])).tolist() == [False, True]
+    assert [VOCAB.tokens[t] for t in banned_tokens(Request("pos", "!"), SPEC)] == ["bad", "poor", "terrible", "unpleasant", "awful", ".", "?"]
+    check_no_dead_end(FSG, banned_tokens(Request("neg", "?"), SPEC))  # clause.fsg keeps a way to end
+    with pytest.raises(NeurosymError, match="without a way to end"):
+        check_no_dead_end(FSG, list(SPEC.punctuation))  # no sentence can end without punctuation
+
+
+def test_soft_is_the_control_only_and_a_baseline_ignores_it():
+    assert processors("soft", Request("pos", "."), SPEC, VOCAB.id("<eos>")) == []
+    model = tiny_model()
+    pos = {r: torch.ones(11) for r in SPEC.requests()}
+    zero = {r: torch.zeros(11) for r in SPEC.requests()}
+    a = decode(model, "soft", SPEC, 8, 0, pos, requests=[Request("pos", ".")])
+    b = decode(model, "soft", SPEC, 8, 0, zero, requests=[Request("pos", ".")])
+    assert a[Request("pos", ".")].tokens == b[Request("pos", ".")].tokens
+    fusion = tiny_model(control=11)
+    with torch.no_grad():  # make the control matter in the random model
+        fusion.adapter.W_s.weight.mul_(50)
+    a = decode(fusion, "soft", SPEC, 8, 0, pos, BANK, max_len=10, requests=[Request("pos", ".")])
+    b = decode(fusion, "soft", SPEC, 8, 0, zero, BANK, max_len=10, requests=[Request("pos", ".")])
+    assert a[Request("pos", ".")].tokens != b[Request("pos", ".")].tokens
+    with pytest.raises(NeurosymError, match="control channel"):
+        decode(fusion, "soft", SPEC, 2, 0, None, BANK)
+    with pytest.raises(NeurosymError, match="feature bank"):
+        decode(fusion, "soft", SPEC, 2, 0, pos)
+
+
+def test_soft_mask_keeps_every_sample_grammatical():
+    gens = decode(tiny_model(), "soft-mask", SPEC, 100, 0, requests=[Request("pos", "!"), Request("neg", "?")])
+    tokens = [t for g in gens.values() for t in g.tokens]
+    assert len(tokens) == 200 and grammaticality(tokens, FSG) == 1.0
+
+
+def test_hard_gives_the_requested_polarity_and_punctuation_every_time():
+    requests = [Request("pos", "!"), Request("neg", "?")]
+    gens = decode(tiny_model(), "hard", SPEC, 100, 0, requests=requests)
+    m = measure_generations(gens, SPEC)
+    assert m["samples"] == 200 and m["polarity_acc"] == 1.0 and m["punct_acc"] == 1.0 and m["grammatical"] == 1.0
+    assert m["status"] == {"eos": 200}
+    for r, g in gens.items():  # two-clause samples too: every punctuation mark and adjective is the requested kind
+        assert {realised_polarity(row, SPEC) for row in g.tokens} == {r.polarity}
+        puncts = {VOCAB.tokens[t] for row in g.tokens for t in row if t in SPEC.punctuation}
+        assert puncts == {r.punct}
+
+
+def test_paper_sampler_with_alpha_one_draws_adjectives_uniformly_from_the_class():
+    requests = [Request("pos", "."), Request("neg", "!")]
+    gens = decode(tiny_model(), "paper", SPEC, 100, 0, paper=PaperSampler(alpha=1.0, temperature=1.0, top_p=1.0), requests=requests)
+    m = measure_generations(gens, SPEC, alpha=1.0)
+    assert m["polarity_acc"] == 1.0 and m["punct_acc"] == 1.0 and m["grammatical"] == 1.0
+    # every adjective is uniform over the requested class: held-out share 2/5 (pos), 1/5 (neg); binomial sd < 0.04
+    assert m["ood_hit"]["pos"]["rate"] == pytest.approx(2 / 5, abs=0.1)
+    assert m["ood_hit"]["neg"]["rate"] == pytest.approx(1 / 5, abs=0.1)
+    assert m["sampler_share"] == {"pos": 2 / 5, "neg": 1 / 5}
+    chain = processors("paper", Request("pos", "."), SPEC, VOCAB.id("<eos>"), paper=PaperSampler(alpha=0.25))
+    assert [type(p).__name__ for p in chain] == ["GrammarMask", "TokenBan", "ClassMixture"]
+    assert chain[2].alpha == 0.25 and chain[2].ids.tolist() == list(SPEC.words["pos"])
+
+
+def test_seeds_reproduce_samples():
+    model, r = tiny_model(), [Request("neg", ".")]
+    a = decode(model, "paper", SPEC, 20, 3, requests=r)[r[0]].tokens
+    assert decode(model, "paper", SPEC, 20, 3, requests=r)[r[0]].tokens == a
+    assert decode(model, "paper", SPEC, 20, 4, requests=r)[r[0]].tokens != a
+
+
+def test_paper_sampler_refuses_bad_values():
+    for bad in ({"alpha": 1.5}, {"temperature": 0.0}, {"top_p": 0.0}):
+        with pytest.raises(NeurosymError):
+            PaperSampler(**bad)
+
+
+# ---------------------------------------------------------------------- neurosym eval
+CONFIG = """
+[run]
+name = "tiny"
+out_dir = "{out}"
+task = "neurosym.experiments.semantic_fusion:task"
+threads = 1
+
+[model]
+kind = "fusion"
+d_model = 16
+n_layers = 1
+n_heads = 2
+d_ff = 32
+aux_hidden = 16
+
+[data]
+train = 64
+valid = 16
+holdout = 2
+
+[optim]
+batch_size = 32
+epochs = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("control")
+    cfg = folder / "tiny.toml"
+    cfg.write_text(CONFIG.format(out=folder.as_posix()))
+    result = CliRunner().invoke(main, ["train", str(cfg)])
+    assert result.exit_code == 0, result.output
+    return folder / "tiny"
+
+
+def test_eval_prints_the_table_and_valid_json(run_dir):
+    args = ["eval", str(run_dir), "-n", "3", "--settings", "soft,hard,paper", "--seed", "1", "--alpha", "0.5"]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["kind"] == "fusion" and report["control_input"] is False
+    assert list(report["settings"]) == ["soft", "hard", "paper"]
+    assert report["same_control"] == [["pos .", "pos !"], ["neg .", "neg !"]]
+    assert {p: len(ws) for p, ws in report["held_out"].items()} == {"pos": 2, "neg": 2}
+    for s, m in report["settings"].items():
+        assert m["samples"] == 18 and sum(sum(row.values()) for row in m["confusion"].values()) == 18
+    hard, paper = report["settings"]["hard"], report["settings"]["paper"]
+    assert hard["polarity_acc"] == hard["punct_acc"] == hard["grammatical"] == 1.0
+    assert paper["sampler_share"] == {"pos": 0.5 * 2 / 5, "neg": 0.5 * 2 / 5} and hard["sampler_share"] == {"pos": 0.0, "neg": 0.0}
+    text = CliRunner().invoke(main, ["eval", str(run_dir), "-n", "2", "--settings", "hard"])
+    assert text.exit_code == 0, text.output
+    assert "| setting | polarity acc | punct acc | grammatical | distinct-2 |" in text.output
+    assert "| hard | 1.000 | 1.000 | 1.000 |" in text.output
+    assert "pos . = pos !" in text.output
+    bad = CliRunner().invoke(main, ["eval", str(run_dir), "--settings", "soft,loose"])
+    assert bad.exit_code == 2 and "--settings" in bad.output
