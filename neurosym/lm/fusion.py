@@ -14,7 +14,15 @@ the features, ``s' = [s; c]`` (B, L, F + C), and ``s'`` replaces ``s`` in both
 formulas. In training ``c`` is the gold control :func:`control_from_features` reads off
 the sentence itself; at generation time the user sets it (desired polarity, strength,
 punctuation). The control is a conditioning input: the model stays causal in ``ids``
-and ``features`` for a fixed ``c``.
+and ``features`` for a fixed ``c``. With ``control_dropout = p`` the control of each
+row is zeroed with probability p in training mode (the whole row of ``c``, drawn
+independently per row), so the same model also learns to run unconditioned, which is
+how it is evaluated (``c = 0``).
+
+:class:`LexicalOutput` is an ``output`` plug-in: with ``f`` (V, F') the context-free
+columns of the bank's static table (:func:`context_free_columns`) and ``E`` (V, D) the
+tied embedding, ``logit(v) = h . (E[v] + W_o f(v))``, so a word never seen in training
+still gets probability from its lexicon description.
 
 :class:`AuxHead` predicts the features back from the final hidden states, as a
 ``heads`` entry. :func:`build_fusion_lm` wires both; :func:`make_batch` lays out a
@@ -30,8 +38,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from neurosym.dsl.lexicon import BosCond, PrevCond, RoleCond, SeenCond, TermOf, ValueOf, walk_rule
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm.model import CausalLM, LMConfig
+
 
 @dataclass(frozen=True)
 class ControlColumns:
@@ -57,24 +67,37 @@ class GatedFusion(nn.Module):
     Call: ``fusion(e (B, L, D), features=(B, L, F), control=(B, C)) -> (B, L, D)``.
     ``features`` is required; ``control`` is required when ``n_control > 0`` and ignored
     when ``n_control == 0`` (like any other keyword input: an input without a channel is
-    ignored, so one batch format serves every variant).
+    ignored, so one batch format serves every variant). In training mode each row's
+    control is zeroed with probability ``control_dropout`` (no random draw when it is 0
+    or there is no control channel).
     """
 
-    def __init__(self, n_features: int, d_model: int, n_control: int = 0):
+    def __init__(self, n_features: int, d_model: int, n_control: int = 0, control_dropout: float = 0.0):
         super().__init__()
         _positive("n_features", n_features, "GatedFusion")
         _positive("d_model", d_model, "GatedFusion")
         _positive("n_control", n_control, "GatedFusion", allow_zero=True)
+        if isinstance(control_dropout, bool) or not isinstance(control_dropout, (int, float)) or not 0.0 <= control_dropout < 1.0:
+            raise ConfigError(f"GatedFusion.control_dropout must be a number in [0, 1), got {control_dropout!r}")
         self.n_features, self.d_model, self.n_control = n_features, d_model, n_control
+        self.control_dropout = float(control_dropout)
         S = n_features + n_control
         self.W_s = nn.Linear(S, d_model, bias=False)
         self.W_g = nn.Linear(d_model + S, d_model)
 
     def extra_repr(self) -> str:
-        return f"n_features={self.n_features}, d_model={self.d_model}, n_control={self.n_control}"
+        return f"n_features={self.n_features}, d_model={self.d_model}, n_control={self.n_control}, control_dropout={self.control_dropout}"
+
+    def drop_control(self, control: Tensor) -> Tensor:
+        """control (B, C) with whole rows zeroed, each with probability ``control_dropout``,
+        in training mode; unchanged in eval mode."""
+        if not self.training or self.control_dropout == 0.0:
+            return control
+        keep = torch.rand(control.shape[0], 1, device=control.device) >= self.control_dropout  # (B, 1)
+        return control * keep.to(control.dtype)
 
     def signal(self, e: Tensor, features: Tensor | None, control: Tensor | None = None) -> Tensor:
-        """s' = [s; c] (B, L, F + C), checked against e (B, L, D)."""
+        """s' = [s; c] (B, L, F + C), checked against e (B, L, D); ``c`` after control dropout."""
         B, L, _ = e.shape
         if features is None:
             raise NeurosymError(f"GatedFusion needs features= of shape (B, L, {self.n_features}); none were given")
@@ -86,7 +109,7 @@ class GatedFusion(nn.Module):
                 raise NeurosymError(f"GatedFusion has a control channel (n_control={self.n_control}); pass control= of shape (B, {self.n_control})")
             if tuple(control.shape) != (B, self.n_control):
                 raise NeurosymError(f"GatedFusion: control must be {(B, self.n_control)}, got {tuple(control.shape)}")
-            c = control.to(e.dtype)[:, None, :].expand(B, L, self.n_control)
+            c = self.drop_control(control.to(e.dtype))[:, None, :].expand(B, L, self.n_control)
             s = torch.cat([s, c], dim=-1)
         return s
 
@@ -95,6 +118,38 @@ class GatedFusion(nn.Module):
         u = self.W_s(s)  # (B, L, D)
         g = torch.sigmoid(self.W_g(torch.cat([e, s], dim=-1)))  # (B, L, D)
         return e + u + g * u
+
+
+class LexicalOutput(nn.Module):
+    """The output layer ``logit(v) = h . (E[v] + W_o f(v))``: an ``output`` plug-in of
+    :class:`~neurosym.lm.model.CausalLM`.
+
+    ``descriptions`` f (V, F') are fixed (a buffer, saved with the model): each word's
+    static lexicon features, e.g. ``bank.table[:, cols]`` with ``cols`` the
+    :func:`context_free_columns`. ``W_o`` (F', D) is learned and starts at zero, so a new
+    model's logits equal the tied model's ``h . E[v]``.
+
+    Call: ``output(hidden (B, L, D), weight (V, D)) -> logits (B, L, V)``; ``weight`` is
+    the tied embedding matrix E.
+    """
+
+    def __init__(self, descriptions: Tensor, d_model: int):
+        super().__init__()
+        _positive("d_model", d_model, "LexicalOutput")
+        if descriptions.dim() != 2 or descriptions.shape[1] == 0:
+            raise NeurosymError(f"LexicalOutput needs descriptions of shape (V, F') with F' >= 1, got {tuple(descriptions.shape)}")
+        self.register_buffer("descriptions", descriptions.detach().float().clone())
+        self.W_o = nn.Parameter(torch.zeros(descriptions.shape[1], d_model))
+
+    def extra_repr(self) -> str:
+        V, F = self.descriptions.shape
+        return f"vocab={V}, n_features={F}, d_model={self.W_o.shape[1]}"
+
+    def forward(self, hidden: Tensor, weight: Tensor) -> Tensor:
+        if weight.shape[0] != self.descriptions.shape[0]:
+            raise NeurosymError(f"LexicalOutput describes {self.descriptions.shape[0]} words, but the embedding has {weight.shape[0]} rows")
+        out_emb = weight + self.descriptions.to(weight.dtype) @ self.W_o.to(weight.dtype)  # (V, D): E[v] + W_o f(v)
+        return hidden @ out_emb.T  # (B, L, V)
 
 
 class AuxHead(nn.Module):
@@ -164,12 +219,48 @@ def control_from_features(
     return torch.cat([peak, at_end], dim=-1)
 
 
+# ---------------------------------------------------------------------- static descriptions
+def context_free_columns(bank) -> list[str]:
+    """The columns of ``bank.names`` whose value at a token depends on that token alone.
+
+    A feature is context-free when its rule reads no role (``role``), position (``bos``),
+    neighbour (``prev``, ``value(.., from=prev(..))``) or history (``seen``), and none of
+    the lexical values it reads is changed by a ``%modifier``. For those columns
+    ``featurize`` equals the static ``bank.table`` at every position, whatever the
+    sentence (tests/lm/test_fusion.py checks it). In ``sentiment.lex``: the word classes,
+    punctuation, ``pos_*``, ``neg_*``, capitalisation; not the roles, ``is_bos``, ``str_*``
+    (the preceding intensifier) or ``coref_subject``.
+    """
+    lexicon = bank.lexicon
+    modified = {m.target for m in lexicon.modifiers.values()}
+    out: list[str] = []
+    for f in bank.features:
+        nodes = [] if f.rule is None else list(walk_rule(f.rule))
+        reads = {f.name} if f.rule is None else {n.feature.text for n in nodes if isinstance(n, (TermOf, ValueOf))}
+        contextual = any(isinstance(n, (RoleCond, BosCond, PrevCond, SeenCond)) or (isinstance(n, ValueOf) and n.from_prev) for n in nodes)
+        if not contextual and not reads & modified:
+            out.extend(f.columns)
+    return out
+
+
+def lexical_descriptions(bank, columns: Sequence[str] | None = None) -> Tensor:
+    """f (V, F'): the static table of ``bank`` restricted to ``columns`` (default
+    :func:`context_free_columns`), one row per vocabulary token."""
+    columns = context_free_columns(bank) if columns is None else list(columns)
+    return bank.table[:, [bank.column(c) for c in columns]]
+
+
 # ---------------------------------------------------------------------- building
-def build_fusion_lm(config: LMConfig, n_features: int, n_control: int = 0, aux_hidden: int | None = 128) -> CausalLM:
-    """A :class:`CausalLM` with a :class:`GatedFusion` adapter and, unless ``aux_hidden``
-    is None, an :class:`AuxHead` under ``heads["aux"]``."""
+def build_fusion_lm(
+    config: LMConfig, n_features: int, n_control: int = 0, aux_hidden: int | None = 128, control_dropout: float = 0.0,
+    descriptions: Tensor | None = None,
+) -> CausalLM:
+    """A :class:`CausalLM` with a :class:`GatedFusion` adapter (``n_control``,
+    ``control_dropout``), unless ``aux_hidden`` is None an :class:`AuxHead` under
+    ``heads["aux"]``, and with ``descriptions`` (V, F') a :class:`LexicalOutput`."""
     heads = {} if aux_hidden is None else {"aux": AuxHead(config.d_model, n_features, aux_hidden)}
-    return CausalLM(config, adapter=GatedFusion(n_features, config.d_model, n_control), heads=heads)
+    output = None if descriptions is None else LexicalOutput(descriptions, config.d_model)
+    return CausalLM(config, adapter=GatedFusion(n_features, config.d_model, n_control, control_dropout), heads=heads, output=output)
 
 
 def _special(vocab, token: str) -> int:
@@ -220,4 +311,7 @@ def make_batch(sentences: Sequence[Sequence[int]], automaton, bank=None, control
     return batch
 
 
-__all__ = ["AuxHead", "ControlColumns", "GatedFusion", "build_fusion_lm", "control_from_features", "control_names", "make_batch"]
+__all__ = [
+    "AuxHead", "ControlColumns", "GatedFusion", "LexicalOutput", "build_fusion_lm", "context_free_columns", "control_from_features",
+    "control_names", "lexical_descriptions", "make_batch",
+]

@@ -4,7 +4,7 @@ One readable file, nanoGPT-style:
 
     ids (B, L) ──embed──> e (B, L, D) ──adapter(e, **inputs)──> (+ sinusoidal positions)
         ──dropout──> n_layers x pre-LN block ──final LayerNorm──> hidden (B, L, D)
-        ──tied output projection──> logits (B, L, V);   heads[name](hidden) -> extras[name]
+        ──tied output projection (or output(hidden, E))──> logits (B, L, V);   heads[name](hidden) -> extras[name]
 
 * The token embedding and the output projection share one Parameter (``lm_head.weight
   is tok_emb.weight``). Embeddings are drawn with std ``D**-0.5`` and multiplied by
@@ -28,6 +28,11 @@ Plug-in points, so variants need no edit here:
   so one batch format feeds the baseline and the fused model alike.
 * ``heads``: ``{name: nn.Module}``, each called on the final hidden states (B, L, D);
   their outputs come back in ``LMOutput.extras[name]``.
+* ``output``: an ``nn.Module`` called as ``output(hidden (B, L, D), weight (V, D)) ->
+  logits (B, L, V)`` in place of the tied projection ``hidden @ weight^T``; ``weight`` is
+  the tied embedding matrix (e.g. :class:`~neurosym.lm.fusion.LexicalOutput` adds each
+  word's lexicon description to its row). It acts on each position alone, so the KV
+  cache needs nothing from it.
 
 Incremental decoding: ``cache = model.new_cache(B)``, then ``model(ids, cache=cache)``
 reads the next positions only — ``ids`` (B, T) are positions ``cache.length ..
@@ -239,10 +244,13 @@ class Block(nn.Module):
 
 # ---------------------------------------------------------------------- the model
 class CausalLM(nn.Module):
-    """Decoder-only Transformer LM with a tied embedding, an optional input ``adapter``
-    and optional output ``heads`` (see the module docstring)."""
+    """Decoder-only Transformer LM with a tied embedding, an optional input ``adapter``,
+    optional output ``heads`` and an optional ``output`` layer (see the module docstring)."""
 
-    def __init__(self, config: LMConfig, adapter: nn.Module | None = None, heads: Mapping[str, nn.Module] | None = None):
+    def __init__(
+        self, config: LMConfig, adapter: nn.Module | None = None, heads: Mapping[str, nn.Module] | None = None,
+        output: nn.Module | None = None,
+    ):
         super().__init__()
         self.config = config
         D = config.d_model
@@ -262,6 +270,7 @@ class CausalLM(nn.Module):
         # plug-ins keep their own initialisation
         self.adapter = adapter
         self.heads = nn.ModuleDict(dict(heads or {}))
+        self.output = output
 
     def _init_weights(self) -> None:
         """GPT-2 style: Linear ~ N(0, 0.02), zero biases, residual projections scaled by
@@ -313,7 +322,7 @@ class CausalLM(nn.Module):
         for i, block in enumerate(self.blocks):
             x = block(x, rotary, None if cache is None else cache.layers[i])
         hidden = self.ln_f(x)
-        logits = self.lm_head(hidden)  # (B, L, V)
+        logits = self.lm_head(hidden) if self.output is None else self.output(hidden, self.lm_head.weight)  # (B, L, V)
         extras = {name: head(hidden) for name, head in self.heads.items()}
         return LMOutput(logits=logits, hidden=hidden, extras=extras)
 

@@ -11,10 +11,13 @@ import torch
 import neurosym
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm import AuxHead, CausalLM, GatedFusion, LMConfig, build_fusion_lm, control_from_features, control_names, make_batch
+from neurosym.lm.fusion import LexicalOutput, context_free_columns, lexical_descriptions
 from neurosym.lm.losses import aux_bce, label_smoothed_ce
 from neurosym.experiments.semantic_fusion import CONTROL
 
 ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: extra threads only spin-wait on a busy machine
 
 
 @pytest.fixture(scope="module")
@@ -227,3 +230,105 @@ def test_features_change_the_prediction(recipe):
         a = model(b["ids"], features=b["features"]).logits
         z = model(b["ids"], features=torch.zeros_like(b["features"])).logits
     assert not torch.allclose(a, z, atol=1e-4)
+
+
+# ---------------------------------------------------------------------- control dropout (issue 16.1)
+def test_control_dropout_zeroes_whole_rows_at_the_rate_and_only_in_training():
+    torch.manual_seed(0)
+    B, F, C, p = 20_000, 3, 2, 0.1
+    fusion = GatedFusion(F, 4, n_control=C, control_dropout=p)
+    e, s = torch.zeros(B, 1, 4), torch.rand(B, 1, F)
+    c = 0.5 + torch.rand(B, C)  # every entry > 0, so a zeroed row is recognisable
+    got = fusion.train().signal(e, s, c)
+    assert torch.equal(got[..., :F], s)  # the features are never dropped
+    ctrl = got[:, 0, F:]
+    dropped = ctrl.eq(0).all(-1)
+    assert torch.equal(ctrl[~dropped], c[~dropped])  # kept rows unchanged, dropped rows wholly zero
+    assert ctrl[dropped].eq(0).all() and not ctrl[~dropped].eq(0).any()
+    sd = (p * (1 - p) / B) ** 0.5
+    assert abs(dropped.float().mean().item() - p) < 5 * sd
+    assert torch.equal(fusion.eval().signal(e, s, c)[:, 0, F:], c)  # eval mode: never dropped
+    # no dropout: no random draw at all, so a model without it trains bit for bit as before
+    plain = GatedFusion(F, 4, n_control=C).train()
+    state = torch.get_rng_state()
+    assert torch.equal(plain.signal(e, s, c)[:, 0, F:], c)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_control_dropout_in_the_model_runs_exactly_the_dropped_rows_unconditioned(recipe):
+    auto, bank = recipe
+    torch.manual_seed(2)
+    n_control = len(control_names(bank.names, CONTROL))
+    cfg = LMConfig(vocab_size=len(auto.vocab), d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=32, dropout=0.0)
+    model = build_fusion_lm(cfg, len(bank.names), n_control, aux_hidden=None, control_dropout=0.5)
+    b = make_batch(auto.sample(64, seed=7), auto, bank, control=CONTROL)
+    assert b["control"].sum(-1).gt(0).all()  # every gold control is nonzero
+    seen = []
+    drop = model.adapter.drop_control
+    model.adapter.drop_control = lambda c: seen.append(drop(c)) or seen[-1]  # record what the adapter used
+    with torch.no_grad():
+        trained = model.train()(b["ids"], features=b["features"], control=b["control"]).logits
+        with_c = model.eval()(b["ids"], features=b["features"], control=b["control"]).logits
+        without = model(b["ids"], features=b["features"], control=torch.zeros_like(b["control"])).logits
+    used = seen[0]
+    dropped = used.eq(0).all(-1)
+    assert 0 < int(dropped.sum()) < 64 and torch.equal(used[~dropped], b["control"][~dropped])
+    assert torch.allclose(trained[dropped], without[dropped], atol=1e-6)
+    assert torch.allclose(trained[~dropped], with_c[~dropped], atol=1e-6)
+    assert not torch.allclose(with_c, without, atol=1e-4)  # the control matters, so the check has teeth
+
+
+@pytest.mark.parametrize("p", [1.0, -0.1, True, "0.1"])
+def test_control_dropout_is_checked(p):
+    with pytest.raises(ConfigError, match=r"GatedFusion\.control_dropout"):
+        GatedFusion(3, 8, n_control=2, control_dropout=p)
+
+
+# ---------------------------------------------------------------------- lexical output (issue 16.2)
+CONTEXT_FREE = ["is_noun", "is_verb", "is_adj", "is_eos", "is_comma", "is_question", "pos_low", "pos_med", "pos_high",
+                "neg_low", "neg_med", "neg_high", "is_capitalized", "is_pronoun"]
+
+
+def test_context_free_columns_equal_the_static_table_in_every_context(recipe):
+    auto, bank = recipe
+    assert context_free_columns(bank) == CONTEXT_FREE
+    # the reference: featurize random token strings with random roles; a context-free
+    # column equals the static table at every position, every other column somewhere not
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, len(auto.vocab), (400, 12), generator=g)
+    ids[:, 0] = auto.vocab.tokens.index("<bos>")
+    roles = {r: torch.rand(400, 12, generator=g) < 0.5 for r in bank.roles}
+    feats = bank.featurize(ids, roles)  # (B, L, F)
+    static = bank.table[ids]  # (B, L, F)
+    for j, name in enumerate(bank.names):
+        same = torch.equal(feats[..., j], static[..., j])
+        assert same == (name in CONTEXT_FREE), name
+    assert torch.equal(lexical_descriptions(bank), bank.table[:, [bank.column(c) for c in CONTEXT_FREE]])
+
+
+def test_lexical_output_formula_and_zero_start(recipe):
+    auto, bank = recipe
+    torch.manual_seed(0)
+    f = lexical_descriptions(bank)  # (V, F')
+    out = LexicalOutput(f, 16)
+    h, E = torch.randn(2, 3, 16), torch.randn(len(auto.vocab), 16)
+    assert torch.equal(out(h, E), h @ E.T)  # W_o starts at zero: the tied model
+    with torch.no_grad():
+        out.W_o.normal_()
+    by_hand = torch.einsum("bld,vd->blv", h, E + f @ out.W_o)  # logit(v) = h . (E[v] + W_o f(v))
+    assert torch.allclose(out(h, E), by_hand, atol=1e-5)
+    # in a model: the same logits as the tied model at the start, and W_o learns
+    cfg = config(auto)
+    torch.manual_seed(1)
+    model = build_fusion_lm(cfg, len(bank.names), descriptions=f).eval()
+    torch.manual_seed(1)
+    tied = build_fusion_lm(cfg, len(bank.names)).eval()
+    b = make_batch(auto.sample(4, seed=8), auto, bank)
+    assert torch.equal(model(b["ids"], features=b["features"]).logits, tied(b["ids"], features=b["features"]).logits)
+    label_smoothed_ce(model(b["ids"], features=b["features"]).logits, b["targets"]).backward()
+    assert model.output.W_o.grad is not None and model.output.W_o.grad.abs().sum() > 0
+    assert "output.descriptions" in model.state_dict()  # a checkpoint carries what the model was trained with
+    with pytest.raises(NeurosymError, match="describes 39 words"):
+        out(h, torch.randn(5, 16))
+    with pytest.raises(ConfigError, match=r"LexicalOutput\.d_model"):
+        LexicalOutput(f, 0)

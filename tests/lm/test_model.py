@@ -13,6 +13,8 @@ from neurosym.lm.model import CausalLM, LMConfig, LMOutput, apply_rotary, rotary
 
 V = 23
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: extra threads only spin-wait on a busy machine
+
 
 def small(positions: str = "sinusoidal", **kw) -> LMConfig:
     return LMConfig(vocab_size=V, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=24, positions=positions, **kw)
@@ -202,6 +204,34 @@ def test_adapter_and_heads_plug_in_without_editing_the_model():
     assert torch.equal(model.heads["probe"].weight, heads["probe"].weight)
 
 
+class ScaledOutput(nn.Module):
+    """An output layer ``hidden @ (scale * weight)^T`` that records what it got."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(2.0))
+        self.seen = ()
+
+    def forward(self, hidden, weight):
+        self.seen = (hidden, weight)
+        return hidden @ (self.scale * weight).T
+
+
+def test_output_layer_plugs_in_with_the_tied_weight():
+    torch.manual_seed(0)
+    cfg = small()
+    output = ScaledOutput()
+    model = CausalLM(cfg, output=output).eval()
+    ids = torch.randint(1, V, (2, 5))
+    out = model(ids)
+    hidden, weight = output.seen
+    assert weight is model.tok_emb.weight and torch.equal(hidden, out.hidden)
+    assert torch.allclose(out.logits, 2.0 * (out.hidden @ model.tok_emb.weight.T), atol=1e-5)
+    assert any(p is output.scale for p in model.parameters())
+    out.logits.sum().backward()
+    assert output.scale.grad is not None and model.tok_emb.weight.grad is not None
+
+
 def test_baseline_ignores_extra_inputs():
     model = CausalLM(small()).eval()
     ids = torch.randint(1, V, (2, 5))
@@ -223,14 +253,20 @@ def _incremental_logits(model, ids, splits, **inputs):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("positions", ["sinusoidal", "rotary"])
-@pytest.mark.parametrize("fusion", [False, True])
+@pytest.mark.parametrize("fusion", [False, True, "lexical"])
 def test_incremental_decoding_equals_the_full_forward(dtype, positions, fusion):
     from neurosym.lm.fusion import build_fusion_lm
 
     torch.manual_seed(3)
     cfg = small(positions)
     B, L, F, C = 3, 17, 5, 2
-    model = (build_fusion_lm(cfg, F, n_control=C) if fusion else CausalLM(cfg)).to(dtype).eval()
+    if fusion == "lexical":  # the lexical output layer with a trained-looking (nonzero) W_o and control dropout set
+        model = build_fusion_lm(cfg, F, n_control=C, control_dropout=0.1, descriptions=torch.rand(V, 4))
+        with torch.no_grad():
+            model.output.W_o.normal_(std=0.1)
+    else:
+        model = build_fusion_lm(cfg, F, n_control=C) if fusion else CausalLM(cfg)
+    model = model.to(dtype).eval()
     ids = torch.randint(1, V, (B, L))
     inputs = {"features": torch.rand(B, L, F, dtype=dtype), "control": torch.rand(B, C, dtype=dtype)} if fusion else {}
     with torch.no_grad():
