@@ -227,3 +227,31 @@ def test_the_time_limit_covers_building_the_nfa():
     with pytest.raises(CompileError, match=r"/\(x\{1000\}\)\{1000\}/: the pattern ran over the time limit while building its NFA"):
         compile_regex("(x{1000}){1000}", max_states=1_000_000, time_limit=0.5)
     assert time.perf_counter() - t < 10
+
+
+def test_the_time_limit_covers_minimisation():
+    """A chain of n states needs n refinement rounds (``a{50000}``: about 140 s); the
+    check runs before every round, and a compile under a time limit stops whichever
+    stage is running, quoting the user's whole budget."""
+    import numpy as np
+
+    from neurosym.compile.dfa import minimize_table
+
+    n = 2000
+    trans = np.full((n, 1), -1, dtype=np.int64)
+    trans[:-1, 0] = np.arange(1, n)
+    final = np.zeros(n, dtype=bool)
+    final[-1] = True
+    rounds = []
+
+    def check():
+        rounds.append(1)
+        if len(rounds) > 50:
+            raise CompileError("stopped")
+
+    with pytest.raises(CompileError, match="stopped"):
+        minimize_table(trans, final, check=check)
+    t = time.perf_counter()
+    with pytest.raises(CompileError, match=r"time limit"):  # NFA building or minimisation, whichever the load reaches
+        compile_regex("a{50000}", max_states=200_000, time_limit=2.0)
+    assert time.perf_counter() - t < 20

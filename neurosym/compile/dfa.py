@@ -120,12 +120,15 @@ def determinize(
     max_states: int = DEFAULT_MAX_STATES,
     time_limit: float = DEFAULT_TIME_LIMIT,
     what: str = "pattern",
+    stated_limit: float | None = None,
 ) -> "CharDFA":
     """Subset construction, then minimisation.
 
     The construction may hold at most ``max_states + len(nfa)`` subsets (a deterministic
     NFA such as a trie never needs more than ``len(nfa)``); the minimal DFA at most
-    ``max_states``. Either limit, or ``time_limit`` seconds, raises :class:`CompileError`.
+    ``max_states``. Either limit, or ``time_limit`` seconds, raises :class:`CompileError`
+    (whose message quotes ``stated_limit``, the user's whole budget, when the caller has
+    already spent part of it).
     """
     t0 = time.monotonic()
     labels: list[Label] = []
@@ -160,7 +163,12 @@ def determinize(
             stack.extend(nfa.eps[s])
         return frozenset(out)
 
+    def out_of_time(stage: str) -> CompileError:
+        return CompileError(f"{what}: {stage} exceeded the time limit of {stated_limit if stated_limit is not None else time_limit:g} s")
+
     for s in range(len(nfa)):  # memoise single-state closures (cheap, and reused everywhere)
+        if s % 4096 == 0 and time.monotonic() - t0 > time_limit:
+            raise out_of_time("determinisation")
         closure_cache[s] = closure([s])
 
     def moves(subset: frozenset[int]) -> Iterator[tuple[list[int], frozenset[int]]]:
@@ -177,7 +185,11 @@ def determinize(
 
     def check(n: int) -> None:
         if n % 256 == 0 and time.monotonic() - t0 > time_limit:
-            raise CompileError(f"{what}: determinisation exceeded the time limit of {time_limit:g} s")
+            raise out_of_time("determinisation")
+
+    def check_minimisation() -> None:
+        if time.monotonic() - t0 > time_limit:
+            raise out_of_time("minimisation")
 
     too_many = CompileError(
         f"{what}: the DFA exceeds the state cap of {max_states:,} states "
@@ -187,17 +199,21 @@ def determinize(
     trans = rows
     final = np.array([bool(s & finals) for s in subsets])
     dfa = CharDFA(trans, final, part)
-    dfa = dfa.minimized()
+    dfa = dfa.minimized(check_minimisation)
     if dfa.num_states > max_states:
         raise CompileError(f"{what}: the minimal DFA has {dfa.num_states:,} states, over the state cap of {max_states:,}")
     return dfa
 
 
-def minimize_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def minimize_table(
+    trans: np.ndarray, final: np.ndarray, start: int = 0, check: Callable[[], None] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Trim and minimise a DFA table (Q, K) with -1 = reject (Moore's refinement, vectorised).
 
     Returns ``(trans, final)`` of the minimal trim DFA with the start as state 0 and the
     rest in breadth-first order. The empty language gives one non-final state with no arcs.
+    ``check()`` runs before every refinement round (a chain of n states takes n rounds),
+    e.g. to enforce a time limit by raising.
     """
     Q, K = trans.shape
     sink = Q
@@ -206,6 +222,8 @@ def minimize_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tupl
     block = fin.astype(np.int64)
     n_blocks = len(np.unique(block))
     while True:
+        if check is not None:
+            check()
         sig = np.concatenate([block[:, None], block[full]], axis=1)
         new_block = row_ids(sig)
         n_new = int(new_block.max()) + 1
@@ -281,8 +299,9 @@ class CharDFA:
     def num_states(self) -> int:
         return self.trans.shape[0]
 
-    def minimized(self) -> "CharDFA":
-        trans, final = minimize_table(self.trans, self.final)
+    def minimized(self, check: Callable[[], None] | None = None) -> "CharDFA":
+        """The minimal trim DFA (``check`` as in :func:`minimize_table`)."""
+        trans, final = minimize_table(self.trans, self.final, check=check)
         # merge classes whose columns are now identical (e.g. 'a' and 'b' in (a|b)*)
         cols, inverse = np.unique(trans.T, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)

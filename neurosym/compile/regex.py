@@ -119,7 +119,7 @@ def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: 
     what = f"{span}: {_shown(pattern)}" if span is not None else _shown(pattern)
     b = Builder(max_states=_nfa_cap(limits), deadline=started + limits.time_limit, what=what)
     frag = b.regex(ast, ignore_case="i" in flags, dotall="s" in flags)
-    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, _left(started, limits, b), what=what)
+    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, _left(started, limits, b), what=what, stated_limit=limits.time_limit)
 
 
 def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = Limits()) -> CharDFA:
@@ -282,7 +282,7 @@ def rule_dfa(bank: ir.Bank, rule: ir.Pattern, limits: Limits = Limits()) -> Char
     what = f"{rule.span}: {rule.name}"
     b = Builder(max_states=_nfa_cap(limits), deadline=started + limits.time_limit, what=what)
     frag = _RuleBuilder(bank, b, limits).rule(rule, stack=())
-    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, _left(started, limits, b), what=what)
+    return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, _left(started, limits, b), what=what, stated_limit=limits.time_limit)
 
 
 def _left(started: float, limits: Limits, b: Builder) -> float:
