@@ -13,7 +13,8 @@ vector (``control=`` (B, C)) whenever the model has a control channel, in every 
   of every other punctuation token;
 * ``paper``: ``hard`` plus the semantic-fusion design's sampler,
   :class:`~neurosym.decode.ClassMixture` over the requested polarity's words (``alpha``,
-  temperature, then nucleus: mix, then truncate).
+  temperature, then nucleus: mix, then truncate), by default only at positions where
+  nothing but those words may come next (:class:`ClassPositionMixture`).
 
 A request's control vector is the mean gold control (``control_from_features`` with
 the recipe's columns) of grammar sentences that satisfy the request
@@ -81,6 +82,7 @@ class PaperSampler:
     alpha: float = 0.3
     temperature: float = 1.0
     top_p: float = 0.95
+    class_positions_only: bool = True  # mix only where every allowed token is in the class (see ClassPositionMixture)
 
     def __post_init__(self):
         if not (isinstance(self.alpha, (int, float)) and 0 <= self.alpha <= 1):
@@ -274,6 +276,29 @@ class TokenBan(LogitsProcessor):
         return (inside & ~self.banned[t.clamp(0, self.banned.shape[0] - 1)]).to(tokens.device)
 
 
+class ClassPositionMixture(LogitsProcessor):
+    """:class:`~neurosym.decode.ClassMixture` in the rows where every allowed token is in
+    the class (a position where only the class may come next), the same sampler with
+    ``alpha = 0`` (temperature, then nucleus) in the others. Where the class competes
+    with other tokens (``clause.fsg``'s optional intensifier: an adjective or an
+    intensifier may come next) a mixture would also move mass from the other tokens to
+    the class, and the held-out share would exceed ``alpha * |held-out| / |class|``."""
+
+    def __init__(self, class_ids: Sequence[int], alpha: float, T: float = 1.0, top_p: float | None = None):
+        self.mix = ClassMixture(class_ids, alpha, T, top_p)
+        self.plain = ClassMixture(class_ids, 0.0, T, top_p)
+
+    def __repr__(self) -> str:
+        return f"ClassPositionMixture({self.mix!r})"
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        member = torch.zeros(scores.shape[-1], dtype=torch.bool, device=scores.device)
+        member[self.mix.ids.to(scores.device)] = True
+        allowed = scores > float("-inf")
+        only = allowed.any(dim=1) & ~(allowed & ~member[None, :]).any(dim=1)  # (B,)
+        return torch.where(only[:, None], self.mix(scores.clone()), self.plain(scores.clone()))
+
+
 def banned_tokens(request: Request, spec: ControlSpec) -> list[int]:
     """What ``hard`` forbids for ``request``: the other polarity's words and every other
     punctuation token."""
@@ -327,7 +352,8 @@ def processors(setting: str, request: Request, spec: ControlSpec, eos_id: int, m
     check_no_dead_end(spec.automaton, banned)
     chain: list[LogitsProcessor] = [mask, TokenBan(banned, len(spec.vocab))]
     if setting == "paper":
-        chain.append(ClassMixture(spec.words[request.polarity], paper.alpha, paper.temperature, paper.top_p))
+        kind = ClassPositionMixture if paper.class_positions_only else ClassMixture
+        chain.append(kind(spec.words[request.polarity], paper.alpha, paper.temperature, paper.top_p))
     return chain
 
 
@@ -446,7 +472,8 @@ def evaluate_run(
         "seed": seed, "samples_per_request": n, "requests": [str(r) for r in spec.requests()],
         "held_out": {p: [spec.vocab.tokens[t] for t in spec.held_out[p]] for p in POLARITIES},
         "class_size": {p: len(spec.words[p]) for p in POLARITIES},
-        "paper": {"alpha": paper.alpha, "temperature": paper.temperature, "top_p": paper.top_p},
+        "paper": {"alpha": paper.alpha, "temperature": paper.temperature, "top_p": paper.top_p,
+                  "class_positions_only": paper.class_positions_only},
         "control_columns": control_names(bank.names, CONTROL),
         "same_control": [[str(r) for r in g] for g in same_controls(controls)],
         "settings": {},
@@ -495,7 +522,7 @@ def format_eval(report: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "POLARITIES", "PUNCTUATION", "PaperSampler", "REALISED", "Request", "SETTINGS", "ControlSpec", "TokenBan",
+    "ClassPositionMixture", "POLARITIES", "PUNCTUATION", "PaperSampler", "REALISED", "Request", "SETTINGS", "ControlSpec", "TokenBan",
     "banned_tokens", "check_no_dead_end", "confusion", "control_spec", "decode", "distinct_2", "evaluate_run",
     "format_eval", "grammaticality", "measure", "measure_generations", "ood_hits", "polarity_accuracy", "processors",
     "punct_accuracy", "realised_polarity", "realised_punct", "request_controls", "same_controls", "sampler_share",
