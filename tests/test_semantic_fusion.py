@@ -11,8 +11,10 @@ from scipy import stats
 
 from neurosym.cli.main import main
 from neurosym.errors import ConfigError, NeurosymError
-from neurosym.experiments.semantic_fusion import format_report, recipe_config, reproduce, task
+from neurosym.experiments.semantic_fusion import CONTROL, VARIANTS, format_report, recipe_config, reproduce, task
 from neurosym.lm.config import load_config
+from neurosym.lm.fusion import LexicalOutput, context_free_columns, control_from_features, control_names
+from neurosym.lm.train import seed_all
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "aux_hidden": 16}
@@ -133,3 +135,131 @@ def test_reproduce_says_what_is_happening_and_reuses_finished_runs(tmp_path, cap
     for v in ("baseline", "fusion"):
         a, b = first[v]["runs"][0], again[v]["runs"][0]
         assert a["ppl"] == b["ppl"] and b["seconds"] > 0  # the real training time, not 0 s
+
+
+# ---------------------------------------------------------------------- issue 16: control and lexical output
+def test_shipped_config_trains_with_control_and_the_lexical_output():
+    cfg = load_config(ROOT / "configs" / "semantic_fusion.toml")
+    assert cfg.model["kind"] == "fusion" and cfg.model["control"] is True and cfg.model["lexical_output"] is True
+    assert cfg.model["control_dropout"] == 0.1
+    assert all(cfg.model[k] == v for k, v in VARIANTS["fusion-lexical"].items())  # the variant reproduce runs
+    t = task(recipe_config("fusion-lexical", 0, model=TINY, train=64, valid=16))
+    model = t.build_model(None)
+    assert model.adapter.n_control == len(control_names(t.bank.names, CONTROL)) and model.adapter.control_dropout == 0.1
+    assert isinstance(model.output, LexicalOutput) and model.output.W_o.shape == (len(context_free_columns(t.bank)), TINY["d_model"])
+
+
+@pytest.mark.parametrize("line, message", [
+    ("control_dropout = 1.5", "model.control_dropout: expected a number in [0, 1)"),
+    ("control_dropout = -0.1", "model.control_dropout: expected a number in [0, 1)"),
+    ('control = "yes"', "model.control: expected true or false"),
+    ("lexical_output = 1", "model.lexical_output: expected true or false"),
+])
+def test_bad_control_keys_are_positioned_config_errors(tmp_path, line, message):
+    text = (ROOT / "configs" / "semantic_fusion.toml").read_text()
+    key = line.split(" = ")[0]
+    lines = text.splitlines()
+    at = next(i for i, s in enumerate(lines) if s.startswith(f"{key} = "))
+    lines[at] = line
+    (tmp_path / "c.toml").write_text("\n".join(lines))
+    with pytest.raises(ConfigError) as err:
+        task(load_config(tmp_path / "c.toml"))
+    assert str(err.value).startswith(f"{tmp_path / 'c.toml'}:{at + 1}:1: {message}"), str(err.value)
+
+
+def _controls_seen(model) -> list:
+    """Record the control= input of every adapter call."""
+    seen: list = []
+    model.adapter.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs.get("control")), with_kwargs=True)
+    return seen
+
+
+def test_training_feeds_the_gold_control_and_evaluation_none():
+    t = task(recipe_config("fusion-control", 0, model=TINY, train=64, valid=300))
+    model = t.build_model(None)
+    seen = _controls_seen(model)
+    batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
+    gold = control_from_features(batch["features"], t.bank.names, CONTROL, batch["lengths"])
+    assert gold.sum(-1).gt(0).all() and torch.equal(batch["control"], gold)
+    model.train()
+    t.loss(model, batch)
+    assert torch.equal(seen[-1], gold)  # the model gets the gold control (it drops rows itself)
+    seen.clear()
+    t.evaluate(model)
+    assert len(seen) == len(t.valid_batches) == 2
+    assert all(c is not None and c.shape == (len(b["ids"]), t.n_control) and c.eq(0).all() for c, b in zip(seen, t.valid_batches))
+
+
+def test_the_baseline_has_no_features_and_no_control_whatever_the_keys():
+    plain = task(recipe_config("baseline", 0, model=TINY, train=64, valid=16))
+    asked = task(recipe_config("baseline", 0, model={**TINY, "control": True, "lexical_output": True}, train=64, valid=16))
+    assert asked.n_control == 0 and "control" not in asked.train_data and all("control" not in b for b in asked.valid_batches)
+    models = []
+    for t in (plain, asked):
+        seed_all(0)
+        models.append(t.build_model(None))
+    assert all(m.adapter is None and m.output is None and len(m.heads) == 0 for m in models)
+    a, b = (m.state_dict() for m in models)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    batch = asked.train_batches(0, torch.Generator().manual_seed(0))[0]
+    for m in models:
+        m.eval()
+    assert torch.equal(plain.loss(models[0], batch)[0], asked.loss(models[1], batch)[0])
+
+
+def _held_out_vs_unk(lexical_output: bool) -> torch.Tensor:
+    """Train the fusion model (with control) briefly, without the uniformizer; return, for
+    each held-out adjective v, the mean over validation positions whose target is an
+    adjective of ``log p(v) - log p(<unk>)``."""
+    config = recipe_config("fusion-lexical" if lexical_output else "fusion-control", 0, model={**TINY, "uniformizer_weight": 0.0},
+                           train=512, valid=128)
+    t = task(config)
+    seed_all(0)
+    model = t.build_model(config)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(0)
+    model.train()
+    for epoch in range(3):
+        for batch in t.train_batches(epoch, generator):
+            loss, _ = t.loss(model, batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    vocab = t.auto.vocab
+    held = [vocab.id(w) for ws in t.holdout.values() for w in ws]
+    unk = vocab.id("<unk>")
+    trained = {i for s in t.train_sentences for i in s}
+    assert not (set(held) | {unk}) & trained and not t.bank.table[unk].any()  # both unseen; <unk> has no description
+    model.eval()
+    gaps = []
+    with torch.no_grad():
+        for b in t.valid_batches:  # control zero, as at evaluation
+            logp = model(b["ids"], features=b["features"], control=b["control"]).logits.log_softmax(-1)
+            at = torch.isin(b["targets"], t.adjective_ids)
+            gaps.append(logp[at][:, held] - logp[at][:, [unk]])
+    return torch.cat(gaps).mean(0)
+
+
+def test_lexical_output_gives_held_out_adjectives_probability_from_their_features():
+    """The comparison: a held-out adjective v against ``<unk>``, in the same contexts
+    (validation positions whose target is an adjective), by ``log p(v) - log p(<unk>)``.
+    Both words never occur in training (not as inputs, not as targets), so their embedding
+    rows only ever get the same push down through the softmax; ``<unk>`` has all-zero
+    lexicon features, v is described (is_adj, pos_* / neg_*). The uniformizer, which
+    would lift held-out adjectives directly, is off. With the lexical output layer every
+    held-out adjective beats ``<unk>``; the same training without it is the control: its
+    gap is what the embeddings alone give, and the layer adds at least 0.5 nats to it."""
+    with_layer, without = _held_out_vs_unk(True), _held_out_vs_unk(False)
+    assert (with_layer > 0).all(), with_layer
+    assert with_layer.mean() > without.mean() + 0.5, (with_layer, without)
+
+
+def test_reproduce_runs_the_control_and_lexical_variants(tmp_path):
+    variants = ("fusion", "fusion-control", "fusion-lexical")
+    r = reproduce(seeds=1, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=128, valid=32, variants=variants,
+                  threads=1, timing=False)
+    n_control, n_lexical = 11, 14  # sentiment.lex: 9 max: + 2 final: control columns, 14 context-free columns
+    d = TINY["d_model"]
+    assert r["fusion-control"]["params"] - r["fusion"]["params"] == 2 * n_control * d  # W_s and W_g read c
+    assert r["fusion-lexical"]["params"] - r["fusion-control"]["params"] == n_lexical * d  # W_o
+    assert all(r[v]["runs"][0]["ppl"] >= r["floor_ppl"] for v in variants)

@@ -9,10 +9,15 @@ grammar. Features come from ``lexicons/sentiment.lex`` with roles from the gramm
 Both models get the same language-model losses: label-smoothed CE plus the
 adjective-class uniformizer (which reads the held-out words' class, so neither model
 is favoured by it). The fusion model adds the gated feature adapter and the auxiliary
-BCE head (its own loss, on its own head). :data:`VARIANTS` names the ablations.
-Everything is evaluated without any control input, so perplexities are comparable
-with each other and with the exact floor of the validation generator
-(``exp(H / (E|X| + 1))``: every word and ``<eos>`` predicted).
+BCE head (its own loss, on its own head). With ``[model] control = true`` the fusion
+model is trained with the gold sentence-level control :func:`control_from_features`
+reads off each sentence, each row's control zeroed with probability
+``control_dropout``; ``lexical_output = true`` gives it the :class:`~neurosym.lm.fusion.LexicalOutput`
+layer over the lexicon's context-free columns. :data:`VARIANTS` names the ablations.
+Everything is evaluated without any control input (a model with a control channel gets
+``control = 0``), so perplexities are comparable with each other and with the exact
+floor of the validation generator (``exp(H / (E|X| + 1))``: every word and ``<eos>``
+predicted).
 
 ``task(config)`` is the :class:`~neurosym.lm.train.Task` behind ``neurosym train``;
 :func:`reproduce` runs the variants over several seeds and reports a table with
@@ -37,7 +42,7 @@ from neurosym.data import resolve_data_path
 from neurosym.data.corpora import choose_holdout, sample_sentences
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm.config import Config
-from neurosym.lm.fusion import ControlColumns, build_fusion_lm, control_names, make_batch
+from neurosym.lm.fusion import ControlColumns, build_fusion_lm, control_names, lexical_descriptions, make_batch
 from neurosym.lm.losses import aux_bce, class_uniformizer, label_smoothed_ce
 from neurosym.lm.metrics import evaluate, floor_ppl
 from neurosym.lm.model import CausalLM, LMConfig
@@ -71,7 +76,9 @@ class ModelSection:
     aux_weight: float = 0.5  # fusion only; 0 builds no auxiliary head
     aux_hidden: int = 128  # fusion only
     uniformizer_weight: float = 0.01  # both models (0 turns it off)
-    control: bool = False  # fusion only: feed the gold sentence-level control
+    control: bool = False  # fusion only: train with the gold sentence-level control (zeroed at evaluation)
+    control_dropout: float = 0.1  # fusion with control: the share of rows whose control is zeroed in training
+    lexical_output: bool = False  # fusion only: logit(v) = h . (E[v] + W_o f(v)), f the context-free lexicon columns
 
     def __post_init__(self):
         for key in ("d_model", "n_layers", "n_heads", "d_ff", "max_len", "aux_hidden"):
@@ -79,6 +86,7 @@ class ModelSection:
         _require(self.d_model % self.n_heads == 0, "model.n_heads", f"expected a divisor of model.d_model ({self.d_model})", self.n_heads)
         _require(0 <= self.dropout < 1, "model.dropout", "expected a number in [0, 1)", self.dropout)
         _require(0 <= self.label_smoothing < 1, "model.label_smoothing", "expected a number in [0, 1)", self.label_smoothing)
+        _require(0 <= self.control_dropout < 1, "model.control_dropout", "expected a number in [0, 1) (the share of rows trained without control)", self.control_dropout)
         for key in ("aux_weight", "uniformizer_weight"):
             value = getattr(self, key)
             _require(math.isfinite(value) and value >= 0, f"model.{key}", "expected a finite number >= 0 (0 turns it off)", value)
@@ -158,11 +166,15 @@ class SemanticFusionTask:
         words = d.max_len - 2
         self.train_sentences = sample_sentences(self.train_auto, d.train, seed=d.seed, max_words=words)
         self.valid_sentences = sample_sentences(self.auto, d.valid, seed=d.seed + 10_007, max_words=words)
-        control = CONTROL if self.model_cfg.kind == "fusion" and self.model_cfg.control else None
-        self.train_data = make_batch(self.train_sentences, self.auto, self.bank, control=control)
-        self.valid_batches = [
-            make_batch(self.valid_sentences[i : i + 256], self.auto, self.bank) for i in range(0, len(self.valid_sentences), 256)
-        ]
+        fusion = self.model_cfg.kind == "fusion"
+        self.n_control = len(control_names(self.bank.names, CONTROL)) if fusion and self.model_cfg.control else 0
+        self.train_data = make_batch(self.train_sentences, self.auto, self.bank, control=CONTROL if self.n_control else None)
+        self.valid_batches = []
+        for i in range(0, len(self.valid_sentences), 256):
+            batch = make_batch(self.valid_sentences[i : i + 256], self.auto, self.bank)
+            if self.n_control:  # evaluated unconditioned: the control is absent (zero)
+                batch["control"] = torch.zeros(len(batch["ids"]), self.n_control)
+            self.valid_batches.append(batch)
         self.pad_id = vocab.tokens.index("<pad>")
 
     # ------------------------------------------------------------------ the task protocol
@@ -174,8 +186,10 @@ class SemanticFusionTask:
         )
         if m.kind == "baseline":
             return CausalLM(lm)
-        n_control = len(control_names(self.bank.names, CONTROL)) if m.control else 0
-        return build_fusion_lm(lm, len(self.bank.names), n_control, aux_hidden=m.aux_hidden if m.aux_weight > 0 else None)
+        return build_fusion_lm(
+            lm, len(self.bank.names), self.n_control, aux_hidden=m.aux_hidden if m.aux_weight > 0 else None,
+            control_dropout=m.control_dropout, descriptions=lexical_descriptions(self.bank) if m.lexical_output else None,
+        )
 
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.train_sentences) / self.batch_size)
@@ -210,7 +224,7 @@ class SemanticFusionTask:
         return total, logs
 
     def evaluate(self, model) -> dict[str, float]:
-        keys = ("features",) if self.model_cfg.kind == "fusion" else ()
+        keys = ("features", "control") if self.model_cfg.kind == "fusion" else ()  # control: zero (see __init__)
         return evaluate(model, self.valid_batches, seen_ids=self.seen_ids, focus_ids=self.adjective_ids, input_keys=keys)
 
     # ------------------------------------------------------------------ facts about the corpus
@@ -249,6 +263,9 @@ VARIANTS: dict[str, dict] = {
     "baseline-no-uniformizer": {"kind": "baseline", "uniformizer_weight": 0.0},
     "fusion-no-uniformizer": {"kind": "fusion", "uniformizer_weight": 0.0},
     "fusion-no-aux": {"kind": "fusion", "aux_weight": 0.0},
+    # issue 16: the control channel in training, then with the lexical output layer (= configs/semantic_fusion.toml)
+    "fusion-control": {"kind": "fusion", "control": True},
+    "fusion-lexical": {"kind": "fusion", "control": True, "lexical_output": True},
 }
 MAIN = ("baseline", "fusion")
 ABLATION = ("baseline-no-uniformizer", "baseline", "fusion", "fusion-no-uniformizer", "fusion-no-aux")
