@@ -11,6 +11,7 @@ generated language simple tensor computations.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -130,14 +131,26 @@ class WeightedAutomaton(Automaton):
         return P
 
     def expected_visits(self) -> np.ndarray:
-        """(Q,) expected number of visits to each state per sentence: solves (I - P^T) n = e_start."""
-        P = self.transition_matrix()
-        e = np.zeros(self.num_states)
+        """(Q,) expected number of visits to each state per sentence: solves (I - P^T) n = e_start,
+        as a sparse system (the arcs, not a dense (Q, Q) matrix: grammars of many
+        thousands of states solve in well under a second)."""
+        from scipy.sparse import csr_matrix, identity  # lazy: scipy is slow to import and only entropies need it
+        from scipy.sparse.linalg import MatrixRankWarning, spsolve  # lazy: as above
+
+        Q = self.num_states
+        arcs = self.arcs
+        p = np.exp(self.log_probs.numpy()[arcs.sources, arcs.tokens])
+        PT = csr_matrix((p, (arcs.targets, arcs.sources)), shape=(Q, Q))  # duplicates are summed
+        e = np.zeros(Q)
         e[self.start] = 1.0
-        try:
-            n = np.linalg.solve(np.eye(self.num_states) - P.T, e)
-        except np.linalg.LinAlgError:
-            raise NeurosymError("the grammar never stops with probability 1, so it has no finite expected length") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", MatrixRankWarning)
+            try:
+                n = np.atleast_1d(spsolve((identity(Q, format="csr") - PT).tocsc(), e))
+            except (MatrixRankWarning, RuntimeError):
+                n = np.full(Q, np.nan)
+        if not np.all(np.isfinite(n)) or (n < -1e-9).any():
+            raise NeurosymError("the grammar never stops with probability 1, so it has no finite expected length")
         return n
 
     def entropy(self) -> Entropy:
@@ -146,13 +159,14 @@ class WeightedAutomaton(Automaton):
         H(X) = sum_q E[visits to q] * H(next event at q), where the next event is a token
         or stopping; E[|X|] = sum_q E[visits to q] * P(not stopping at q)."""
         n = self.expected_visits()
-        lp = self.log_probs.numpy()
+        Q, arcs = self.num_states, self.arcs  # over the arcs only, never the dense (Q, V) table
+        lp = self.log_probs.numpy()[arcs.sources, arcs.tokens]
         lf = self.final_log_probs.numpy()
         with np.errstate(invalid="ignore"):
-            h_arcs = -np.where(np.isfinite(lp), np.exp(lp) * lp, 0.0).sum(axis=1)
+            h_arcs = -np.bincount(arcs.sources, weights=np.where(np.isfinite(lp), np.exp(lp) * lp, 0.0), minlength=Q)
             h_stop = -np.where(np.isfinite(lf), np.exp(lf) * lf, 0.0)
         H = float(n @ (h_arcs + h_stop))
-        go = np.exp(lp).sum(axis=1)
+        go = np.bincount(arcs.sources, weights=np.exp(lp), minlength=Q)
         length = float(n @ go)
         per_token = H / length if length > 0 else 0.0
         return Entropy(H, length, per_token, math.exp(per_token), math.exp(H / (length + 1.0)))
