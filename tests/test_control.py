@@ -16,7 +16,7 @@ from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import shipped_file
 from neurosym.errors import NeurosymError
 from neurosym.experiments.control import (
-    ClassPositionMixture, PaperSampler, Request, TokenBan, banned_tokens, check_no_dead_end, confusion, control_spec, decode, distinct_2,
+    PaperSampler, Request, TokenBan, WithinClassMixture, banned_tokens, check_no_dead_end, confusion, control_spec, decode, distinct_2,
     grammaticality, measure, measure_generations, ood_hits, polarity_accuracy, processors, punct_accuracy,
     realised_polarity, realised_punct, request_controls, same_controls, sampler_share,
 )
@@ -219,25 +219,26 @@ def test_paper_sampler_with_alpha_one_draws_adjectives_uniformly_from_the_class(
     assert m["ood_hit"]["neg"]["rate"] == pytest.approx(1 / 5, abs=0.1)
     assert m["sampler_share"] == {"pos": 2 / 5, "neg": 1 / 5}
     chain = processors("paper", Request("pos", "."), SPEC, VOCAB.id("<eos>"), paper=PaperSampler(alpha=0.25))
-    assert [type(p).__name__ for p in chain] == ["GrammarMask", "TokenBan", "ClassPositionMixture"]
-    assert chain[2].mix.alpha == 0.25 and chain[2].mix.ids.tolist() == list(SPEC.words["pos"])
-    chain = processors("paper", Request("pos", "."), SPEC, VOCAB.id("<eos>"), paper=PaperSampler(alpha=0.25, class_positions_only=False))
+    assert [type(p).__name__ for p in chain] == ["GrammarMask", "TokenBan", "WithinClassMixture"]
+    assert chain[2].alpha == 0.25 and chain[2].ids.tolist() == list(SPEC.words["pos"])
+    chain = processors("paper", Request("pos", "."), SPEC, VOCAB.id("<eos>"), paper=PaperSampler(alpha=0.25, within_class=False))
     assert [type(p).__name__ for p in chain] == ["GrammarMask", "TokenBan", "ClassMixture"]
 
 
-def test_class_position_mixture_mixes_only_where_the_class_alone_is_allowed():
+def test_within_class_mixture_by_hand():
     inf = float("-inf")
     scores = torch.tensor([[0.8, 0.2, 0.0, 0.0], [0.8, 0.1, 0.1, 0.0]]).log()
-    scores[0, 2:] = inf  # row 0: only the class {0, 1} is allowed
-    scores[1, 3] = inf  # row 1: token 2 (not in the class) competes
-    out = ClassPositionMixture([0, 1], alpha=0.5)(scores.clone()).exp()
+    scores[0, 2:] = inf  # row 0: only the class {0, 1} is allowed: the plain mixture
+    scores[1, 3] = inf  # row 1: token 2 (not in the class) competes; the class keeps its mass 0.9
+    out = WithinClassMixture([0, 1], alpha=0.5)(scores.clone()).exp()
     assert torch.allclose(out[0], torch.tensor([0.5 * 0.8 + 0.25, 0.5 * 0.2 + 0.25, 0.0, 0.0]))
-    assert torch.allclose(out[1], torch.tensor([0.8, 0.1, 0.1, 0.0]))
-    # with temperature 2 and nucleus 0.75 the model-only row is sharpened and truncated like ClassMixture(alpha=0)
-    out = ClassPositionMixture([0, 1], alpha=0.5, T=2.0, top_p=0.75)(scores.clone()).exp()
-    flat = torch.tensor([0.8, 0.1, 0.1]).sqrt()
-    flat = flat / flat.sum()  # 0.586, 0.207, 0.207: the third starts after 0.793 >= 0.75 of mass and is cut
-    assert torch.allclose(out[1], torch.tensor([flat[0], flat[1], 0.0, 0.0]))
+    assert torch.allclose(out[1], torch.tensor([0.5 * 0.8 + 0.5 * 0.45, 0.5 * 0.1 + 0.5 * 0.45, 0.1, 0.0]))  # 0.625, 0.275, 0.1
+    # temperature 2, then nucleus 0.7: q = sqrt(p) normalised = 0.586, 0.207, 0.207; class mass 0.793
+    out = WithinClassMixture([0, 1], alpha=0.5, T=2.0, top_p=0.7)(scores.clone()).exp()
+    q = torch.tensor([0.8, 0.1, 0.1]).sqrt()
+    q = q / q.sum()
+    mixed = [0.5 * q[0] + 0.25 * (q[0] + q[1]), 0.5 * q[1] + 0.25 * (q[0] + q[1]), q[2]]  # 0.491, 0.302, 0.207
+    assert torch.allclose(out[1], torch.tensor([mixed[0], mixed[1], 0.0, 0.0]))  # the third starts after 0.793 >= 0.7
 
 
 def test_seeds_reproduce_samples():

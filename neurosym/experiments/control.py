@@ -13,8 +13,8 @@ vector (``control=`` (B, C)) whenever the model has a control channel, in every 
   of every other punctuation token;
 * ``paper``: ``hard`` plus the semantic-fusion design's sampler,
   :class:`~neurosym.decode.ClassMixture` over the requested polarity's words (``alpha``,
-  temperature, then nucleus: mix, then truncate), by default only at positions where
-  nothing but those words may come next (:class:`ClassPositionMixture`).
+  temperature, then nucleus: mix, then truncate), by default inside the class's own
+  mass (:class:`WithinClassMixture`).
 
 A request's control vector is the mean gold control (``control_from_features`` with
 the recipe's columns) of grammar sentences that satisfy the request
@@ -46,7 +46,7 @@ from neurosym.decode.generate import Generation, feature_inputs, generate
 from neurosym.decode.mask import GrammarMask
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.decode.run import load_run
-from neurosym.decode.sampling import ClassMixture
+from neurosym.decode.sampling import ClassMixture, nucleus_keep
 from neurosym.errors import NeurosymError
 from neurosym.experiments.semantic_fusion import CONTROL
 from neurosym.lm.fusion import ControlColumns, control_names, make_batch
@@ -82,7 +82,7 @@ class PaperSampler:
     alpha: float = 0.3
     temperature: float = 1.0
     top_p: float = 0.95
-    class_positions_only: bool = True  # mix only where every allowed token is in the class (see ClassPositionMixture)
+    within_class: bool = True  # mix inside the class's own mass (WithinClassMixture); False: plain ClassMixture
 
     def __post_init__(self):
         if not (isinstance(self.alpha, (int, float)) and 0 <= self.alpha <= 1):
@@ -276,27 +276,43 @@ class TokenBan(LogitsProcessor):
         return (inside & ~self.banned[t.clamp(0, self.banned.shape[0] - 1)]).to(tokens.device)
 
 
-class ClassPositionMixture(LogitsProcessor):
-    """:class:`~neurosym.decode.ClassMixture` in the rows where every allowed token is in
-    the class (a position where only the class may come next), the same sampler with
-    ``alpha = 0`` (temperature, then nucleus) in the others. Where the class competes
+class WithinClassMixture(LogitsProcessor):
+    """The class mixture inside the class's own mass: with ``q = softmax(scores / T)``
+    over the allowed tokens and ``Q_C`` its mass on the allowed class tokens ``C``,
+
+        p(v) = (1 - alpha) q(v) + alpha * Q_C / |C|   for v in C,   p(v) = q(v) otherwise,
+
+    then nucleus ``top_p`` of p (mix, then truncate). Where only the class is allowed
+    (``Q_C = 1``) this is :class:`~neurosym.decode.ClassMixture`; where the class competes
     with other tokens (``clause.fsg``'s optional intensifier: an adjective or an
-    intensifier may come next) a mixture would also move mass from the other tokens to
-    the class, and the held-out share would exceed ``alpha * |held-out| / |class|``."""
+    intensifier may come next) the model keeps its own odds of drawing a class token and
+    the mixture only changes which one. So every drawn class token is held out with
+    probability ``alpha * |held-out| / |C| + (1 - alpha) * (the model's own share)``
+    before the nucleus, wherever it is drawn."""
 
     def __init__(self, class_ids: Sequence[int], alpha: float, T: float = 1.0, top_p: float | None = None):
-        self.mix = ClassMixture(class_ids, alpha, T, top_p)
-        self.plain = ClassMixture(class_ids, 0.0, T, top_p)
+        self.spec = ClassMixture(class_ids, alpha, T, top_p)  # checks the arguments, holds the ids
+        self.ids, self.alpha, self.T, self.top_p = self.spec.ids, float(alpha), float(T), top_p
 
     def __repr__(self) -> str:
-        return f"ClassPositionMixture({self.mix!r})"
+        return f"WithinClassMixture({len(self.ids)} tokens, alpha={self.alpha:g}, T={self.T:g}, top_p={self.top_p})"
 
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
-        member = torch.zeros(scores.shape[-1], dtype=torch.bool, device=scores.device)
-        member[self.mix.ids.to(scores.device)] = True
+        V = scores.shape[-1]
+        if int(self.ids[-1]) >= V:
+            raise NeurosymError(f"WithinClassMixture: token id {int(self.ids[-1])} is outside the vocabulary of {V} tokens")
+        member = torch.zeros(V, dtype=torch.bool, device=scores.device)
+        member[self.ids.to(scores.device)] = True
         allowed = scores > float("-inf")
-        only = allowed.any(dim=1) & ~(allowed & ~member[None, :]).any(dim=1)  # (B,)
-        return torch.where(only[:, None], self.mix(scores.clone()), self.plain(scores.clone()))
+        in_class = member[None, :] & allowed
+        count = in_class.sum(dim=1, keepdim=True).clamp(min=1)
+        q = torch.softmax(scores.double() / self.T, dim=1)
+        mass = (q * in_class).sum(dim=1, keepdim=True)
+        p = torch.where(in_class, (1 - self.alpha) * q + self.alpha * mass / count, q)
+        out = p.log().to(scores.dtype).masked_fill(~allowed, float("-inf"))
+        if self.top_p is not None and self.top_p < 1:
+            out = out.masked_fill(~nucleus_keep(out, self.top_p), float("-inf"))
+        return out
 
 
 def banned_tokens(request: Request, spec: ControlSpec) -> list[int]:
@@ -352,7 +368,7 @@ def processors(setting: str, request: Request, spec: ControlSpec, eos_id: int, m
     check_no_dead_end(spec.automaton, banned)
     chain: list[LogitsProcessor] = [mask, TokenBan(banned, len(spec.vocab))]
     if setting == "paper":
-        kind = ClassPositionMixture if paper.class_positions_only else ClassMixture
+        kind = WithinClassMixture if paper.within_class else ClassMixture
         chain.append(kind(spec.words[request.polarity], paper.alpha, paper.temperature, paper.top_p))
     return chain
 
@@ -473,7 +489,7 @@ def evaluate_run(
         "held_out": {p: [spec.vocab.tokens[t] for t in spec.held_out[p]] for p in POLARITIES},
         "class_size": {p: len(spec.words[p]) for p in POLARITIES},
         "paper": {"alpha": paper.alpha, "temperature": paper.temperature, "top_p": paper.top_p,
-                  "class_positions_only": paper.class_positions_only},
+                  "within_class": paper.within_class},
         "control_columns": control_names(bank.names, CONTROL),
         "same_control": [[str(r) for r in g] for g in same_controls(controls)],
         "settings": {},
@@ -522,7 +538,7 @@ def format_eval(report: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "ClassPositionMixture", "POLARITIES", "PUNCTUATION", "PaperSampler", "REALISED", "Request", "SETTINGS", "ControlSpec", "TokenBan",
+    "POLARITIES", "PUNCTUATION", "PaperSampler", "REALISED", "Request", "SETTINGS", "ControlSpec", "TokenBan", "WithinClassMixture",
     "banned_tokens", "check_no_dead_end", "confusion", "control_spec", "decode", "distinct_2", "evaluate_run",
     "format_eval", "grammaticality", "measure", "measure_generations", "ood_hits", "polarity_accuracy", "processors",
     "punct_accuracy", "realised_polarity", "realised_punct", "request_controls", "same_controls", "sampler_share",
