@@ -255,3 +255,21 @@ def test_the_time_limit_covers_minimisation():
     with pytest.raises(CompileError, match=r"time limit"):  # NFA building or minimisation, whichever the load reaches
         compile_regex("a{50000}", max_states=200_000, time_limit=2.0)
     assert time.perf_counter() - t < 20
+
+
+@pytest.mark.parametrize("suffix, body", [(".regex", "A: /a/\n"), (".fsg", "S E 'a' 1.0\nE 1.0\n"), (".pcfg", "S -> 'a' [1.0]\n"), (".lex", "%class A a\n")])
+def test_source_files_over_the_size_limit_are_refused_before_reading(tmp_path, monkeypatch, suffix, body):
+    from click.testing import CliRunner
+
+    from neurosym.cli.main import main
+
+    path = tmp_path / f"big{suffix}"
+    path.write_text(body + "# padding\n" * 120_000)  # 1.2 MB
+    monkeypatch.setenv("NEUROSYM_MAX_SOURCE_MB", "1")
+    r = CliRunner().invoke(main, ["check", str(path)])
+    assert r.exit_code == 2 and f"{path}: the file is 1.2 MB, over the 1 MB limit for source files" in r.output
+    monkeypatch.setenv("NEUROSYM_MAX_SOURCE_MB", "2")
+    assert CliRunner().invoke(main, ["check", str(path)]).exit_code == 0
+    monkeypatch.setenv("NEUROSYM_MAX_SOURCE_MB", "lots")
+    r = CliRunner().invoke(main, ["check", str(path)])
+    assert r.exit_code == 2 and "NEUROSYM_MAX_SOURCE_MB must be a number" in r.output

@@ -5,12 +5,13 @@ Shared by every DSL parser: pass a dict of friendly names for the grammar's term
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from neurosym.errors import SourceError, Span
+from neurosym.errors import NeurosymError, SourceError, Span
 
 
 def describe_terminal(parser: Lark, name: str, friendly: dict[str, str]) -> str:
@@ -73,3 +74,22 @@ def read_error(err: Exception, shown: str) -> str:
     if isinstance(err, UnicodeDecodeError):
         return f"{shown} is not UTF-8 ({err.reason})"
     return f"cannot read {shown}: {getattr(err, 'strerror', None) or err}"
+
+
+MAX_SOURCE_MB_DEFAULT = 8.0
+
+
+def check_source_size(path: Path, display: str | None = None) -> None:
+    """Refuse a grammar, bank, lexicon or word-list file over the source-size limit
+    before reading it: parsing is linear in the size, but a 50 MB grammar would still take
+    minutes. The limit is ``$NEUROSYM_MAX_SOURCE_MB`` megabytes (default 8)."""
+    try:
+        limit_mb = float(os.environ.get("NEUROSYM_MAX_SOURCE_MB", MAX_SOURCE_MB_DEFAULT))
+    except ValueError:
+        raise NeurosymError(f"$NEUROSYM_MAX_SOURCE_MB must be a number of megabytes, got {os.environ['NEUROSYM_MAX_SOURCE_MB']!r}") from None
+    size = path.stat().st_size
+    if size > limit_mb * 1e6:
+        raise NeurosymError(
+            f"{display or path}: the file is {size / 1e6:.1f} MB, over the {limit_mb:g} MB limit for source files "
+            "(set $NEUROSYM_MAX_SOURCE_MB to raise it)"
+        )

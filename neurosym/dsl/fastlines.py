@@ -19,14 +19,15 @@ from lark import Token, Tree
 LineParser = Callable[[str, int], "Tree | None"]
 
 
-def split_fast(text: str, parse_line: LineParser, eligible: Callable[[list[str], int], bool] | None = None) -> tuple[str, list[tuple[int, Tree]]]:
+def split_fast(text: str, parse_line: LineParser, eligible: Callable[[list[str]], list[bool]] | None = None) -> tuple[str, list[tuple[int, Tree]]]:
     """``(text for lark, [(line, tree)])``: every line that ``parse_line(line, number)``
-    turns into a tree (and that ``eligible(lines, index)`` allows) is blanked in the text.
-    Lines are split on ``\\n`` only, as lark's grammars do."""
+    turns into a tree (and that ``eligible(lines)[index]`` allows: one linear pass over
+    the file) is blanked in the text. Lines are split on ``\\n`` only, as lark's grammars do."""
     lines = text.split("\n")
+    allowed = eligible(lines) if eligible is not None else None
     fast: list[tuple[int, Tree]] = []
     for i, line in enumerate(lines):
-        if not line or (eligible is not None and not eligible(lines, i)):
+        if not line or (allowed is not None and not allowed[i]):
             continue
         tree = parse_line(line, i + 1)
         if tree is not None:

@@ -22,7 +22,7 @@ from lark.exceptions import UnexpectedInput
 
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.fastlines import merge, split_fast, token
-from neurosym.dsl.errors import read_error, resolve_path
+from neurosym.dsl.errors import check_source_size, read_error, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 
@@ -134,6 +134,7 @@ def read_fsg(path: str | Path) -> FsgGrammar:
     """Parse an `.fsg` file; imports resolve against its folder."""
     p = Path(path)
     try:
+        check_source_size(p)
         text = p.read_text(encoding="utf-8")
     except (OSError, ValueError) as err:
         raise NeurosymError(f"{p}: {read_error(err, 'the file')}") from None

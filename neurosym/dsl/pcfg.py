@@ -27,7 +27,7 @@ from lark.exceptions import UnexpectedInput
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.fastlines import merge, split_fast, token
-from neurosym.dsl.errors import read_error, resolve_path
+from neurosym.dsl.errors import check_source_size, read_error, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 from neurosym.dsl.regex import read_regex_bank
@@ -209,6 +209,7 @@ def read_pcfg(path: str | Path) -> Grammar:
     """Parse a `.pcfg` file (imports resolve against its folder)."""
     p = Path(path)
     try:
+        check_source_size(p)
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise SourceError(f"the file is not UTF-8 ({err.reason})", str(p), 1, 1) from None
@@ -247,17 +248,20 @@ _CONTINUES = re.compile(r"[ \t]*\|")
 _SKIPPED = re.compile(r"[ \t]*(?:#.*)?")
 
 
-def _alone(lines: list[str], i: int) -> bool:
-    """Whether line ``i`` is a whole item: no `\\` joins it to a neighbour and no `|` line
-    (after blank and comment lines) continues it."""
-    if "\\" in lines[i] or (i > 0 and lines[i - 1].rstrip(" \t\f").endswith("\\")):
-        return False
-    for j in range(i + 1, len(lines)):
-        if _CONTINUES.match(lines[j]):
-            return False
-        if not _SKIPPED.fullmatch(lines[j]):
-            return True
-    return True
+def _alone(lines: list[str]) -> list[bool]:
+    """Per line, whether it is a whole item: no `\\` joins it to a neighbour and no `|`
+    line (after blank and comment lines) continues it. One backward pass (a file of many
+    comment lines must not cost a scan per line)."""
+    out = [True] * len(lines)
+    continued = False  # the next line that is not blank or a comment starts with `|`
+    for i in range(len(lines) - 1, -1, -1):
+        joined = "\\" in lines[i] or (i > 0 and lines[i - 1].rstrip(" \t\f").endswith("\\"))
+        out[i] = not joined and not continued
+        if _CONTINUES.match(lines[i]):
+            continued = True
+        elif not _SKIPPED.fullmatch(lines[i]):
+            continued = False
+    return out
 
 
 def fast_line(line: str, number: int) -> Tree | None:

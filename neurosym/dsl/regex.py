@@ -17,7 +17,7 @@ from lark.exceptions import UnexpectedInput
 from neurosym.dsl import ir
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.pattern_check import check_pattern
-from neurosym.dsl.errors import read_error, resolve_path
+from neurosym.dsl.errors import check_source_size, read_error, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.errors import NeurosymError, SourceError, Span
 
@@ -80,6 +80,7 @@ class _Loader:
         if key in self.loading:
             raise SourceError.at(at or Span(display, 1, 1), f"import cycle: {display} imports itself (directly or indirectly)")
         try:
+            check_source_size(path, display)
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
             raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
@@ -232,6 +233,7 @@ class _Builder:
         rel = unquote(tok, at)
         path = resolve_path(self.folder, rel, at)
         try:
+            check_source_size(path)
             lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             raise SourceError.at(at, f"no such word list {rel}") from None

@@ -12,7 +12,7 @@ from pathlib import Path
 from lark import Lark, Tree
 from lark.exceptions import UnexpectedInput
 
-from neurosym.dsl.errors import lark_error, read_error
+from neurosym.dsl.errors import check_source_size, lark_error, read_error
 from neurosym.dsl.fastlines import merge, split_fast, token
 from neurosym.dsl.lexicon.builder import LexiconBuilder
 from neurosym.dsl.lexicon.model import Lexicon
@@ -123,6 +123,8 @@ class LexiconReader:
 
     def read(self, path: Path) -> str:
         """The text of ``path`` (from disk or the ``reader``), recorded in ``sources``."""
+        if self.reader is None:
+            check_source_size(path)
         text = self.reader(path) if self.reader is not None else path.read_text(encoding="utf-8")
         self.sources[str(path)] = text
         return text
