@@ -264,6 +264,7 @@ threads = 1
 
 [model]
 kind = "fusion"
+control = true
 d_model = 16
 n_layers = 1
 n_heads = 2
@@ -296,7 +297,7 @@ def test_eval_prints_the_table_and_valid_json(run_dir):
     result = CliRunner().invoke(main, [*args, "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["kind"] == "fusion" and report["control_input"] is False
+    assert report["kind"] == "fusion" and report["control_input"] is True  # trained with its control channel
     assert list(report["settings"]) == ["soft", "hard", "paper"]
     assert report["same_control"] == [["pos .", "pos !"], ["neg .", "neg !"]]
     assert {p: len(ws) for p, ws in report["held_out"].items()} == {"pos": 2, "neg": 2}
