@@ -84,10 +84,15 @@ def test_errors_keep_their_line_numbers_around_fast_lines(tmp_path):
 
 
 # ---------------------------------------------------------------------- linear time
-def _seconds(path: Path) -> float:
-    t = time.perf_counter()
-    kinds.load(path)
-    return time.perf_counter() - t
+def _seconds(path: Path, repeats: int = 3) -> float:
+    """The best of ``repeats`` loads (CPU time of this process, so other jobs on the
+    machine do not inflate one size more than the other)."""
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.process_time()
+        kinds.load(path)
+        best = min(best, time.process_time() - t)
+    return best
 
 
 def _class_list(path: Path, n: int) -> Path:
@@ -121,7 +126,7 @@ def test_a_class_list_scales_linearly(tmp_path):
     # quadratic work (a list lookup per word) would make 4x the words take 16x the time
     make = lambda p, n: _class_list(p.with_suffix(".lex"), n)  # noqa: E731
     make.__name__ = "cls_.lex"
-    assert _ratio(tmp_path, make, 20_000) < 8
+    assert _ratio(tmp_path, make, 10_000) < 10
 
 
 @pytest.mark.slow
