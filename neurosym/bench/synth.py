@@ -25,6 +25,7 @@ import re
 import statistics
 import string
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -179,7 +180,13 @@ def regel_to_regex(gt: str, constants: Sequence[str] = ()) -> str:
 
 
 def _unquote(s: str) -> str:
-    return s.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in s else s
+    """Python-style escapes in a Regel constant decoded; an unknown escape (``\\s``) stays
+    as written, as Python keeps it (without the DeprecationWarning it would print)."""
+    if "\\" not in s:
+        return s
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return s.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
 def load_regel(folder: str | Path | None = None, suites: Sequence[str] = ("so", "deepregex")) -> tuple[list[dict], list[dict]]:
