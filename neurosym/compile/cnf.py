@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import shortest_path
 
+from neurosym.compile.closure import sparse_star
 from neurosym.compile.pcfg_check import check_pcfg, generating, worklist_fixpoint
 from neurosym.dsl.pcfg import NT, Grammar, Production, Terminal, TerminalImport
 from neurosym.compile.regex import DEFAULT_MAX_CNF_SYMBOLS
@@ -349,26 +349,7 @@ def _eliminate_units(unit: dict[tuple[int, int], float], lex: sp.csr_matrix, bin
 
     Only the k symbols that unit rules touch need the (k, k) inverse; every other row of
     ``U*`` is the identity, so lexical rules stay sparse and binary rules a list."""
-    unit = {key: w for key, w in unit.items() if w != 0}
-    star = sp.identity(n, format="csr")
-    if unit:
-        touched = np.array(sorted({s for key in unit for s in key}), dtype=np.int64)
-        at = {int(s): i for i, s in enumerate(touched)}
-        k = len(touched)
-        U = np.zeros((k, k))
-        for (a, b), w in unit.items():
-            U[at[a], at[b]] += w
-        if np.max(np.abs(np.linalg.eigvals(U))) >= 1 - 1e-12:
-            raise CompileError("unit rules form a cycle with probability 1 (e.g. A -> B [1], B -> A [1]); the grammar is not consistent")
-        # reflexive-transitive closure (breadth-first, exact): keeps structural zeros exact
-        hops = shortest_path(sp.csr_matrix(U > 0), method="D", unweighted=True, directed=True)
-        inner = np.where(np.isfinite(hops), np.linalg.inv(np.eye(k) - U), 0.0)
-        r, c = np.nonzero(inner)
-        outside = np.setdiff1d(np.arange(n), touched)
-        rows = np.concatenate([outside, touched[r]])
-        cols = np.concatenate([outside, touched[c]])
-        vals = np.concatenate([np.ones(len(outside)), inner[r, c]])
-        star = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+    star = sparse_star(unit, n, "unit rules form a cycle with probability 1 (e.g. A -> B [1], B -> A [1]); the grammar is not consistent")
     lex = (star @ lex).tocsr()
     if not binary:
         return lex, np.zeros((0, 3), dtype=np.int64), np.zeros(0)

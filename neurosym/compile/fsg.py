@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from neurosym.compile.closure import sparse_star
 from neurosym.compile.dfa import DEFAULT_VOCAB_CAP, finite_strings
 from neurosym.compile.lexicon import term_words
 from neurosym.compile.regex import Limits, compile_bank, to_automaton
@@ -346,27 +347,8 @@ def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limi
 
 def _eps_closure(g: FsgGrammar, eps: dict[tuple[int, int], float], n: int) -> sp.csr_matrix:
     """(n, n) sparse ``C = (I - E)^-1``: the probability of moving from q to q' by <eps>
-    arcs alone. Only the k states that <eps> arcs touch need a (k, k) inverse; every other
-    row is the identity."""
-    eps = {key: p for key, p in eps.items() if p != 0}
-    if not eps:
-        return sp.identity(n, format="csr")
-    touched = np.array(sorted({q for key in eps for q in key}), dtype=np.int64)
-    at = {int(q): i for i, q in enumerate(touched)}
-    k = len(touched)
-    E = np.zeros((k, k))
-    for (a, b), p in eps.items():
-        E[at[a], at[b]] += p
-    try:
-        inner = np.linalg.inv(np.eye(k) - E)
-    except np.linalg.LinAlgError:
-        raise CompileError(f"{g.path or '<string>'}: the <eps> arcs form a cycle that is never left") from None
-    r, c = np.nonzero(inner)
-    outside = np.setdiff1d(np.arange(n), touched)
-    rows = np.concatenate([outside, touched[r]])
-    cols = np.concatenate([outside, touched[c]])
-    vals = np.concatenate([np.ones(len(outside)), inner[r, c]])
-    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+    arcs alone (:func:`~neurosym.compile.closure.sparse_star`)."""
+    return sparse_star(eps, n, f"{g.path or '<string>'}: the <eps> arcs form a cycle that is never left")
 
 
 def _determinize(g: FsgGrammar, vocab: Vocab, closure: sp.csr_matrix, token_arcs, final: np.ndarray, graph, limits: Limits) -> WeightedAutomaton:

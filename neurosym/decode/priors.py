@@ -16,6 +16,8 @@ Tokens of probability zero are forbidden, so a prior also constrains the languag
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import math
 from collections.abc import Sequence
 
@@ -37,12 +39,13 @@ def _check_weight(owner: str, weight: float) -> float:
     return float(weight)
 
 
-class Prior(LogitsProcessor):
+class Prior(LogitsProcessor, ABC):
     """Base class: a subclass defines :meth:`log_prior` (B, V), each row a normalised
     log-distribution over the next token; the rest follows from it."""
 
     weight: float = 1.0
 
+    @abstractmethod
     def log_prior(self) -> torch.Tensor:
         """(B, V) float64: log P(next token | each row's prefix); rows sum to 1 in
         probability (all ``-inf`` for a row that left the grammar)."""
