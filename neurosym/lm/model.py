@@ -31,7 +31,8 @@ Plug-in points, so variants need no edit here:
 * ``output``: an ``nn.Module`` called as ``output(hidden (B, L, D), weight (V, D)) ->
   logits (B, L, V)`` in place of the tied projection ``hidden @ weight^T``; ``weight`` is
   the tied embedding matrix (e.g. :class:`~neurosym.lm.fusion.LexicalOutput` adds each
-  word's lexicon description to its row). It acts on each position alone, so the KV
+  word's lexicon description to its row). It may also return ``(logits, {name: extra})``,
+  whose entries join ``LMOutput.extras`` (:class:`~neurosym.lm.idea.IdeaOutput`). It acts on each position alone, so the KV
   cache needs nothing from it.
 
 Incremental decoding: ``cache = model.new_cache(B)``, then ``model(ids, cache=cache)``
@@ -324,6 +325,9 @@ class CausalLM(nn.Module):
         hidden = self.ln_f(x)
         logits = self.lm_head(hidden) if self.output is None else self.output(hidden, self.lm_head.weight)  # (B, L, V)
         extras = {name: head(hidden) for name, head in self.heads.items()}
+        if isinstance(logits, tuple):  # an output layer may return (logits, {name: extra}) (e.g. lm.idea.IdeaOutput)
+            logits, more = logits
+            extras.update(more)
         return LMOutput(logits=logits, hidden=hidden, extras=extras)
 
 

@@ -1,0 +1,294 @@
+"""Idea gating: a head that predicts the bag of words of the next K tokens, and a gate
+that adds its log-probabilities to the next-token logits.
+
+Notation: hidden (B, L, D) final hidden states, ids (B, L) the input tokens,
+targets (B, L) the next tokens (``targets[:, t] = ids[:, t + 1]``, ``pad_id`` at
+padding), V the vocabulary, K the window.
+
+* **Idea head** :class:`IdeaHead`: a 2-layer MLP ``D -> H -> GELU -> D`` over the final
+  hidden states, then an output layer to V: *tied* (``z = mlp(h) @ E^T``, E the token
+  embeddings; no new (V, D) matrix, the default for equal-size comparisons) or *untied*
+  (``z = Linear(H, V)(gelu(...))`` as published, ``V * (H + 1)`` more parameters).
+  ``z`` (B, L, V) are the idea logits; ``sigmoid(z[b, t, v])`` estimates whether v occurs
+  among the next K tokens after position t.
+* **Targets** :func:`idea_targets`: ``y[b, t, v] = 1`` iff ``v`` is among
+  ``targets[b, t : t + K]`` (the next K tokens), pad excluded; windows are cut at the
+  end of the row (and at the first pad). Built by one gather and one scatter.
+* **Loss** :func:`idea_loss`: BCE-with-logits over the non-pad positions and the kept
+  vocabulary columns (stop words — the top-N most frequent training tokens — and pad are
+  dropped, so they receive no gradient), mean over the kept entries, optional
+  ``pos_weight``.
+* **Gate** :func:`idea_gate`: ``"published"``: ``g = max(alpha * log(sigmoid(z) + eps), beta)``;
+  ``"outside"`` (the later code): ``g = alpha * max(log(sigmoid(z) + eps), beta)``.
+  The gated next-token logits are ``logits + g``; their log-softmax (renormalised) is
+  the model's distribution, on which PPL is computed; the ungated PPL uses ``logits``.
+* **Ramp**: alpha grows linearly from 0 to ``alpha`` over ``ramp_steps`` training
+  forward passes (counted in a buffer, so checkpoints resume it exactly).
+
+:class:`IdeaOutput` plugs all of it into :class:`~neurosym.lm.model.CausalLM` as its
+``output`` layer: it returns the gated logits and ``extras = {"idea": z, "ungated":
+logits}``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from neurosym.errors import ConfigError, NeurosymError
+
+GateVariant = Literal["published", "outside"]
+GATE_VARIANTS = ("published", "outside")
+
+
+# ---------------------------------------------------------------------- configuration
+@dataclass
+class IdeaConfig:
+    """Hyper-parameters of the idea head, the gate and the idea loss; checked on
+    construction. Bad values raise :class:`~neurosym.errors.ConfigError` naming the key
+    as ``model.idea_<field>`` (the keys of a recipe's ``[model]`` table)."""
+
+    window: int = 20  # K: the next K tokens form the bag of words
+    hidden: int = 128  # H: the MLP's hidden width
+    tied: bool = True  # output layer tied to the token embeddings (equal size) or untied (as published)
+    alpha: float = 0.5
+    beta: float = -2.0
+    eps: float = 1e-6
+    variant: GateVariant = "published"
+    ramp_steps: int = 0  # alpha goes 0 -> alpha over this many training steps (0: constant alpha)
+    weight: float = 1.0  # lambda: total loss = CE(gated) + weight * idea BCE
+    stop_words: int = 50  # the N most frequent training tokens get no idea loss
+    pos_weight: float | None = None  # BCE weight of the positive entries (None: 1)
+
+    def __post_init__(self) -> None:
+        for key in ("window", "hidden"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"model.idea_{key}: expected an integer >= 1, got {value!r}")
+        for key in ("ramp_steps", "stop_words"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"model.idea_{key}: expected an integer >= 0, got {value!r}")
+        if not (_number(self.alpha) and self.alpha >= 0):
+            raise ConfigError(f"model.idea_alpha: expected a finite number >= 0, got {self.alpha!r}")
+        if not (_number(self.beta) and self.beta <= 0):
+            raise ConfigError(f"model.idea_beta: expected a finite number <= 0 (the floor of the log-gate), got {self.beta!r}")
+        if not (_number(self.eps) and 0 < self.eps < 1):
+            raise ConfigError(f"model.idea_eps: expected a number in (0, 1), got {self.eps!r}")
+        if self.variant not in GATE_VARIANTS:
+            raise ConfigError(f"model.idea_variant: expected one of {', '.join(map(repr, GATE_VARIANTS))}, got {self.variant!r}")
+        if not (_number(self.weight) and self.weight >= 0):
+            raise ConfigError(f"model.idea_weight: expected a finite number >= 0, got {self.weight!r}")
+        if self.pos_weight is not None and not (_number(self.pos_weight) and self.pos_weight > 0):
+            raise ConfigError(f"model.idea_pos_weight: expected a finite number > 0, got {self.pos_weight!r}")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# ---------------------------------------------------------------------- targets and loss
+def idea_targets(targets: Tensor, vocab_size: int, window: int, pad_id: int = 0) -> Tensor:
+    """Multi-hot bags of the next ``window`` tokens: targets (B, L) -> (B, L, V) float.
+
+    ``out[b, t, v] = 1`` iff ``v == targets[b, t + j]`` for some ``0 <= j < window`` with
+    ``t + j < L`` and ``targets[b, t + j] != pad_id`` (``pad_id`` itself is never set).
+    One gather of a (B, L, K) window index and one scatter; no loop over positions."""
+    if targets.dim() != 2:
+        raise NeurosymError(f"idea_targets: expected targets of shape (B, L), got {tuple(targets.shape)}")
+    if window < 1:
+        raise NeurosymError(f"idea_targets: window must be >= 1, got {window}")
+    B, L = targets.shape
+    padded = F.pad(targets.long(), (0, window - 1), value=pad_id)  # (B, L + K - 1)
+    index = torch.arange(L, device=targets.device)[:, None] + torch.arange(window, device=targets.device)[None, :]  # (L, K)
+    win = padded[:, index]  # (B, L, K) the next K tokens of each position
+    win = torch.where((win == pad_id) | (win < 0) | (win >= vocab_size), vocab_size, win)  # pad -> a dump column
+    out = torch.zeros(B, L, vocab_size + 1, device=targets.device)
+    out.scatter_(2, win, 1.0)
+    return out[..., :vocab_size]
+
+
+def stop_word_ids(ids: Tensor | Iterable[Sequence[int]], n: int, vocab_size: int, exclude: Sequence[int] = ()) -> Tensor:
+    """The ``n`` most frequent token ids of the training data (ties: lower id first),
+    ``exclude`` (pad, bos, ...) not counted: (n',) long with n' <= n."""
+    flat = ids.reshape(-1).long() if isinstance(ids, Tensor) else torch.tensor([t for row in ids for t in row], dtype=torch.long)
+    counts = torch.bincount(flat[(flat >= 0) & (flat < vocab_size)], minlength=vocab_size).double()
+    if len(exclude):
+        counts[torch.as_tensor(list(exclude), dtype=torch.long)] = -1.0
+    n = min(n, int((counts > 0).sum()))
+    # stable order: larger count first, then the lower id
+    order = torch.argsort(-counts * (vocab_size + 1) + torch.arange(vocab_size, dtype=torch.float64))
+    return order[:n].sort().values
+
+
+def idea_loss(
+    z: Tensor, targets: Tensor, window: int, pad_id: int = 0, stop_ids: Tensor | Sequence[int] | None = None,
+    pos_weight: float | None = None,
+) -> Tensor:
+    """Masked BCE-with-logits of the idea head: z (B, L, V), targets (B, L) -> scalar.
+
+    Mean over the entries (b, t, v) with ``targets[b, t] != pad_id`` and v neither
+    ``pad_id`` nor a stop word; those entries get no gradient. 0 (with a zero gradient)
+    when nothing counts."""
+    V = z.shape[-1]
+    y = idea_targets(targets, V, window, pad_id)
+    keep_col = torch.ones(V, dtype=torch.bool, device=z.device)
+    keep_col[pad_id] = False
+    if stop_ids is not None and len(stop_ids):
+        keep_col[torch.as_tensor(stop_ids, dtype=torch.long, device=z.device)] = False
+    keep_pos = targets != pad_id  # (B, L)
+    weight = keep_pos[..., None].float() * keep_col.float()  # (B, L, V), broadcast
+    pw = None if pos_weight is None else torch.tensor(pos_weight, device=z.device, dtype=torch.float32)
+    bce = F.binary_cross_entropy_with_logits(z.float(), y, weight=weight.expand_as(y), pos_weight=pw, reduction="sum")
+    count = int(keep_pos.sum()) * int(keep_col.sum())
+    return bce / count if count else z.sum() * 0.0
+
+
+# ---------------------------------------------------------------------- the gate
+def idea_gate(z: Tensor, alpha: float, beta: float = -2.0, eps: float = 1e-6, variant: GateVariant = "published") -> Tensor:
+    """The additive log-gate of idea logits z (..., V) -> (..., V).
+
+    ``published``: ``max(alpha * log(sigmoid(z) + eps), beta)``;
+    ``outside``: ``alpha * max(log(sigmoid(z) + eps), beta)`` (alpha outside the clamp)."""
+    log_p = torch.log(torch.sigmoid(z) + eps)
+    if variant == "published":
+        return torch.clamp(alpha * log_p, min=beta)
+    if variant == "outside":
+        return alpha * torch.clamp(log_p, min=beta)
+    raise NeurosymError(f"idea_gate: variant must be one of {', '.join(GATE_VARIANTS)}, got {variant!r}")
+
+
+def ramped_alpha(alpha: float, step: int, ramp_steps: int) -> float:
+    """``alpha * min(1, step / ramp_steps)`` (``alpha`` when ``ramp_steps`` is 0)."""
+    return alpha if ramp_steps <= 0 else alpha * min(1.0, step / ramp_steps)
+
+
+# ---------------------------------------------------------------------- modules
+class IdeaHead(nn.Module):
+    """hidden (B, L, D) -> idea logits z (B, L, V): ``Linear(D, H)``, GELU, then
+    ``Linear(H, D)`` and the tied embedding ``@ weight^T`` (tied), or ``Linear(H, V)``
+    (untied)."""
+
+    def __init__(self, d_model: int, vocab_size: int, hidden: int = 128, tied: bool = True):
+        super().__init__()
+        self.tied = tied
+        self.fc = nn.Linear(d_model, hidden)
+        self.out = nn.Linear(hidden, d_model if tied else vocab_size)
+        for lin in (self.fc, self.out):
+            nn.init.normal_(lin.weight, std=0.02)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, hidden: Tensor, weight: Tensor | None = None) -> Tensor:
+        """hidden (B, L, D), weight (V, D) the token embeddings (needed when tied) -> (B, L, V)."""
+        h = self.out(F.gelu(self.fc(hidden)))
+        if not self.tied:
+            return h
+        if weight is None:
+            raise NeurosymError("IdeaHead: a tied idea head needs the token embedding matrix (weight=)")
+        return h @ weight.t()
+
+
+class IdeaOutput(nn.Module):
+    """The ``output`` layer of a :class:`~neurosym.lm.model.CausalLM` with idea gating.
+
+    ``forward(hidden (B, L, D), weight (V, D)) -> (gated logits (B, L, V), {"idea": z,
+    "ungated": hidden @ weight^T})``. ``gated = False`` returns the ungated logits as the
+    logits (for :class:`~neurosym.decode.idea.IdeaGate`, which gates at decoding time).
+    Each training forward pass counts one step of the alpha ramp."""
+
+    def __init__(self, d_model: int, vocab_size: int, config: IdeaConfig):
+        super().__init__()
+        self.config = config
+        self.head = IdeaHead(d_model, vocab_size, config.hidden, config.tied)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.gated = True
+
+    @property
+    def alpha(self) -> float:
+        """The current alpha of the ramp."""
+        return ramped_alpha(self.config.alpha, int(self.steps), self.config.ramp_steps)
+
+    def gate(self, z: Tensor) -> Tensor:
+        """The gate (..., V) at the current alpha."""
+        c = self.config
+        return idea_gate(z, self.alpha, c.beta, c.eps, c.variant)
+
+    def forward(self, hidden: Tensor, weight: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        logits = hidden @ weight.t()
+        z = self.head(hidden, weight)
+        gated = logits + self.gate(z) if self.gated else logits
+        if self.training:
+            self.steps += 1
+        return gated, {"idea": z, "ungated": logits}
+
+
+def idea_parameters(d_model: int, vocab_size: int, hidden: int, tied: bool) -> int:
+    """The number of parameters an idea head adds: ``2 D H + H + D`` tied,
+    ``D H + H + H V + V`` untied."""
+    return d_model * hidden + hidden + (hidden * d_model + d_model if tied else hidden * vocab_size + vocab_size)
+
+
+def matched_d_ff(d_model: int, n_layers: int, d_ff: int, extra: int) -> int:
+    """The baseline's ``d_ff`` that adds about ``extra`` parameters (each unit of d_ff in
+    each layer costs ``2 D + 1``), so a baseline matches an idea model's size."""
+    return d_ff + round(extra / (n_layers * (2 * d_model + 1)))
+
+
+# ---------------------------------------------------------------------- evaluation
+@torch.no_grad()
+def idea_perplexities(model: nn.Module, batches: Iterable[dict[str, Tensor]], pad_id: int) -> dict[str, float]:
+    """Corpus PPL of the gated (renormalised) and the ungated distribution of a model
+    with an :class:`IdeaOutput`: ``{ppl, ppl_ungated, tokens}``. Batches hold ``ids``
+    and ``targets`` (B, L)."""
+    device = next(model.parameters()).device
+    was = model.training
+    model.eval()
+    nll = {"ppl": 0.0, "ppl_ungated": 0.0}
+    n = 0
+    try:
+        for batch in batches:
+            ids, targets = batch["ids"].to(device), batch["targets"].to(device)
+            out = model(ids)
+            keep = targets != pad_id
+            t = targets.clamp(min=0)[..., None]
+            for key, logits in (("ppl", out.logits), ("ppl_ungated", out.extras.get("ungated", out.logits))):
+                lp = F.log_softmax(logits.double(), dim=-1).gather(-1, t).squeeze(-1)
+                nll[key] -= float(lp[keep].sum())
+            n += int(keep.sum())
+    finally:
+        model.train(was)
+    return {**{k: math.exp(v / n) if n else math.nan for k, v in nll.items()}, "tokens": n}
+
+
+@torch.no_grad()
+def xray(model: nn.Module, ids: Sequence[int], k: int = 10) -> dict[str, list[tuple[int, float]]]:
+    """What the gate does after a prompt: the ``k`` tokens it boosts least negatively
+    (largest gate) and the ``k`` it suppresses most, as ``(token id, gate value)``, plus the
+    change in each token's log-probability: ``{"boost": [...], "suppress": [...],
+    "delta_boost": [...], "delta_suppress": [...]}``. ``ids``: the prompt (with <bos>)."""
+    output = getattr(model, "output", None)
+    if not isinstance(output, IdeaOutput):
+        raise NeurosymError("xray: the model has no idea gate (its output layer is not an IdeaOutput)")
+    was = model.training
+    model.eval()
+    try:
+        out = model(torch.tensor([list(ids)], dtype=torch.long, device=next(model.parameters()).device))
+    finally:
+        model.train(was)
+    z = out.extras["idea"][0, -1]
+    gate = output.gate(z)
+    delta = F.log_softmax(out.logits[0, -1].double(), -1) - F.log_softmax(out.extras["ungated"][0, -1].double(), -1)
+    top = lambda v, largest: [(int(i), float(v[i])) for i in torch.topk(v, min(k, v.numel()), largest=largest).indices]  # noqa: E731
+    return {"boost": top(gate, True), "suppress": top(gate, False), "delta_boost": top(delta, True), "delta_suppress": top(delta, False)}
+
+
+__all__ = [
+    "GATE_VARIANTS", "IdeaConfig", "IdeaHead", "IdeaOutput", "idea_gate", "idea_loss", "idea_parameters", "idea_perplexities",
+    "idea_targets", "matched_d_ff", "ramped_alpha", "stop_word_ids", "xray",
+]

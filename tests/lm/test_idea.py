@@ -1,0 +1,185 @@
+"""Idea gating (neurosym/lm/idea.py): targets against a naive reference, the gate and
+its variant against hand-computed values, stop-word masking of gradients, the ramp, the
+output layer inside CausalLM, parameter counts and config errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from neurosym.errors import ConfigError, NeurosymError
+from neurosym.lm.idea import (
+    IdeaConfig, IdeaOutput, idea_gate, idea_loss, idea_parameters, idea_perplexities, idea_targets, matched_d_ff,
+    ramped_alpha, stop_word_ids, xray,
+)
+from neurosym.lm.model import CausalLM, LMConfig
+
+
+def naive_targets(targets: torch.Tensor, V: int, K: int, pad: int) -> torch.Tensor:
+    B, L = targets.shape
+    out = torch.zeros(B, L, V)
+    for b in range(B):
+        for t in range(L):
+            for j in range(K):
+                if t + j < L:
+                    v = int(targets[b, t + j])
+                    if v != pad:
+                        out[b, t, v] = 1.0
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_targets_equal_naive_reference(seed):
+    g = torch.Generator().manual_seed(seed)
+    B, L, V = 3, int(torch.randint(1, 13, (1,), generator=g)), 9
+    K = int(torch.randint(1, 8, (1,), generator=g))
+    pad = int(torch.randint(0, V, (1,), generator=g))
+    targets = torch.randint(0, V, (B, L), generator=g)
+    lengths = torch.randint(0, L + 1, (B,), generator=g)  # right padding of random length (0: all pad)
+    targets[torch.arange(L)[None, :] >= lengths[:, None]] = pad
+    assert torch.equal(idea_targets(targets, V, K, pad), naive_targets(targets, V, K, pad))
+
+
+def test_targets_window_longer_than_row_and_by_hand():
+    t = torch.tensor([[4, 5, 4, 6, 0, 0]])
+    y = idea_targets(t, 7, 2, pad_id=0)
+    assert y[0, 0].nonzero().flatten().tolist() == [4, 5]
+    assert y[0, 2].nonzero().flatten().tolist() == [4, 6]
+    assert y[0, 3].nonzero().flatten().tolist() == [6]  # cut at the padding
+    assert y[0, 4].sum() == 0 and y[0, 5].sum() == 0
+    assert torch.equal(idea_targets(t, 7, 50, 0)[0, 0].nonzero().flatten(), torch.tensor([4, 5, 6]))
+
+
+def test_gate_published_and_variant_by_hand():
+    z = torch.tensor([0.0, 3.0, -6.0])
+    eps = 1e-6
+    logs = [math.log(1 / (1 + math.exp(-v)) + eps) for v in (0.0, 3.0, -6.0)]  # -0.6931, -0.0486, -6.0025
+    pub = idea_gate(z, 0.5, -2.0, eps, "published")
+    expected_pub = [max(0.5 * v, -2.0) for v in logs]  # -0.3466, -0.0243, -2.0 (0.5 * -6.0025 = -3.0 clamped)
+    assert torch.allclose(pub, torch.tensor(expected_pub), atol=1e-6)
+    assert pub[2].item() == -2.0
+    out = idea_gate(z, 0.5, -2.0, eps, "outside")
+    expected_out = [0.5 * max(v, -2.0) for v in logs]  # -0.3466, -0.0243, -1.0
+    assert torch.allclose(out, torch.tensor(expected_out), atol=1e-6)
+    assert out[2].item() == pytest.approx(-1.0)
+    assert idea_gate(z, 0.0, -2.0).abs().max() == 0  # alpha 0: no gate
+    with pytest.raises(NeurosymError, match="variant"):
+        idea_gate(z, 0.5, variant="inside")
+
+
+def test_ramp():
+    assert ramped_alpha(0.5, 0, 100) == 0.0
+    assert ramped_alpha(0.5, 50, 100) == 0.25
+    assert ramped_alpha(0.5, 500, 100) == 0.5
+    assert ramped_alpha(0.5, 0, 0) == 0.5
+
+
+def test_stop_words_are_most_frequent_and_lose_exactly_their_gradient():
+    ids = torch.tensor([[1, 2, 2, 3, 3, 3, 4, 4, 4, 4, 0, 0]])
+    assert stop_word_ids(ids, 2, 6, exclude=[0]).tolist() == [3, 4]
+    assert stop_word_ids(ids, 10, 6, exclude=[0]).tolist() == [1, 2, 3, 4]  # only the tokens that occur
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(2, 5, 6, generator=g, requires_grad=True)
+    targets = torch.randint(1, 6, (2, 5), generator=g)
+    targets[1, 3:] = 0
+    stop = torch.tensor([2, 5])
+    idea_loss(z, targets, 3, pad_id=0, stop_ids=stop).backward()
+    grad = z.grad
+    assert grad[..., stop].abs().max() == 0  # stop words: no gradient
+    assert grad[..., 0].abs().max() == 0  # pad column: none
+    assert grad[1, 3:].abs().max() == 0  # pad positions: none
+    assert (grad[0][..., [1, 3, 4]].abs() > 0).all() and (grad[1, :3][..., [1, 3, 4]].abs() > 0).all()
+    # the masked loss equals BCE over the kept entries only
+    y = naive_targets(targets, 6, 3, 0)
+    keep = [(b, t, v) for b in range(2) for t in range(5) for v in (1, 3, 4) if targets[b, t] != 0]
+    ref = sum(torch.nn.functional.binary_cross_entropy_with_logits(z[b, t, v], y[b, t, v]) for b, t, v in keep) / len(keep)
+    assert idea_loss(z, targets, 3, 0, stop).item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_pos_weight_scales_positive_terms():
+    z = torch.zeros(1, 2, 4)
+    targets = torch.tensor([[1, 2]])
+    base = idea_loss(z, targets, 2, 0)
+    weighted = idea_loss(z, targets, 2, 0, pos_weight=3.0)
+    # 6 entries (2 positions x columns 1..3), 3 positives: log 2 each, positives x3
+    assert base.item() == pytest.approx(math.log(2))
+    assert weighted.item() == pytest.approx((3 * 3 * math.log(2) + 3 * math.log(2)) / 6)
+
+
+def _model(tied=True, **idea):
+    cfg = LMConfig(vocab_size=11, d_model=16, n_layers=2, n_heads=2, d_ff=32, dropout=0.0, max_len=16)
+    torch.manual_seed(0)
+    return CausalLM(cfg, output=IdeaOutput(16, 11, IdeaConfig(hidden=8, tied=tied, **idea)))
+
+
+def test_output_layer_in_the_model_and_parameter_counts():
+    base = CausalLM(LMConfig(vocab_size=11, d_model=16, n_layers=2, n_heads=2, d_ff=32, dropout=0.0, max_len=16))
+    tied, untied = _model(True), _model(False)
+    assert tied.num_parameters() - base.num_parameters() == idea_parameters(16, 11, 8, True) == 16 * 8 + 8 + 8 * 16 + 16
+    assert untied.num_parameters() - base.num_parameters() == idea_parameters(16, 11, 8, False) == 16 * 8 + 8 + 8 * 11 + 11
+    d_ff = matched_d_ff(16, 2, 32, idea_parameters(16, 11, 8, True))
+    matched = CausalLM(LMConfig(vocab_size=11, d_model=16, n_layers=2, n_heads=2, d_ff=d_ff, dropout=0.0, max_len=16))
+    assert abs(matched.num_parameters() - tied.num_parameters()) <= 2 * (2 * 16 + 1)
+    ids = torch.randint(1, 11, (2, 7))
+    out = tied(ids)
+    assert set(out.extras) == {"idea", "ungated"} and out.extras["idea"].shape == (2, 7, 11)
+    gate = tied.output.gate(out.extras["idea"])
+    assert torch.allclose(out.logits, out.extras["ungated"] + gate)
+    assert torch.allclose(out.extras["ungated"], out.hidden @ tied.tok_emb.weight.t())
+
+
+def test_ramp_counts_training_steps_and_survives_state_dict():
+    m = _model(alpha=0.5, ramp_steps=4)
+    assert m.output.alpha == 0.0
+    m.train()
+    ids = torch.randint(1, 11, (2, 5))
+    out = m(ids)
+    assert torch.equal(out.logits, out.extras["ungated"])  # alpha was 0 on the first step
+    m(ids)
+    assert m.output.alpha == 0.25
+    m.eval()
+    m(ids)
+    assert m.output.alpha == 0.25  # evaluation does not count
+    other = _model(alpha=0.5, ramp_steps=4)
+    other.load_state_dict(m.state_dict())
+    assert other.output.alpha == 0.25
+
+
+def test_cache_matches_full_forward():
+    m = _model()
+    m.eval()
+    ids = torch.randint(1, 11, (2, 6))
+    full = m(ids).logits
+    cache = m.new_cache(2)
+    steps = torch.cat([m(ids[:, :3], cache=cache).logits, m(ids[:, 3:4], cache=cache).logits, m(ids[:, 4:], cache=cache).logits], 1)
+    assert torch.allclose(full, steps, atol=1e-5)
+
+
+def test_perplexities_and_xray():
+    m = _model()
+    ids = torch.randint(1, 11, (3, 6))
+    targets = torch.cat([ids[:, 1:], torch.zeros(3, 1, dtype=torch.long)], 1)
+    r = idea_perplexities(m, [{"ids": ids, "targets": targets}], pad_id=0)
+    with torch.no_grad():
+        out = m.eval()(ids)
+    keep = targets != 0
+    lp = torch.log_softmax(out.logits.double(), -1).gather(-1, targets[..., None]).squeeze(-1)
+    assert r["ppl"] == pytest.approx(math.exp(-float(lp[keep].mean())))
+    assert r["tokens"] == int(keep.sum()) and r["ppl_ungated"] > 1
+    x = xray(m, [1, 2, 3], k=3)
+    assert len(x["boost"]) == 3 and x["boost"][0][1] >= x["suppress"][0][1]
+    with pytest.raises(NeurosymError, match="idea gate"):
+        xray(CausalLM(LMConfig(vocab_size=11, d_model=16, n_layers=1, n_heads=2)), [1])
+
+
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [({"window": 0}, "model.idea_window"), ({"alpha": -1.0}, "model.idea_alpha"), ({"beta": 1.0}, "model.idea_beta"),
+     ({"variant": "inside"}, "model.idea_variant"), ({"pos_weight": 0.0}, "model.idea_pos_weight"),
+     ({"stop_words": -1}, "model.idea_stop_words"), ({"eps": 0.0}, "model.idea_eps"), ({"hidden": True}, "model.idea_hidden")],
+)
+def test_config_errors_name_the_key(kwargs, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        IdeaConfig(**kwargs)
