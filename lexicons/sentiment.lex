@@ -26,7 +26,7 @@
 %class DET     the
 %class PUNCT   . ! , ?
 
-# ---- the 22 output features, in column order
+# ---- the 23 output features, in column order
 %feature is_noun        = class(SUBJ, OBJ)
 %feature is_verb        = class(VERB)
 %feature is_adj         = class(ADJ_POS, ADJ_NEG)
@@ -37,6 +37,7 @@
 %feature is_eos         = token(".", "!", "?")
 %feature is_comma       = token(",")
 %feature is_question    = token("?")
+%feature is_exclaim     = token("!")
 # positive / negative polarity of an adjective, as magnitudes in 0..1 (0 elsewhere)
 %feature pos = value(polarity, part=pos)  terms=low,med,high  kernel=power(base=0.9, tau=0.35)  centers=0.2,0.6,1.0
 %feature neg = value(polarity, part=neg)  terms=low,med,high  kernel=power(base=0.9, tau=0.35)  centers=0.2,0.6,1.0

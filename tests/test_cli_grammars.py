@@ -37,7 +37,7 @@ def test_check_every_recipe_file(runner):
     assert kinds == ["fsg", "pcfg", "pcfg", "lexicon"]
     r = run(runner, "check", CLAUSE, SENTIMENT)
     assert "clause.fsg: ok (" in r.output and "perplexity floor" in r.output
-    assert "22 feature columns" in r.output
+    assert "23 feature columns" in r.output
 
 
 def test_inspect_fsg_prints_the_perplexity_floor(runner):
@@ -70,7 +70,7 @@ def test_inspect_pcfg_shows_rule_counts_and_consistency(runner):
 
 def test_inspect_lexicon_shows_features_and_term_tables(runner):
     r = run(runner, "inspect", SENTIMENT, "--word", "good", "--word", "awful")
-    assert "22 columns" in r.output and "terms of pos:" in r.output
+    assert "23 columns" in r.output and "terms of pos:" in r.output
     data = json.loads(run(runner, "inspect", "--json", SENTIMENT, "--word", "good").output)
     row = data["term_tables"]["pos"]["rows"][0]
     # power kernel 0.9 ** (|x - c| / 0.35) at polarity 0.6, centres 0.2, 0.6, 1.0
@@ -125,7 +125,7 @@ def test_errors_in_new_formats_are_one_line_with_position(runner, tmp_path):
     assert f"{bad}:2:" in r.output and "range" in r.output
 
 
-@pytest.mark.parametrize("source, words", [(CLAUSE, "22 states"), (ARITH, "CNF with"), (SENTIMENT, "22 feature columns")])
+@pytest.mark.parametrize("source, words", [(CLAUSE, "22 states"), (ARITH, "CNF with"), (SENTIMENT, "23 feature columns")])
 def test_compile_and_inspect_artifacts_of_every_kind(runner, tmp_path, source, words):
     out = tmp_path / "a.safetensors"
     r = run(runner, "compile", source, "-o", out)

@@ -51,7 +51,7 @@ from neurosym.lm.train import Trainer, param_groups, seed_all
 # The published figures (their encoder had no causal mask; see DESIGN "Findings").
 # The sentence-level control of sentiment.lex: how positive, negative and intense the
 # strongest adjective is, and how the sentence ends.
-CONTROL = ControlColumns(max_prefixes=("pos_", "neg_", "str_"), final=("is_eos", "is_question"))
+CONTROL = ControlColumns(max_prefixes=("pos_", "neg_", "str_"), final=("is_eos", "is_question", "is_exclaim"))
 
 
 MAX_SENTENCES = 1_000_000  # per split: the corpus and its features are held in memory

@@ -1,4 +1,4 @@
-"""FeatureBank: the recipe lexicon's 22 features, exact memberships, causality, modifiers."""
+"""FeatureBank: the recipe lexicon's 23 features, exact memberships, causality, modifiers."""
 
 from pathlib import Path
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SENTIMENT = ROOT / "lexicons" / "sentiment.lex"
 NAMES = [
     "is_noun", "is_verb", "is_adj", "is_subject", "is_object", "is_head", "is_bos", "is_eos", "is_comma",
-    "is_question", "pos_low", "pos_med", "pos_high", "neg_low", "neg_med", "neg_high", "str_low", "str_med",
+    "is_question", "is_exclaim", "pos_low", "pos_med", "pos_high", "neg_low", "neg_med", "neg_high", "str_low", "str_med",
     "str_high", "coref_subject", "is_capitalized", "is_pronoun",
 ]  # fmt: skip
 
@@ -49,8 +49,8 @@ def row(bank, x, t) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------- the recipe lexicon
-def test_sentiment_lexicon_has_the_22_features_in_order(bank):
-    assert bank.names == NAMES and len(bank) == 22
+def test_sentiment_lexicon_has_the_23_features_in_order(bank):
+    assert bank.names == NAMES and len(bank) == 23
     assert bank.roles == ["head", "object", "subject"]
     lex = bank.lexicon
     assert lex.class_words("INTENS") == ["slightly", "moderately", "very", "extremely"]
@@ -67,7 +67,7 @@ def test_sentiment_lexicon_has_the_22_features_in_order(bank):
 def test_hand_written_sentence(bank):
     ids = encode(bank, "Alice finishes the very good task .")
     x = bank.featurize(ids, roles_for(ids, subject=[0], object=[2, 3, 4, 5], head=[5]))
-    assert x.shape == (1, 7, 22)
+    assert x.shape == (1, 7, 23)
     alice, finishes, the, very, good, task, dot = (row(bank, x, t) for t in range(7))
     assert alice["is_noun"] == alice["is_subject"] == alice["is_bos"] == alice["is_capitalized"] == 1.0
     assert finishes["is_verb"] == 1.0 and finishes["is_bos"] == 0.0
@@ -137,7 +137,7 @@ def test_boundaries_and_segments(bank):
 
 def test_static_table(bank):
     t = bank.table
-    assert t.shape == (len(bank.vocab), 22)
+    assert t.shape == (len(bank.vocab), 23)
     good = t[bank.vocab.id("good")]
     assert good[bank.column("str_med")] == pytest.approx(1.0)  # default strength 0.6 without context
     assert good[bank.column("pos_med")] == pytest.approx(1.0)

@@ -76,14 +76,14 @@ def test_make_batch_layout(recipe):
 def test_control_names(recipe):
     _, bank = recipe
     names = control_names(bank.names, CONTROL)
-    assert names == [f"max:{p}_{t}" for p in ("pos", "neg", "str") for t in ("low", "med", "high")] + ["final:is_eos", "final:is_question"]
+    assert names == [f"max:{p}_{t}" for p in ("pos", "neg", "str") for t in ("low", "med", "high")] + ["final:is_eos", "final:is_question", "final:is_exclaim"]
     with pytest.raises(NeurosymError, match="is_question"):
         control_names(["pos_low", "is_eos"], CONTROL)
 
 
 def test_control_from_features_by_hand():
-    names = ["pos_a", "neg_a", "other", "is_eos", "is_question"]
-    f = torch.zeros(2, 4, 5)
+    names = ["pos_a", "neg_a", "other", "is_eos", "is_question", "is_exclaim"]
+    f = torch.zeros(2, 4, 6)
     f[0, :, 0] = torch.tensor([0.1, 0.7, 0.3, 0.9])  # 0.9 is past the length 3
     f[0, :, 2] = 1.0
     f[0, 2, 3] = 1.0  # the last valid position ends the sentence
@@ -91,8 +91,8 @@ def test_control_from_features_by_hand():
     f[1, :, 1] = torch.tensor([0.2, 0.5, 0.4, 0.6])
     f[1, 3, 3:] = 1.0
     c = control_from_features(f, names, CONTROL, torch.tensor([3, 4]))
-    assert torch.allclose(c, torch.tensor([[0.7, 0.0, 1.0, 0.0], [0.0, 0.6, 1.0, 1.0]]))
-    assert torch.allclose(control_from_features(f, names, CONTROL), torch.tensor([[0.9, 0.0, 0.0, 1.0], [0.0, 0.6, 1.0, 1.0]]))
+    assert torch.allclose(c, torch.tensor([[0.7, 0.0, 1.0, 0.0, 0.0], [0.0, 0.6, 1.0, 1.0, 1.0]]))
+    assert torch.allclose(control_from_features(f, names, CONTROL), torch.tensor([[0.9, 0.0, 0.0, 1.0, 0.0], [0.0, 0.6, 1.0, 1.0, 1.0]]))
     assert control_from_features(f, names, CONTROL, [0, 1])[0].eq(0).all()
 
 
@@ -108,6 +108,7 @@ def test_gold_control_on_the_corpus(recipe):
         c = dict(zip(cols, b["control"][i].tolist()))
         assert c["final:is_eos"] == 1.0
         assert c["final:is_question"] == float(words[-1] == "?")
+        assert c["final:is_exclaim"] == float(words[-1] == "!")
         has_pos = any(w in pos_words for w in words)
         assert (max(c["max:pos_low"], c["max:pos_med"], c["max:pos_high"]) > 0) == has_pos
         assert c["max:str_med"] > 0  # every clause has an adjective, hence a strength
@@ -285,7 +286,7 @@ def test_control_dropout_is_checked(p):
 
 
 # ---------------------------------------------------------------------- lexical output (issue 16.2)
-CONTEXT_FREE = ["is_noun", "is_verb", "is_adj", "is_eos", "is_comma", "is_question", "pos_low", "pos_med", "pos_high",
+CONTEXT_FREE = ["is_noun", "is_verb", "is_adj", "is_eos", "is_comma", "is_question", "is_exclaim", "pos_low", "pos_med", "pos_high",
                 "neg_low", "neg_med", "neg_high", "is_capitalized", "is_pronoun"]
 
 
