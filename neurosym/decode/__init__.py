@@ -2,6 +2,7 @@
 sampling transforms) over neurosym's compiled grammars."""
 
 from neurosym.decode.generate import Generation, PromptError, feature_inputs, generate
+from neurosym.decode.idea import IdeaGate, ungated
 from neurosym.decode.mask import GrammarMask, states_allowing
 from neurosym.decode.pcfg import PCFGMask, PCFGPrior
 from neurosym.decode.priors import FSGPrior, MixturePrior, Prior, RegexPrior
@@ -10,7 +11,7 @@ from neurosym.decode.sampling import ClassMixture, Nucleus, RepetitionPenalty, T
 from neurosym.decode.steer import FeatureSteer
 
 __all__ = [
-    "ClassMixture", "FSGPrior", "FeatureSteer", "Generation", "GrammarMask", "LogitsProcessor", "MixturePrior",
+    "ClassMixture", "FSGPrior", "FeatureSteer", "Generation", "GrammarMask", "IdeaGate", "LogitsProcessor", "MixturePrior",
     "Nucleus", "PCFGMask", "PCFGPrior", "Prior", "PromptError", "RegexPrior", "RepetitionPenalty", "Temperature", "TopK",
-    "feature_inputs", "generate", "states_allowing",
+    "feature_inputs", "generate", "states_allowing", "ungated",
 ]
