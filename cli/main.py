@@ -254,13 +254,21 @@ def reproduce() -> None:
 @click.option("--epochs", default=None, type=click.IntRange(min=1), help="Override the recipe's 6 epochs (for a quick look).")
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(min=1), help="Torch threads (results are bit-identical for a given machine, torch version and thread count).")
 @click.option("--out-dir", default="runs/semantic-fusion", show_default=True, type=click.Path(path_type=Path), help="Where the runs go.")
+@click.option("--variants", default=None, help="Comma-separated variants to train instead (baseline, fusion, fusion-control, fusion-lexical, and the ablations).")
+@click.option("--control-samples", default=200, show_default=True, type=click.IntRange(min=0),
+              help="Samples per decoding setting and seed for the control tables (0: skip controllable decoding).")
+@click.option("--alpha", default=0.3, show_default=True, type=click.FloatRange(min=0, max=1), help="Class-mixture weight of the paper's sampler.")
 @click.option("--resume", is_flag=True, help="Resume interrupted runs (finished ones are reused).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, threads: int, out_dir: Path, resume: bool, as_json: bool) -> None:
-    """Baseline vs semantic-fusion LM on the clause.fsg corpus: PPL, seen-only PPL, focus CE,
+def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, threads: int, out_dir: Path, variants: str | None,
+                              control_samples: int, alpha: float, resume: bool, as_json: bool) -> None:
+    """Baseline vs semantic-fusion LMs on the clause.fsg corpus: PPL, seen-only PPL, focus CE,
     semantic MSE (mean ± std over seeds), Welch's t-test and step times, next to the
-    paper's figures and the exact floor."""
-    from neurosym.experiments.semantic_fusion import (  # lazy: --help must not load torch and every subsystem
+    paper's figures and the exact floor; then controllable decoding of every run (soft,
+    soft + grammar mask, hard, the paper's sampler): control accuracy, grammaticality
+    and held-out adjective hit rates."""
+    from neurosym.experiments.control import PaperSampler, evaluate_recipe, format_control  # lazy: --help must not load torch and every subsystem
+    from neurosym.experiments.semantic_fusion import (  # lazy: as above
         ABLATION as FUSION_ABLATION,
         MAIN as FUSION_MAIN,
         format_report as format_fusion_report,
@@ -274,12 +282,19 @@ def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, th
                 raise NeurosymError(f"--out-dir {out_dir}: {part} is a file, not a folder")
             break
     say = None if as_json else (lambda line: click.echo(line, err=True))
-    variants = FUSION_ABLATION if ablation else FUSION_MAIN
-    report = reproduce_fusion(seeds=seeds, out_dir=out_dir, epochs=epochs, progress=say, resume=resume, variants=variants, threads=threads)
+    if variants is not None and ablation:
+        raise click.UsageError("--variants and --ablation: give one or the other")
+    chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants is not None else FUSION_ABLATION if ablation else FUSION_MAIN
+    report = reproduce_fusion(seeds=seeds, out_dir=out_dir, epochs=epochs, progress=say, resume=resume, variants=chosen, threads=threads)
     for v in report["variants"]:
         for r in report[v]["runs"]:
             r["plot"] = str(plot_run(r["run_dir"]))
-    click.echo(json.dumps(report, indent=2) if as_json else format_fusion_report(report))
+    if control_samples:
+        evaluate_recipe(report, samples=control_samples, paper=PaperSampler(alpha=alpha), progress=say, resume=resume)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_fusion_report(report) + ("\n\n" + format_control(report) if control_samples else ""))
 
 
 def _read_examples(path: Path | None) -> list[str]:

@@ -16,7 +16,8 @@ from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import shipped_file
 from neurosym.errors import NeurosymError
 from neurosym.experiments.control import (
-    PaperSampler, Request, TokenBan, WithinClassMixture, banned_tokens, check_no_dead_end, confusion, control_spec, decode, distinct_2,
+    SETTINGS, PaperSampler, Request, TokenBan, WithinClassMixture, banned_tokens, check_no_dead_end, confusion, control_block, control_spec, decode, distinct_2,
+    evaluate_recipe, format_control,
     grammaticality, measure, measure_generations, ood_hits, polarity_accuracy, processors, punct_accuracy,
     realised_polarity, realised_punct, request_controls, same_controls, sampler_share,
 )
@@ -320,3 +321,56 @@ def test_same_controls_groups_requests_the_control_cannot_tell_apart():
     a, b = torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0])
     controls = {Request("pos", "."): a, Request("pos", "!"): a.clone(), Request("pos", "?"): b, Request("neg", "."): b.clone()}
     assert [[str(r) for r in g] for g in same_controls(controls)] == [["pos .", "pos !"], ["pos ?", "neg ."]]
+
+
+# ---------------------------------------------------------------------- the recipe's control tables
+@pytest.mark.usefixtures("one_thread")
+def test_evaluate_recipe_adds_the_control_block_and_reuses_it(tmp_path):
+    from neurosym.experiments.semantic_fusion import reproduce
+
+    tiny = {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "aux_hidden": 16}
+    report = reproduce(seeds=2, out_dir=tmp_path, epochs=1, progress=None, model=tiny, train=128, valid=32,
+                       variants=("baseline", "fusion-control"), threads=1, timing=False)
+    said: list[str] = []
+    evaluate_recipe(report, samples=12, paper=PaperSampler(alpha=0.5), progress=said.append)
+    assert len(said) == 4  # two models x two seeds decoded
+    for v in ("baseline", "fusion-control"):
+        runs, block = report[v]["runs"], report[v]["control"]
+        assert block["seeds"] == 2
+        for r in runs:
+            assert set(r["control"]["settings"]) == set(SETTINGS)
+            assert all(m["samples"] == 12 for m in r["control"]["settings"].values())  # 2 per request x 6 requests
+        assert block["hard"]["polarity_acc"] == block["hard"]["punct_acc"] == 1.0 and block["hard"]["polarity_acc_std"] == 0.0
+        soft = [r["control"]["settings"]["soft"]["polarity_acc"] for r in runs]
+        assert block["soft"]["polarity_acc"] == pytest.approx(sum(soft) / 2)
+        assert block["soft"]["polarity_acc_std"] == pytest.approx(abs(soft[0] - soft[1]) / 2 ** 0.5)
+        assert block["grammatical_masked"] == 1.0 and block["grammatical"] == pytest.approx(
+            sum(r["control"]["settings"]["soft"]["grammatical"] for r in runs) / 2)
+        held = {p: len(report["holdout"][f"ADJ_{p.upper()}"]) for p in ("pos", "neg")}
+        assert block["ood_hit"]["sampler_share"] == {p: 0.5 * held[p] / 5 for p in ("pos", "neg")}
+        assert block["ood_hit"]["sampler_baseline"] == pytest.approx(0.5 * (held["pos"] + held["neg"]) / 10)
+        own = [r["control"]["settings"]["soft"]["ood_hit"]["pos"]["rate"] for r in runs]
+        if None not in own:
+            assert block["ood_hit_model"]["pos"] == pytest.approx(sum(own) / 2)
+    table = format_control(report)
+    assert "| baseline |" in table and "| fusion-control |" in table and "sampler alone" in table
+    json.dumps(report)  # the report stays JSON
+    said.clear()
+    again = evaluate_recipe(report, samples=12, paper=PaperSampler(alpha=0.5), progress=said.append)
+    assert said == [] and again["fusion-control"]["control"] == report["fusion-control"]["control"]  # reused from control.json
+    evaluate_recipe(report, samples=6, paper=PaperSampler(alpha=0.5), progress=said.append)
+    assert len(said) == 4  # other settings: decoded again
+
+
+def test_control_block_refuses_missing_settings():
+    with pytest.raises(NeurosymError, match="no evaluation"):
+        control_block([])
+    with pytest.raises(NeurosymError, match="missing paper"):
+        control_block([{"settings": {s: {} for s in SETTINGS if s != "paper"}}])
+
+
+def test_reproduce_cli_chooses_variants_and_refuses_bad_ones(tmp_path):
+    bad = CliRunner().invoke(main, ["reproduce", "semantic-fusion", "--variants", "fusion,bogus", "--out-dir", str(tmp_path)])
+    assert bad.exit_code != 0 and "bogus" in bad.output and "fusion-lexical" in bad.output and "Traceback" not in bad.output
+    both = CliRunner().invoke(main, ["reproduce", "semantic-fusion", "--variants", "fusion", "--ablation", "--out-dir", str(tmp_path)])
+    assert both.exit_code == 2 and "--variants" in both.output

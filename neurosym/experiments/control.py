@@ -30,9 +30,12 @@ last token when that is a punctuation token, else none.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,7 @@ from neurosym.decode.processor import LogitsProcessor
 from neurosym.decode.run import load_run
 from neurosym.decode.sampling import ClassMixture, nucleus_keep
 from neurosym.errors import NeurosymError
+from neurosym.files import atomic_write_bytes
 from neurosym.experiments.semantic_fusion import CONTROL
 from neurosym.lm.fusion import ControlColumns, control_names, make_batch
 from neurosym.lm.model import CausalLM
@@ -507,6 +511,148 @@ def evaluate_run(
     return report
 
 
+def control_block(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The recipe's ``"control"`` summary of one model over seeds, from the
+    :func:`evaluate_run` report of each seed's run (every setting evaluated):
+    ``{"soft": {"polarity_acc", "punct_acc"}, "soft_mask": {...}, "hard": {...},
+    "paper": {...}, "ood_hit": {"pos", "neg", "sampler_baseline"}, "ood_hit_model":
+    {"pos", "neg"}, "grammatical": .., "grammatical_masked": .., "distinct_2": ..}``,
+    each figure the mean over seeds with a ``<name>_std`` beside it (sample standard
+    deviation; 0.0 with one seed). ``ood_hit`` is the paper setting's hit rate (class
+    mixture with alpha; ``sampler_baseline`` its ``alpha * |held-out| / |class|``,
+    the mean of both classes), ``ood_hit_model`` the soft setting's (alpha = 0, no
+    masks: the model's own rate). A rate without any polarity word is skipped; a seed
+    without any word at all leaves it None."""
+    if not reports:
+        raise NeurosymError("control_block: no evaluation reports")
+    missing = [s for s in SETTINGS for r in reports if s not in r["settings"]]
+    if missing:
+        raise NeurosymError(f"control_block: every setting must be evaluated; missing {', '.join(sorted(set(missing)))}")
+
+    def stat(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+        xs = [float(v) for v in values if v is not None]
+        if not xs:
+            return None, None
+        return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+    def put(out: dict[str, Any], name: str, values: Sequence[float | None]) -> None:
+        out[name], out[f"{name}_std"] = stat(values)
+
+    block: dict[str, Any] = {"seeds": len(reports)}
+    for setting in SETTINGS:
+        entry: dict[str, Any] = {}
+        for k in ("polarity_acc", "punct_acc", "grammatical", "distinct_2"):
+            put(entry, k, [r["settings"][setting][k] for r in reports])
+        block[setting.replace("-", "_")] = entry
+    ood: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for p in POLARITIES:
+        put(ood, p, [r["settings"]["paper"]["ood_hit"][p]["rate"] for r in reports])
+        put(own, p, [r["settings"]["soft"]["ood_hit"][p]["rate"] for r in reports])
+    shares = reports[0]["settings"]["paper"]["sampler_share"]
+    ood["sampler_baseline"] = statistics.fmean(shares[p] for p in POLARITIES)
+    ood["sampler_share"] = dict(shares)
+    block["ood_hit"], block["ood_hit_model"] = ood, own
+    put(block, "grammatical", [r["settings"]["soft"]["grammatical"] for r in reports])
+    put(block, "grammatical_masked", [r["settings"]["soft-mask"]["grammatical"] for r in reports])
+    put(block, "distinct_2", [r["settings"]["soft"]["distinct_2"] for r in reports])
+    return block
+
+
+def evaluate_recipe(
+    report: dict[str, Any], samples: int = 200, seed: int = 0, paper: PaperSampler = PaperSampler(),
+    progress: Callable[[str], None] | None = None, resume: bool = True,
+) -> dict[str, Any]:
+    """Decode every run of a ``reproduce semantic-fusion`` report under every setting
+    (:func:`evaluate_run`; about ``samples`` samples per setting, the same number for
+    every request, rounded up; the same seeds for every model) and add each model's
+    :func:`control_block` as ``report[variant]["control"]`` (each run's full evaluation
+    as ``runs[i]["control"]``). Each run's evaluation is written atomically to
+    ``control.json`` in its folder and reused (``resume``) when its settings match."""
+    if samples < 1:
+        raise NeurosymError(f"control samples: expected at least 1, got {samples}")
+    n_requests = 0  # requests per run: read from the first run decoded
+    total = sum(len(report[v]["runs"]) for v in report["variants"])
+    done = 0
+    for v in report["variants"]:
+        evaluations = []
+        for run in report[v]["runs"]:
+            done += 1
+            folder = Path(run["run_dir"])
+            cache = folder / "control.json"
+            wanted = {"samples": samples, "seed": seed, "paper": asdict(paper), "ppl": run["ppl"], "train_loss": run["train_loss"]}  # the run as trained
+            ev = None
+            if resume and cache.exists():
+                try:
+                    stored = json.loads(cache.read_text())
+                except (OSError, ValueError):
+                    stored = None
+                if isinstance(stored, dict) and stored.get("wanted") == wanted:
+                    ev = stored["report"]
+            if ev is None:
+                if progress:
+                    progress(f"[{done}/{total}] decoding {v}, seed {run['seed']} under {', '.join(SETTINGS)}")
+                started = time.monotonic()
+                n_requests = n_requests or len(load_requests(folder))
+                ev = evaluate_run(folder, n=math.ceil(samples / n_requests), seed=seed, paper=paper)
+                ev["seconds"] = time.monotonic() - started
+                atomic_write_bytes(cache, json.dumps({"wanted": wanted, "report": ev}, ensure_ascii=False).encode())
+            run["control"] = ev
+            evaluations.append(ev)
+        report[v]["control"] = control_block(evaluations)
+    report["control_settings"] = {"samples_per_setting": samples, "seed": seed, "paper": asdict(paper)}
+    return report
+
+
+def load_requests(run: str | Path) -> list[Request]:
+    """The requests :func:`evaluate_run` decodes for a semantic-fusion run."""
+    task = load_run(run).task
+    auto, bank, holdout = (getattr(task, k, None) for k in ("auto", "bank", "holdout"))
+    if auto is None or bank is None or holdout is None:
+        raise NeurosymError(f"{run}: not a semantic-fusion run (its task has no grammar, feature bank or held-out words)")
+    return control_spec(auto, bank.lexicon, [w for ws in holdout.values() for w in ws]).requests()
+
+
+def format_control(report: Mapping[str, Any]) -> str:
+    """The control tables of a reproduce report (after :func:`evaluate_recipe`): per
+    model, mean ± std over seeds."""
+    def cell(d: Mapping[str, Any], k: str) -> str:
+        x, sd = d.get(k), d.get(f"{k}_std")
+        return "—" if x is None else f"{x:.3f} ± {sd:.3f}"
+
+    cs = report["control_settings"]
+    lines = [
+        f"controllable decoding ({cs['samples_per_setting']} samples per setting and seed, decoding seed {cs['seed']}; "
+        f"paper sampler alpha {cs['paper']['alpha']}, temperature {cs['paper']['temperature']}, top-p {cs['paper']['top_p']})",
+        "",
+        "| model | soft polarity | soft punct | soft grammatical | soft+mask polarity | soft+mask punct | soft+mask grammatical | hard polarity | hard punct | distinct-2 (soft) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for v in report["variants"]:
+        c = report[v]["control"]
+        lines.append(
+            f"| {v} | {cell(c['soft'], 'polarity_acc')} | {cell(c['soft'], 'punct_acc')} | {cell(c, 'grammatical')} | "
+            f"{cell(c['soft_mask'], 'polarity_acc')} | {cell(c['soft_mask'], 'punct_acc')} | {cell(c, 'grammatical_masked')} | "
+            f"{cell(c['hard'], 'polarity_acc')} | {cell(c['hard'], 'punct_acc')} | {cell(c, 'distinct_2')} |"
+        )
+    lines += [
+        "",
+        "held-out adjectives: hit rate per requested class (the model's own: soft, alpha = 0, no masks; "
+        "the paper's sampler: hard masks + class mixture, next to the share the mixture gives on its own)",
+        "",
+        "| model | model-only pos | model-only neg | paper sampler pos | paper sampler neg | sampler alone pos / neg |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for v in report["variants"]:
+        c = report[v]["control"]
+        share = c["ood_hit"]["sampler_share"]
+        lines.append(
+            f"| {v} | {cell(c['ood_hit_model'], 'pos')} | {cell(c['ood_hit_model'], 'neg')} | {cell(c['ood_hit'], 'pos')} | "
+            f"{cell(c['ood_hit'], 'neg')} | {share['pos']:.3f} / {share['neg']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def format_eval(report: dict[str, Any]) -> str:
     """The eval report as Markdown tables: the metrics per setting, then each setting's
     intended-vs-realised confusion matrix."""
@@ -539,7 +685,7 @@ def format_eval(report: dict[str, Any]) -> str:
 
 __all__ = [
     "POLARITIES", "PUNCTUATION", "PaperSampler", "REALISED", "Request", "SETTINGS", "ControlSpec", "TokenBan", "WithinClassMixture",
-    "banned_tokens", "check_no_dead_end", "confusion", "control_spec", "decode", "distinct_2", "evaluate_run",
-    "format_eval", "grammaticality", "measure", "measure_generations", "ood_hits", "polarity_accuracy", "processors",
+    "banned_tokens", "check_no_dead_end", "confusion", "control_block", "control_spec", "decode", "distinct_2", "evaluate_recipe",
+    "evaluate_run", "format_control", "format_eval", "load_requests", "grammaticality", "measure", "measure_generations", "ood_hits", "polarity_accuracy", "processors",
     "punct_accuracy", "realised_polarity", "realised_punct", "request_controls", "same_controls", "sampler_share",
 ]

@@ -256,7 +256,7 @@ def task(config: Config) -> SemanticFusionTask:
 RECIPE_OPTIM = {"lr": 3e-4, "weight_decay": 0.01, "warmup": 0.1, "clip": 1.0, "batch_size": 64, "epochs": 6}
 RECIPE_THREADS = 2  # results are bit-identical for a given machine, torch version and thread count
 
-# name -> [model] overrides. The main comparison is the first two; the rest are ablations.
+# name -> [model] overrides. MAIN is the recipe's comparison; ABLATION its ablations.
 VARIANTS: dict[str, dict] = {
     "baseline": {"kind": "baseline"},
     "fusion": {"kind": "fusion"},
@@ -267,7 +267,7 @@ VARIANTS: dict[str, dict] = {
     "fusion-control": {"kind": "fusion", "control": True},
     "fusion-lexical": {"kind": "fusion", "control": True, "lexical_output": True},
 }
-MAIN = ("baseline", "fusion")
+MAIN = ("baseline", "fusion", "fusion-control", "fusion-lexical")
 ABLATION = ("baseline-no-uniformizer", "baseline", "fusion", "fusion-no-uniformizer", "fusion-no-aux")
 METRICS = ("ppl", "seen_ppl", "focus_ce", "sem_mse")
 
