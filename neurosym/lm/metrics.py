@@ -176,13 +176,79 @@ def evaluate(
     return result
 
 
+# ---------------------------------------------------------------------- real-text metrics (issue 17)
+def same_pos_miss_rate(predicted: Tensor, gold: Tensor, tags: Sequence[str | None]) -> dict[str, float]:
+    """Among the wrong top-1 predictions, the share whose predicted word has the gold word's tag.
+
+    predicted, gold (...) long token ids; ``tags[i]`` is token i's part of speech (e.g. its
+    majority UPOS in UD train) or ``None`` (no tag: specials, ``<unk>``, unseen words).
+    Counted: positions with ``predicted != gold`` where both tokens have a tag. Returns
+    ``same_pos_miss`` (NaN when nothing counts), ``misses`` (counted positions) and
+    ``misses_untagged`` (wrong predictions left out for want of a tag).
+    """
+    names = sorted({t for t in tags if t is not None})
+    code = {t: i for i, t in enumerate(names)}
+    table = torch.tensor([code[t] if t is not None else -1 for t in tags], dtype=torch.long)
+    p, g = predicted.reshape(-1).long().cpu(), gold.reshape(-1).long().cpu()
+    wrong = p != g
+    tp, tg = table[p], table[g]
+    counted = wrong & (tp >= 0) & (tg >= 0)
+    n = int(counted.sum())
+    same = int((counted & (tp == tg)).sum())
+    return {"same_pos_miss": same / n if n else float("nan"), "misses": n, "misses_untagged": int(wrong.sum()) - n}
+
+
+def embedding_health(W: Tensor) -> dict[str, float]:
+    """Health of an embedding matrix W (V, D), V >= 2, in float64.
+
+    * ``mean_cosine``: the mean of ``cos(W[i], W[j])`` over ordered pairs i != j
+      (``(|sum_i w_i / |w_i||^2 - V) / (V (V - 1))``; zero rows count as cosine 0);
+      near 1 means the rows have collapsed onto one direction (anisotropy).
+    * ``effective_rank``: ``exp(H(s / sum s))`` of W's singular values s (Roy & Vetterli,
+      2007): D for a matrix using every direction alike, 1 for rank one.
+    """
+    W = W.detach().double().cpu()
+    V = W.shape[0]
+    if W.ndim != 2 or V < 2:
+        raise NeurosymError(f"embedding_health: expected a (V >= 2, D) matrix, got {tuple(W.shape)}")
+    norms = W.norm(dim=-1, keepdim=True)
+    unit = torch.where(norms > 0, W / norms.clamp_min(1e-300), torch.zeros_like(W))
+    total = unit.sum(0)
+    mean_cos = (float(total @ total) - float((unit * unit).sum())) / (V * (V - 1))
+    s = torch.linalg.svdvals(W)
+    p = s / s.sum() if float(s.sum()) > 0 else s
+    eff = math.exp(float(-(torch.xlogy(p, p)).sum())) if float(s.sum()) > 0 else 0.0
+    return {"mean_cosine": mean_cos, "effective_rank": eff}
+
+
+def expected_calibration_error(confidence: Tensor, correct: Tensor, bins: int = 15) -> float:
+    """ECE of top-1 probabilities: ``sum_b |B_b| / n * |accuracy(B_b) - mean confidence(B_b)|``
+    over ``bins`` equal-width bins of (0, 1] (bin b holds ``b/M < c <= (b+1)/M``; c = 0
+    goes to the first). confidence (...) in [0, 1], correct (...) bool -> float (NaN if empty)."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise NeurosymError(f"expected_calibration_error: bins must be an integer >= 1, got {bins!r}")
+    c = confidence.reshape(-1).double().cpu()
+    ok = correct.reshape(-1).double().cpu()
+    n = c.numel()
+    if n == 0:
+        return float("nan")
+    idx = (torch.ceil(c * bins).long() - 1).clamp(0, bins - 1)
+    count = torch.bincount(idx, minlength=bins).double()
+    conf = torch.zeros(bins, dtype=torch.float64).index_add_(0, idx, c)
+    acc = torch.zeros(bins, dtype=torch.float64).index_add_(0, idx, ok)
+    return float((conf - acc).abs().sum() / n)
+
+
 __all__ = [
+    "embedding_health",
     "evaluate",
+    "expected_calibration_error",
     "floor_ppl",
     "focus_token_ce",
     "oracle_logits",
     "perplexity",
     "ppl_from_nll",
+    "same_pos_miss_rate",
     "semantic_mse",
     "seen_only_ppl",
     "token_nll",
