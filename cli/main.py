@@ -314,35 +314,61 @@ def _read_examples(path: Path | None) -> list[str]:
         "neurosym synth --pos pos.txt --neg neg.txt",
         "neurosym synth --pos pos.txt --neg neg.txt --method evolve --time-budget 30 --seed 2",
         "neurosym synth --pos pos.txt --neg neg.txt -o found.regex --name NAME",
+        "neurosym synth --corpus en_ewt-ud-train.conllu --label UPOS --classes NUM,PUNCT,SYM -o tokens.regex",
+        "neurosym synth --corpus labelled.tsv -o classes.regex --time 120",
     ),
 )
-@click.option("--pos", "pos_file", type=click.Path(path_type=Path), required=True, help="Positive examples, one per line.")
+@click.option("--pos", "pos_file", type=click.Path(path_type=Path), default=None, help="Positive examples, one per line.")
 @click.option("--neg", "neg_file", type=click.Path(path_type=Path), default=None, help="Negative examples, one per line.")
+@click.option(
+    "--corpus", "corpus_file", type=click.Path(path_type=Path), default=None,
+    help="Instead of --pos/--neg: a labelled corpus, CoNLL-U (.conllu) or TSV (string<TAB>label); one regex per class.",
+)
+@click.option("--label", default=None, help="--corpus CoNLL-U: the label column (UPOS, XPOS, DEPREL, ...; default UPOS).")
+@click.option("--classes", default=None, help="--corpus: comma-separated labels to learn (default: every label).")
 @click.option(
     "--method", type=click.Choice(["beam", "evolve", "reinforce"]), default="beam", show_default=True,
     help="The search: best-first with pruning (AlphaRegex-style), evolution, or REINFORCE.",
 )
-@click.option("--time-budget", "time_budget", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds the search may take.")
-@click.option("--time", "old_time_budget", type=float, default=None, hidden=True, help="Deprecated name of --time-budget.")
+@click.option(
+    "--time-budget", "time_budget", default=None, type=click.FloatRange(min=0, min_open=True),
+    help="Seconds the search may take (default 10; with --corpus 60, for all classes together).",
+)
+@click.option("--time", "old_time_budget", type=float, default=None, hidden=True, help="Another name of --time-budget (deprecated without --corpus).")
 @click.option("--seed", default=0, show_default=True, help="Random seed of evolve, reinforce and beam's local search (same seed, same search).")
 @click.option("--lam", default=0.02, show_default=True, help="Weight of the regex size in the objective.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Append the result to this .regex bank.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Append the result to this .regex bank (--corpus: write the bank of every class).")
 @click.option("--name", default=None, help="The pattern's name in the bank (with -o).")
 @click.option(
     "--select", type=click.Choice(["first", "posterior"]), default="first", show_default=True,
     help="beam: keep the cheapest solution, or rank several by a size prior and a size-principle likelihood.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
-def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float, old_time_budget: float | None, seed: int, lam: float, output: Path | None, name: str | None, select: str, as_json: bool) -> None:
+def synth(
+    pos_file: Path | None, neg_file: Path | None, corpus_file: Path | None, label: str | None, classes: str | None, method: str,
+    time_budget: float | None, old_time_budget: float | None, seed: int, lam: float, output: Path | None, name: str | None,
+    select: str, as_json: bool,
+) -> None:
     """Synthesise a small regex accepting every positive and no negative example (exit status 1
-    when the time budget ends without a solution: the best candidate is still printed)."""
+    when the time budget ends without a solution: the best candidate is still printed).
+    With --corpus, one regex per class of a labelled corpus, each checked on every example."""
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     from neurosym.synth import synthesize, write_to_bank  # lazy: --help must not load torch and every subsystem
     if old_time_budget is not None:
-        click.echo("note: --time is deprecated; use --time-budget", err=True)
+        if corpus_file is None:
+            click.echo("note: --time is deprecated; use --time-budget", err=True)
         if old_time_budget <= 0:
             raise NeurosymError(f"--time-budget: expected a positive number of seconds, got {old_time_budget:g}")
         time_budget = old_time_budget
+    if corpus_file is not None:
+        _synth_corpus(corpus_file, label, classes, time_budget or 60.0, output, pos_file, neg_file, name, as_json)
+        return
+    if pos_file is None:
+        raise NeurosymError("give the positive examples (--pos FILE) or a labelled corpus (--corpus FILE)")
+    for flag, value in (("--label", label), ("--classes", classes)):
+        if value is not None:
+            raise NeurosymError(f"{flag} applies to --corpus only")
+    time_budget = time_budget or 10.0
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
     if output is not None:
@@ -364,6 +390,44 @@ def synth(pos_file: Path, neg_file: Path | None, method: str, time_budget: float
         if not as_json:
             click.echo("not solved within the time budget: the pattern above is the best candidate (exit status 1)", err=True)
         sys.exit(1)
+
+
+def _synth_corpus(
+    corpus_file: Path, label: str | None, classes: str | None, time_budget: float, output: Path | None,
+    pos_file: Path | None, neg_file: Path | None, name: str | None, as_json: bool,
+) -> None:
+    """``neurosym synth --corpus``: one regex per class, a bank of them with -o."""
+    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
+    from neurosym.synth import corpus as synth_corpus  # lazy: --help must not load torch and every subsystem
+
+    if pos_file is not None or neg_file is not None:
+        raise NeurosymError("--corpus replaces --pos/--neg: give one or the other")
+    if name is not None:
+        raise NeurosymError("--name applies to --pos/--neg; with --corpus each pattern is named after its class")
+    if output is not None:
+        check_output(output, [corpus_file], "bank")
+    chosen = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
+    if chosen is not None and not chosen:
+        raise NeurosymError("--classes: no class given")
+    pairs = synth_corpus.read_corpus(corpus_file, label)
+    say = None if as_json else (lambda r: click.echo(f"{r.name}: {len(r.rounds)} round(s), {r.seconds:.1f} s", err=True))
+    results = synth_corpus.synthesize_corpus(pairs, classes=chosen, time_budget=time_budget, progress=say)
+    if output is not None:
+        synth_corpus.write_bank(output, results, forms={f for f, _ in pairs})
+    if as_json:
+        rows = [
+            {
+                "label": r.label, "name": r.name, "pattern": r.pattern, "accuracy": r.accuracy, "precision": r.precision,
+                "recall": r.recall, "f1": r.f1, "tokens": r.tokens, "forms": r.forms, "rounds": len(r.rounds), "seconds": r.seconds,
+            }
+            for r in results
+        ]
+        click.echo(json.dumps({"corpus": str(corpus_file), "examples": len(pairs), "classes": rows}))
+    else:
+        click.echo(f"{corpus_file}: {len(pairs)} examples; each regex checked on all of them (accuracy, P/R/F1 per token)")
+        click.echo(synth_corpus.format_results(results))
+        if output is not None:
+            click.echo(f"wrote {len(results)} pattern(s) to {output}")
 
 
 @main.group(epilog=examples("neurosym bench wfsa", "neurosym bench inside --sizes 16,32 --json", "neurosym bench synth --suites alpharegex --time-budget 10"))
@@ -419,26 +483,38 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
         "neurosym bench synth --suites alpharegex --time-budget 60",
         "neurosym bench synth --suites regel --regel-limit 50 --time-budget 5 -o regel.json",
         "neurosym bench synth --methods beam,beam-posterior --json > results.json",
+        "neurosym bench synth --suites corpus",
+        "neurosym bench synth --suites regel --regel-split test --methods beam --time-budget 5",
     ),
 )
-@click.option("--methods", default="beam,evolve,reinforce", show_default=True, help="Comma-separated: beam, beam-posterior, evolve, reinforce.")
+@click.option("--methods", default="beam,evolve,reinforce", show_default=True, help="Comma-separated: beam, beam-posterior, beam-enum (no format induction), beam-alphaleaves (AlphaRegex's leaves), evolve, reinforce.")
 @click.option("--time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds per problem.")
 @click.option("--regel-time-budget", default=None, type=click.FloatRange(min=0, min_open=True), help="Seconds per Regel problem (default: --time-budget).")
 @click.option("--regel-limit", default=None, type=click.IntRange(min=1), help="Only the first N Regel problems.")
-@click.option("--suites", default="alpharegex,regel", show_default=True, help="Comma-separated problem sets: alpharegex, regel.")
+@click.option("--suites", "--suite", "suites", default="alpharegex,regel", show_default=True, help="Comma-separated problem sets: alpharegex, regel, corpus (UD English-EWT token classes).")
+@click.option("--regel-split", default="all", show_default=True, type=click.Choice(["all", "dev", "test"]), help="Regel: the development half (for tuning), the test half (to report), or all.")
+@click.option("--corpus-time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="corpus: seconds for all its classes together.")
+@click.option("--corpus-test", default="test", show_default=True, type=click.Choice(["dev", "test"]), help="corpus: the EWT split scored (dev for tuning).")
 @click.option("--seed", default=0, show_default=True, help="Random seed of every search (same seed, same results but for timing).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Also write the results as JSON to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of the table.")
-def bench_synth(methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, seed: int, output: Path | None, as_json: bool) -> None:
-    """Regex synthesis on the AlphaRegex and Regel problems: solved counts, seconds, F1.
-    Needs the shared data sets alpharegex and regel (../shared/data beside the checkout,
-    or $NEUROSYM_SHARED_DATA)."""
+def bench_synth(
+    methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, regel_split: str,
+    corpus_time_budget: float, corpus_test: str, seed: int, output: Path | None, as_json: bool,
+) -> None:
+    """Regex synthesis on the AlphaRegex and Regel problems (solved counts, seconds, F1) and
+    on a corpus (UD English-EWT token classes: F1 on test tokens and unseen forms vs
+    memorised forms). Needs the shared data sets alpharegex, regel and ud-english-ewt
+    (../shared/data beside the checkout, or $NEUROSYM_SHARED_DATA)."""
     from neurosym.bench.synth import bench_synth_command, format_results  # lazy: --help must not load torch and every subsystem
     from neurosym.files import atomic_write_bytes, check_output  # lazy: --help must not load torch and every subsystem
 
     if output is not None:
         output = check_output(output, [], "results")
-    results = bench_synth_command(methods, time_budget, regel_time_budget, regel_limit, suites, seed)
+    results = bench_synth_command(
+        methods, time_budget, regel_time_budget, regel_limit, suites, seed,
+        regel_split=regel_split, corpus_time_budget=corpus_time_budget, corpus_test=corpus_test,
+    )
     text = json.dumps(results, indent=1, default=str)
     if output is not None:
         atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)

@@ -26,6 +26,7 @@ import statistics
 import string
 import time
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,7 +37,9 @@ from neurosym.synth import regex_ast as ra
 from neurosym.compile.regex import pattern_dfa
 from neurosym.data import shared_data
 from neurosym.synth import synthesize
+from neurosym.synth.corpus import read_corpus, synthesize_corpus
 from neurosym.data import shared_data_dir
+from neurosym.synth.regel_split import split_of
 from neurosym.synth.simplify import simplify
 
 # ---------------------------------------------------------------------- AlphaRegex
@@ -55,7 +58,7 @@ def load_alpharegex(folder: str | Path | None = None) -> list[dict]:
     folder = Path(folder) if folder is not None else _shared("alpharegex") / "benchmarks"
     problems = []
     for path in sorted(folder.iterdir(), key=lambda p: (int(re.match(r"no(\d+)", p.name).group(1)), p.name)):
-        desc, pos, neg, mode = [], [], [], None
+        desc, pos, neg, mode, has_x = [], [], [], None, False
         for raw in path.read_text(encoding="utf-8").splitlines():
             line = raw.strip()
             if line == "++":
@@ -66,10 +69,45 @@ def load_alpharegex(folder: str | Path | None = None) -> list[dict]:
                 desc.append(line)
             elif line:
                 mode.extend(expand_x(line))
+                has_x = has_x or "X" in line
         problems.append(
-            {"name": path.name, "description": " ".join(desc).strip(), "positives": sorted(set(pos)), "negatives": sorted(set(neg))}
+            {
+                "name": path.name,
+                "description": " ".join(desc).strip(),
+                "positives": sorted(set(pos)),
+                "negatives": sorted(set(neg)),
+                "has_x": has_x,
+            }
         )
     return problems
+
+
+def load_alpharegex_reference(path: str | Path | None = None) -> dict[str, str]:
+    """The regex the AlphaRegex paper reports for each problem (Python syntax), by
+    problem name (``reference.tsv``: name, paper syntax, Python syntax)."""
+    path = Path(path) if path is not None else _shared("alpharegex") / "reference.tsv"
+    out = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 3:
+            raise NeurosymError(f"{path}:{lineno}: expected 3 tab-separated columns, got {len(cols)}")
+        out[cols[0]] = cols[2]
+    return out
+
+
+def binary_strings(max_len: int = 10) -> list[str]:
+    """Every string over {0, 1} of length at most ``max_len`` (2^(max_len+1) - 1 strings)."""
+    out = [""]
+    frontier = [""]
+    for _ in range(max_len):
+        frontier = [x + c for x in frontier for c in "01"]
+        out.extend(frontier)
+    return out
+
+
+ALPHAREGEX_LEAVES = (ra.Chars("0"), ra.Chars("1"))
 
 
 # ---------------------------------------------------------------------- Regel
@@ -306,29 +344,55 @@ def _shared(name: str) -> Path:
     return shared_data(name)
 
 
-BENCH_METHODS = ("beam", "beam-posterior", "evolve", "reinforce")
+BENCH_METHODS = ("beam", "beam-posterior", "evolve", "reinforce", "beam-enum", "beam-alphaleaves")
 
 
 def _synthesize(problem: dict, method: str, time_budget: float, seed: int, progress: bool):
-    """``beam-posterior`` is ``beam`` with ``select="posterior"``."""
-    options = {"select": "posterior"} if method == "beam-posterior" else {}
-    base = "beam" if method == "beam-posterior" else method
+    """``beam-posterior`` is ``beam`` with ``select="posterior"``; ``beam-enum`` is
+    ``beam`` without format induction (the enumerator alone); ``beam-alphaleaves`` is
+    ``beam`` with AlphaRegex's own leaves (``0``, ``1``, and ``0|1`` in problems whose
+    examples use ``X``)."""
+    options: dict = {}
+    if method == "beam-posterior":
+        options["select"] = "posterior"
+    elif method == "beam-enum":
+        options["formats"] = False
+    elif method == "beam-alphaleaves":
+        leaves = list(ALPHAREGEX_LEAVES) + ([ra.Chars("01")] if problem.get("has_x") else [])
+        options["leaves"] = leaves
+    base = "beam" if method.startswith("beam") else method
     return synthesize(problem["positives"], problem["negatives"], method=base, time_budget=time_budget, seed=seed, progress=progress, **options)
 
 
 def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, problems=None, progress: bool = False, log=None) -> dict:
     problems = problems if problems is not None else load_alpharegex()
+    try:
+        reference = load_alpharegex_reference()
+    except NeurosymError:
+        reference = {}
+    universe = binary_strings(10)
     out = {}
     for method in methods:
         rows = []
         for p in problems:
             res = _synthesize(p, method, time_budget, seed, progress)
-            rows.append({"name": p["name"], "pattern": res.pattern, "solved": res.solved, "seconds": res.seconds, "size": res.size})
+            row = {"name": p["name"], "pattern": res.pattern, "solved": res.solved, "seconds": res.seconds, "size": res.size}
+            ref = reference.get(p["name"])
+            if ref is not None:  # like for like with the paper: its regex as the reference language
+                row["reference"] = ref
+                row["equivalent"] = equivalent(pattern_dfa(res.pattern), pattern_dfa(ref))
+                examples = set(p["positives"]) | set(p["negatives"])
+                row["f1"] = f1_score(res.pattern, ref, [x for x in universe if x not in examples])
+            rows.append(row)
             if log:
-                log(f"alpharegex {method} {p['name']}: {'ok ' if res.solved else 'no '} {res.seconds:6.2f}s /{res.pattern}/")
+                log(f"alpharegex {method} {p['name']}: {'ok ' if res.solved else 'no '} {res.seconds:6.2f}s /{res.pattern}/ eq={row.get('equivalent')}")
         secs = [r["seconds"] for r in rows]
+        with_ref = [r for r in rows if "equivalent" in r]
         out[method] = {
             "problems": len(rows),
+            "equivalent": sum(r["equivalent"] for r in with_ref),
+            "with_reference": len(with_ref),
+            "mean_f1": sum(r["f1"] for r in with_ref) / len(with_ref) if with_ref else float("nan"),
             "solved": sum(r["solved"] for r in rows),
             "median_seconds": statistics.median(secs) if secs else 0.0,
             "max_seconds": max(secs) if secs else 0.0,
@@ -338,11 +402,30 @@ def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float =
     return out
 
 
-def run_regel(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, limit: int | None = None, suites=("so", "deepregex"), progress: bool = False, log=None) -> dict:
+REGEL_SPLITS = ("all", "dev", "test")
+
+
+def run_regel(
+    methods=("beam", "evolve", "reinforce"),
+    time_budget: float = 60.0,
+    seed: int = 0,
+    limit: int | None = None,
+    suites=("so", "deepregex"),
+    progress: bool = False,
+    log=None,
+    split: str = "all",
+) -> dict:
+    """Regel's problems; ``split`` keeps the development or test half of
+    :mod:`neurosym.synth.regel_split` (tune on ``dev``, report ``test``)."""
+    if split not in REGEL_SPLITS:
+        raise NeurosymError(f"unknown Regel split {split!r}; expected one of {', '.join(REGEL_SPLITS)}")
     usable, skipped = load_regel(suites=suites)
+    if split != "all":
+        usable = [p for p in usable if split_of(p["name"]) == split]
+        skipped = [p for p in skipped if split_of(p["name"]) == split]
     if limit is not None:
         usable = usable[:limit]
-    out = {"usable": len(usable), "skipped": len(skipped)}
+    out = {"usable": len(usable), "skipped": len(skipped), "split": split}
     for method in methods:
         rows = []
         for p in usable:
@@ -388,8 +471,13 @@ def run(
     regel_limit: int | None = None,
     progress: bool = False,
     log=None,
+    regel_split: str = "all",
+    corpus_time_budget: float = 60.0,
+    corpus_test: str = "test",
 ) -> dict:
-    """Run the benchmarks; returns a dict ``{"alpharegex": {method: ...}, "regel": {...}}``.
+    """Run the benchmarks; returns a dict ``{"alpharegex": {method: ...}, "regel": {...},
+    "corpus": {...}}`` (the corpus suite: :func:`run_corpus`, ``corpus_time_budget``
+    seconds for all its classes, scored on ``corpus_test``).
 
     Raises :class:`NeurosymError` with a clear message when the shared data is absent."""
     if shared_data_dir() is None:
@@ -402,7 +490,9 @@ def run(
     if "alpharegex" in suites:
         out["alpharegex"] = run_alpharegex(methods, time_budget, seed, progress=progress, log=log)
     if "regel" in suites:
-        out["regel"] = run_regel(methods, regel_time_budget or time_budget, seed, limit=regel_limit, progress=progress, log=log)
+        out["regel"] = run_regel(methods, regel_time_budget or time_budget, seed, limit=regel_limit, progress=progress, log=log, split=regel_split)
+    if "corpus" in suites:
+        out["corpus"] = run_corpus(time_budget=corpus_time_budget, test_split=corpus_test, log=log)
     out["seconds"] = time.monotonic() - t0
     return out
 
@@ -411,14 +501,21 @@ def format_results(results: dict) -> str:
     """A plain-text table of :func:`run`'s results."""
     lines = [f"regex synthesis (time budget {results.get('time_budget', '?')} s per problem, seed {results.get('seed', '?')})"]
     if "alpharegex" in results:
-        lines.append("AlphaRegex: solved = accepts every positive and no negative")
-        lines.append(f"  {'method':14s} {'solved':>8s} {'median s':>9s} {'max s':>8s}")
+        lines.append(
+            "AlphaRegex: solved = accepts every positive and no negative; equivalent = same language as the paper's "
+            "reported regex; F1 on every string of length <= 10 not among the examples, labelled by that regex"
+        )
+        lines.append(f"  {'method':16s} {'solved':>8s} {'equivalent':>11s} {'mean F1':>8s} {'median s':>9s} {'max s':>8s}")
         for m, r in results["alpharegex"].items():
-            lines.append(f"  {m:14s} {r['solved']:>4d}/{r['problems']:<3d} {r['median_seconds']:9.2f} {r['max_seconds']:8.2f}")
+            eq = f"{r['equivalent']:>4d}/{r['with_reference']:<3d}" if r.get("with_reference") else "       -"
+            f1 = f"{r['mean_f1']:8.3f}" if r.get("with_reference") else "       -"
+            lines.append(
+                f"  {m:16s} {r['solved']:>4d}/{r['problems']:<3d} {eq:>11s} {f1} {r['median_seconds']:9.2f} {r['max_seconds']:8.2f}"
+            )
     if "regel" in results:
         rg = results["regel"]
         lines.append(
-            f"Regel (examples only; {rg['usable']} problems without and/not, {rg['skipped']} skipped): "
+            f"Regel (examples only; split {rg.get('split', 'all')}; {rg['usable']} problems without and/not, {rg['skipped']} skipped): "
             "consistent = every example right, equivalent = same DFA as the ground truth"
         )
         lines.append(f"  {'method':14s} {'consistent':>11s} {'equivalent':>11s} {'success':>8s} {'mean F1':>8s} {'median s':>9s}")
@@ -434,13 +531,118 @@ def format_results(results: dict) -> str:
                     f"    {suite:12s} {b['solved']:>5d}/{b['problems']:<5d} {b['equivalent']:>5d}/{b['problems']:<5d} "
                     f"{100 * b['equivalent'] / max(b['problems'], 1):7.1f}% {b['mean_f1']:8.3f}"
                 )
+    if "corpus" in results:
+        lines.append(format_corpus(results["corpus"]))
     if "seconds" in results:
         lines.append(f"total {results['seconds']:.0f} s")
     return "\n".join(lines)
 
 
 
-BENCH_SUITES = {"alpharegex": (("alpharegex", "benchmarks"),), "regel": (("regel", "so"), ("regel", "deepregex"))}
+# ---------------------------------------------------------------------- corpus
+
+CORPUS_CLASSES = ("NUM", "PUNCT", "SYM", "X", "PROPN")
+
+
+def _prf(tp: int, fp: int, fn: int) -> dict:
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    return {"tp": tp, "fp": fp, "fn": fn, "precision": p, "recall": r, "f1": 2 * tp / (2 * tp + fp + fn) if tp else 0.0}
+
+
+def memorised(train: Sequence[tuple[str, str]]):
+    """The memorised-forms baseline: each training form's majority label (ties: the
+    label seen first), an unseen form the majority class of the training tokens."""
+    by_form: dict[str, Counter] = {}
+    for form, label in train:
+        by_form.setdefault(form, Counter())[label] += 1
+    majority = Counter(label for _, label in train).most_common(1)[0][0]
+    table = {form: c.most_common(1)[0][0] for form, c in by_form.items()}
+    return lambda form: table.get(form, majority), majority
+
+
+def run_corpus(
+    classes: Sequence[str] = CORPUS_CLASSES,
+    time_budget: float = 60.0,
+    train_split: str = "train",
+    test_split: str = "test",
+    label: str = "UPOS",
+    log=None,
+    **options,
+) -> dict:
+    """Corpus mode on UD English-EWT: one regex per class learnt from ``train_split``'s
+    tokens (negatives: every other label's tokens), scored on ``test_split``'s tokens —
+    precision, recall and F1 of "the form fullmatches the class's regex" against the
+    gold label, on all test tokens and on the tokens whose form never occurs in
+    training — next to the memorised-forms baseline (:func:`memorised`). Tune on
+    ``test_split="dev"``; report ``"test"``."""
+    folder = _shared("ud-english-ewt")
+    train = read_corpus(folder / f"en_ewt-ud-{train_split}.conllu", label)
+    test = read_corpus(folder / f"en_ewt-ud-{test_split}.conllu", label)
+    t0 = time.monotonic()
+    results = synthesize_corpus(train, classes=classes, time_budget=time_budget, progress=(lambda r: log(str(r))) if log else None, **options)
+    seconds = time.monotonic() - t0
+    seen = {form for form, _ in train}
+    predict, majority = memorised(train)
+    rows = {}
+    for res in results:
+        rx = re.compile(res.pattern)
+        row = {"pattern": res.pattern, "train_accuracy": res.accuracy, "train_f1": res.f1, "seconds": res.seconds, "rounds": len(res.rounds)}
+        for scope in ("all", "unseen"):
+            toks = [(f, lab) for f, lab in test if scope == "all" or f not in seen]
+            counts = {"regex": [0, 0, 0], "memorised": [0, 0, 0]}
+            for form, gold in toks:
+                for who, guess in (("regex", rx.fullmatch(form) is not None), ("memorised", predict(form) == res.label)):
+                    truth = gold == res.label
+                    c = counts[who]
+                    c[0] += guess and truth
+                    c[1] += guess and not truth
+                    c[2] += truth and not guess
+            row[scope] = {who: _prf(*c) for who, c in counts.items()}
+            row[scope]["tokens"] = sum(1 for _, lab in toks if lab == res.label)
+        rows[res.label] = row
+    return {
+        "train": train_split,
+        "test": test_split,
+        "train_tokens": len(train),
+        "test_tokens": len(test),
+        "unseen_test_tokens": sum(1 for f, _ in test if f not in seen),
+        "majority_class": majority,
+        "seconds": seconds,
+        "time_budget": time_budget,
+        "classes": rows,
+    }
+
+
+def format_corpus(res: dict) -> str:
+    """The corpus table: F1 (P/R) of the regexes and of memorisation, all test tokens and unseen forms."""
+    lines = [
+        f"UD English-EWT, {res['train']} ({res['train_tokens']} tokens) -> {res['test']} ({res['test_tokens']} tokens, "
+        f"{res['unseen_test_tokens']} with a form unseen in {res['train']}); memorised = majority label of the training form, "
+        f"unseen -> {res['majority_class']}; synthesis {res['seconds']:.0f} s",
+        f"  {'class':6s} {'gold':>5s} {'regex F1 (P/R)':>20s} {'memorised F1 (P/R)':>20s} | {'unseen':>6s} {'regex F1 (P/R)':>20s} {'memorised F1 (P/R)':>20s}",
+    ]
+
+    def cell(x: dict) -> str:
+        return f"{x['f1']:.3f} ({x['precision']:.2f}/{x['recall']:.2f})"
+
+    for lab, row in res["classes"].items():
+        a, u = row["all"], row["unseen"]
+        lines.append(
+            f"  {lab:6s} {a['tokens']:5d} {cell(a['regex']):>20s} {cell(a['memorised']):>20s} | "
+            f"{u['tokens']:6d} {cell(u['regex']):>20s} {cell(u['memorised']):>20s}"
+        )
+    for lab, row in res["classes"].items():
+        p = row["pattern"]
+        lines.append(f"  {lab}: /{p if len(p) <= 100 else p[:97] + '...'}/")
+    return "\n".join(lines)
+
+
+BENCH_SUITES = {
+    "alpharegex": (("alpharegex", "benchmarks"),),
+    "regel": (("regel", "so"), ("regel", "deepregex")),
+    "corpus": (("ud-english-ewt",),),
+}
 
 
 def bench_synth_command(
@@ -451,6 +653,9 @@ def bench_synth_command(
     suites: str = "alpharegex,regel",
     seed: int = 0,
     log=None,
+    regel_split: str = "all",
+    corpus_time_budget: float = 60.0,
+    corpus_test: str = "test",
 ) -> dict:
     """``neurosym bench synth``: check the comma-separated options and the shared data the
     chosen suites need (a NeurosymError before any work), then :func:`run`."""
@@ -462,6 +667,10 @@ def bench_synth_command(
     bad = [x for x in ss if x not in BENCH_SUITES]
     if bad or not ss:
         raise NeurosymError(f"--suites: unknown suite(s) {', '.join(bad) or '(none given)'}; expected some of {', '.join(BENCH_SUITES)}")
+    if regel_split not in REGEL_SPLITS:
+        raise NeurosymError(f"--regel-split: unknown split {regel_split!r}; expected one of {', '.join(REGEL_SPLITS)}")
+    if corpus_test not in ("dev", "test"):
+        raise NeurosymError(f"--corpus-test: unknown split {corpus_test!r}; expected dev or test")
     for suite in ss:
         for parts in BENCH_SUITES[suite]:
             try:
@@ -471,7 +680,10 @@ def bench_synth_command(
                     f"neurosym bench synth --suites {suite} needs the shared data set {'/'.join(parts)} "
                     f"(../shared/data beside the checkout, or $NEUROSYM_SHARED_DATA): {err}"
                 ) from None
-    return run(methods=ms, time_budget=time_budget, regel_time_budget=regel_time_budget, seed=seed, suites=ss, regel_limit=regel_limit, log=log)
+    return run(
+        methods=ms, time_budget=time_budget, regel_time_budget=regel_time_budget, seed=seed, suites=ss, regel_limit=regel_limit,
+        log=log, regel_split=regel_split, corpus_time_budget=corpus_time_budget, corpus_test=corpus_test,
+    )
 
 
 __all__ = [
@@ -488,4 +700,9 @@ __all__ = [
     "run",
     "run_alpharegex",
     "run_regel",
+    "run_corpus",
+    "format_corpus",
+    "memorised",
+    "load_alpharegex_reference",
+    "binary_strings",
 ]

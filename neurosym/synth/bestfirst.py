@@ -58,6 +58,11 @@ _CLASSES = [
 
 
 SMALL_ALPHABET = 4
+# Memory bounds: about 0.3 KB per frontier state (the state and its `seen` entry), so
+# 100,000 states and caches of 100,000 entries bound a search (it grew past
+# 1 GB in 60 s without them).
+MAX_FRONTIER = 100_000
+MAX_MEMO = 100_000
 DOT_COST = 4  # text alphabets, in half-bases: `.` costs 2 base
 ANY_STRING_COST = 2  # `.*` costs 1 base
 
@@ -120,6 +125,9 @@ class BestFirst:
         ops: the operators to use, a subset of ``"*+?.|"`` (``.`` = concatenation).
         costs: per-node costs ``{"*", "+", "?", ".", "|", "L", "H"}`` (default all 1).
         redundancy: also apply AlphaRegex's redundancy test.
+        max_frontier: the most states the priority queue holds; past it the dearer half
+            is dropped (memory stays bounded; the search is then no longer exhaustive).
+        max_memo: the most entries each of the evaluation caches holds before it is cleared.
     """
 
     def __init__(
@@ -130,8 +138,13 @@ class BestFirst:
         ops: str = "*+?.|",
         costs: dict | None = None,
         redundancy: bool = False,
+        max_frontier: int = MAX_FRONTIER,
+        max_memo: int = MAX_MEMO,
     ):
         self.redundancy = redundancy
+        self.max_frontier = max_frontier
+        self.max_memo = max_memo
+        self.pruned = 0  # states dropped from a full frontier
         self.splits: list[tuple] = []  # per class: (W, P, U) of AlphaRegex's redundancy test
         self._split_memo: dict[tuple, tuple] = {}
         self.positives = list(positives)
@@ -202,6 +215,8 @@ class BestFirst:
                 return None
             return ("C", j)
         out = self._build(tag, ids, cost)
+        if len(self._made) > self.max_memo:
+            self._made.clear()
         self._made[key] = -1 if out is None else out[1]
         return out
 
@@ -299,7 +314,7 @@ class BestFirst:
                 r = (sp.concat(o1, o2), sp.concat(u1, u2))
             else:
                 r = (o1 | o2, u1 | u2)
-        if len(self._eval_memo) > 500_000:
+        if len(self._eval_memo) > self.max_memo:
             self._eval_memo.clear()
         self._eval_memo[p] = r
         return r
@@ -426,6 +441,11 @@ class BestFirst:
                     continue
                 seen[q] = c
                 heapq.heappush(heap, (c, h + dh, next(counter), q))
+            if len(heap) > self.max_frontier:  # keep the cheaper half: memory stays bounded
+                keep = heapq.nsmallest(self.max_frontier // 2, heap)
+                self.pruned += len(heap) - len(keep)
+                heap = keep  # a sorted list is a heap
+                seen = {item[3]: item[0] for item in heap}
 
 
 __all__ = ["BestFirst", "default_leaves", "weighted_leaves"]
