@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, int]] = [
     ("neurosym.lm", 5),
     ("neurosym.decode", 6),
     ("neurosym.hf", 6),  # the Hugging Face bridge (optional extra `hf`)
+    ("neurosym.hf_idea", 6),  # idea gating on a transformers LM (optional extra `hf`)
     ("neurosym.experiments", 6),
     ("neurosym.synth", 6),
     ("neurosym.bench", 6),

@@ -54,15 +54,23 @@ class StateTracker:
         if self.table is None:
             return self.automaton.step(self.states, tokens)
         V = self.table.shape[1]
-        rows = torch.where(self.states >= 0, self.states, self.table.shape[0] - 1)
-        nxt = self.table[rows, tokens.clamp(0, V - 1)]
+        nxt = self.table[self.states, tokens.clamp(0, V - 1)]  # state -1 indexes the last row: rejected
         return torch.where((tokens >= 0) & (tokens < V), nxt, -1)
 
     def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
-        nxt = self.step(tokens)
-        moving = torch.ones_like(self.states, dtype=torch.bool) if done is None else ~done.to(self.states.device)
-        self.states = torch.where(moving, nxt, self.states)
-        self.steps = self.steps + moving.long()
+        """Move every row not ``done`` by its sampled token (ids in [0, V): the sampler's)."""
+        tokens = tokens.to(self.states.device)
+        if self.table is not None:  # one gather: the hot path of every step
+            nxt = self.table[self.states, tokens]
+        else:
+            nxt = self.automaton.step(self.states, tokens.long())
+        if done is None:
+            self.states = nxt
+            self.steps += 1
+        else:
+            done = done.to(self.states.device)
+            self.states = torch.where(done, self.states, nxt)
+            self.steps += ~done
 
     def final(self) -> torch.Tensor:
         """(B,) bool: each row's state is final."""
@@ -122,6 +130,7 @@ class GrammarMask(LogitsProcessor):
             table = torch.cat([self.token_mask(states), torch.zeros(1, V, dtype=torch.bool)])
             table[:, eos_id] = torch.cat([automaton.final.bool().cpu(), torch.zeros(1, dtype=torch.bool)])
             self.table = table
+        self._bias: torch.Tensor | None = None  # (Q + 1, V): 0 where allowed, -inf elsewhere, in the scores' dtype
 
     def __repr__(self) -> str:
         name = self.automaton.name or type(self.automaton).__name__
@@ -140,6 +149,12 @@ class GrammarMask(LogitsProcessor):
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         if scores.shape[-1] != self.vocab_size:
             raise NeurosymError(f"{self!r}: scores have {scores.shape[-1]} tokens, the automaton's vocabulary {self.vocab_size}")
+        if self.table is not None and self._distance is None:  # small automata: one gather and one add per step
+            bias = self._bias
+            if bias is None or bias.dtype != scores.dtype or bias.device != scores.device:
+                zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
+                bias = self._bias = torch.where(self.table.to(scores.device), zero, float("-inf"))
+            return scores.add_(bias[self.tracker.states.to(scores.device)])  # state -1 reads the last row: nothing allowed
         return scores.masked_fill_(~self.allowed_matrix().to(scores.device), float("-inf"))
 
     def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -163,7 +178,7 @@ class GrammarMask(LogitsProcessor):
         states = self.tracker.states if rows is None else self.tracker.states[rows]
         steps = self.tracker.steps if rows is None else self.tracker.steps[rows]
         if self.table is not None and self._distance is None:
-            return self.table[torch.where(states >= 0, states, self.table.shape[0] - 1)]
+            return self.table[states]  # state -1 reads the last row: nothing allowed
         allowed = self.token_mask(states)  # (B, V)
         final = (states >= 0) & self.automaton.final.to(states.device)[states.clamp(min=0)]
         if self._distance is not None:

@@ -93,6 +93,7 @@ class FSGPrior(Prior):
         table[:, eos_id] = wa.final_log_probs
         self.table = torch.cat([table, torch.full((1, V), NEG_INF, dtype=torch.float64)])  # (Q + 1, V); row Q: rejected
         self.tracker = StateTracker(wa)
+        self._shift: torch.Tensor | None = None  # (Q + 1, V) weight * table in the scores' dtype, built on first use
 
     def __repr__(self) -> str:
         return f"FSGPrior({self.automaton.name or 'fsg'}, weight={self.weight:g})"
@@ -105,8 +106,14 @@ class FSGPrior(Prior):
         self.tracker.advance(tokens, done)
 
     def log_prior(self) -> torch.Tensor:
-        states = self.tracker.states
-        return self.table[torch.where(states >= 0, states, self.table.shape[0] - 1)]
+        return self.table[self.tracker.states]  # state -1 reads the last row: rejected
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        shift = self._shift
+        if shift is None or shift.dtype != scores.dtype or shift.device != scores.device:  # weight * table, -inf kept, once
+            table = self.table.to(scores.device)
+            shift = self._shift = torch.where(table == NEG_INF, NEG_INF, self.weight * table).to(scores.dtype)
+        return scores.add_(shift[self.tracker.states.to(scores.device)])
 
 
 class RegexPrior(Prior):

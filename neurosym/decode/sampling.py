@@ -16,6 +16,7 @@ from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import NeurosymError
 
 NEG_INF = float("-inf")
+EMPTY = 2**62  # RepetitionPenalty: a history slot without a token yet (above any token id)
 
 
 class Temperature(LogitsProcessor):
@@ -55,10 +56,9 @@ def nucleus_keep(scores: torch.Tensor, p: float) -> torch.Tensor:
     probable token is always kept). Forbidden tokens are never kept."""
     ordered, order = scores.sort(dim=-1, descending=True)
     probs = torch.softmax(ordered.double(), dim=-1)
-    before = probs.cumsum(dim=-1) - probs  # mass ranked strictly above each token
+    before = probs.cumsum(dim=-1) - probs  # mass ranked strictly above each token (exactly 0 for the first)
     keep_sorted = (before < p) & (ordered > NEG_INF)
-    keep_sorted[:, 0] |= ordered[:, 0] > NEG_INF
-    return torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
+    return torch.empty_like(keep_sorted).scatter_(-1, order, keep_sorted)
 
 
 class Nucleus(LogitsProcessor):
@@ -90,13 +90,15 @@ class RepetitionPenalty(LogitsProcessor):
         if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
             raise NeurosymError(f"RepetitionPenalty: factor must be a finite number > 0, got {factor!r}")
         self.last_k, self.factor = last_k, float(factor)
-        self.history = torch.empty(0, last_k, dtype=torch.long)
+        self.history = torch.empty(0, last_k, dtype=torch.long)  # each row's last k tokens; EMPTY before the first ones
+        self._padded: torch.Tensor | None = None  # (B, V + 1) scores plus a padding column for the empty slots, reused
 
     def __repr__(self) -> str:
         return f"RepetitionPenalty(last_k={self.last_k}, factor={self.factor:g})"
 
     def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
-        self.history = torch.full((batch_size, self.last_k), -1, dtype=torch.long, device=device)  # -1: no token yet
+        self.history = torch.full((batch_size, self.last_k), EMPTY, dtype=torch.long, device=device)
+        self._padded = None
 
     def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
         shifted = torch.cat([self.history[:, 1:], tokens.to(self.history.device).long()[:, None]], dim=1)
@@ -104,11 +106,14 @@ class RepetitionPenalty(LogitsProcessor):
 
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         B, V = scores.shape
-        hist = self.history.to(scores.device)
-        seen = torch.zeros(B, V + 1, dtype=torch.bool, device=scores.device)
-        seen.scatter_(1, torch.where(hist >= 0, hist, V), True)  # column V collects the empty slots
-        penalised = torch.where(scores > 0, scores / self.factor, scores * self.factor)
-        return torch.where(seen[:, :V], penalised, scores)
+        buf = self._padded
+        if buf is None or buf.shape != (B, V + 1) or buf.dtype != scores.dtype or buf.device != scores.device:
+            buf = self._padded = torch.zeros(B, V + 1, dtype=scores.dtype, device=scores.device)
+        hist = self.history.to(scores.device).clamp(max=V)  # empty slots: the padding column V
+        buf[:, :V].copy_(scores)
+        seen = buf.gather(1, hist)  # (B, k) the scores of the recent tokens (a token twice: the same value twice)
+        buf.scatter_(1, hist, torch.where(seen > 0, seen / self.factor, seen * self.factor))
+        return scores.copy_(buf[:, :V])
 
 
 class ClassMixture(LogitsProcessor):

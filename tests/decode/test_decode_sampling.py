@@ -134,3 +134,28 @@ def test_feature_steer_shifts_by_memberships_at_the_chosen_states():
         FeatureSteer(bank, {"pos_high": 1.0}, at_states=[0])
     with pytest.raises(NeurosymError, match="no feature column 'nope'"):
         FeatureSteer(bank, {"nope": 1.0})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 5), st.integers(0, 2**31 - 1))
+def test_repetition_penalty_equals_a_loop_over_each_window(k, V, steps, seed):
+    g = torch.Generator().manual_seed(seed)
+    B = 3
+    pen = RepetitionPenalty(last_k=k, factor=1.5)
+    pen.reset(B)
+    taken: list[list[int]] = [[] for _ in range(B)]
+    for _ in range(steps):
+        tokens = torch.randint(0, V, (B,), generator=g)
+        done = torch.rand(B, generator=g) < 0.3
+        pen.advance(tokens, done)
+        for b in range(B):
+            if not done[b]:
+                taken[b].append(int(tokens[b]))
+    scores = torch.randn(B, V, generator=g, dtype=torch.float64)
+    scores[0, 0] = NEG
+    expected = scores.clone()
+    for b in range(B):
+        for v in set(taken[b][-k:]):
+            x = float(scores[b, v])
+            expected[b, v] = x / 1.5 if x > 0 else x * 1.5
+    assert torch.equal(pen(scores.clone()), expected)

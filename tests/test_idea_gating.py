@@ -1,0 +1,155 @@
+"""The idea-gating recipe (neurosym/experiments/idea_gating.py): the drift corpus and its
+exact topic judgement on hand-made continuations, the intervals, stickiness counting,
+config errors, a tiny end-to-end run and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from neurosym.cli.main import main
+from neurosym.errors import ConfigError, NeurosymError
+from neurosym.experiments.idea_gating import (
+    DriftCorpus, diff_ci, format_report, hits_per_100, json_report, judge_continuation, mean_ci, recipe_config, reproduce, task,
+    wilson,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> DriftCorpus:
+    return DriftCorpus()
+
+
+def ids(corpus: DriftCorpus, text: str) -> list[int]:
+    return [corpus.vocab.id(w) for w in text.split()]
+
+
+def test_topic_grammars_accept_their_sentences_only(corpus):
+    assert corpus.accepts("zoology", ids(corpus, "the bat hunts moths ."))
+    assert not corpus.accepts("comics", ids(corpus, "the bat hunts moths ."))
+    assert corpus.accepts("comics", ids(corpus, "the bat fights thugs on the rooftop ."))
+    shared = ids(corpus, "the bat sleeps at night .")
+    assert corpus.accepts("zoology", shared) and corpus.accepts("comics", shared)
+    assert corpus.accepts("zoology", ids(corpus, "the owl eats seeds . the spider waits in the cave ."))  # several sentences
+    assert not corpus.accepts("zoology", ids(corpus, "the bat hunts thugs ."))  # mixed: neither topic
+    assert not corpus.accepts("comics", ids(corpus, "the bat hunts thugs ."))
+
+
+def test_judge_hand_made_continuations(corpus):
+    prompt = [corpus.bos, *ids(corpus, "the owl eats worms . the bat")]
+    judge = lambda text: judge_continuation(corpus, "zoology", prompt, ids(corpus, text))  # noqa: E731
+    assert judge("hunts moths . the moth eats seeds .") == {"drift": False, "invalid": False, "complete": True}
+    assert judge("fights thugs .") == {"drift": True, "invalid": False, "complete": True}  # the bridge sentence drifts
+    assert judge("hunts moths . the villain defeats robots .") == {"drift": True, "invalid": False, "complete": True}  # a later one
+    assert judge("sleeps at night . the hero")["drift"] is False  # shared sentence, unfinished rest ignored
+    assert judge("hunts thugs .") == {"drift": False, "invalid": True, "complete": True}
+    assert judge("hunts") == {"drift": False, "invalid": False, "complete": False}
+    eos = [corpus.eos]
+    assert judge_continuation(corpus, "zoology", prompt, ids(corpus, "fights thugs .") + eos)["drift"]
+    comics = [corpus.bos, *ids(corpus, "the hero fights robots . the spider")]
+    assert judge_continuation(corpus, "comics", comics, ids(corpus, "eats insects ."))["drift"]
+
+
+def test_prompts_alternate_topics_and_end_with_a_bridge(corpus):
+    prompts = corpus.prompts(6, seed=1)
+    assert [t for t, _ in prompts] == ["zoology", "comics"] * 3
+    for topic, p in prompts:
+        assert p[0] == corpus.bos and p[-2] == corpus.the and p[-1] in corpus.bridges
+        first = p[1:-2]
+        other = "comics" if topic == "zoology" else "zoology"
+        assert corpus.accepts(topic, first) and not corpus.accepts(other, first)
+    assert corpus.prompts(6, seed=1) == prompts  # deterministic
+
+
+def test_floor_is_the_grammar_entropy(corpus):
+    h = corpus.auto.entropy()
+    assert corpus.floor() == pytest.approx(math.exp(h.per_sentence / (h.expected_length + 1)))
+    assert 1.0 < corpus.floor() < 5.0
+
+
+def test_intervals_and_stickiness_counts():
+    lo, hi = wilson(0, 100)
+    assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(0.037, abs=1e-3)
+    lo, hi = wilson(50, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-3) and hi == pytest.approx(0.5962, abs=1e-3)
+    m, lo, hi = mean_ci([1.0, 2.0, 3.0])
+    assert m == 2.0 and hi - m == pytest.approx(4.303 * 1 / math.sqrt(3), rel=1e-3)
+    d, lo, hi = diff_ci([3.0, 4.0, 5.0], [1.0, 2.0, 3.0])
+    assert d == 2.0 and lo < 2.0 < hi
+    assert hits_per_100([5, 6, 7, 1], {5, 7}, ignore={1}) == pytest.approx(100 * 2 / 3)
+    assert hits_per_100([1], {5}, ignore={1}) is None
+
+
+def test_config_errors_name_keys(tmp_path):
+    with pytest.raises(ConfigError, match=r"model\.idea_alpha"):
+        recipe_config("drift", "idea", 0, tmp_path, overrides={"model": {"idea_alpha": -1.0}}).section("model", __import__("neurosym.experiments.idea_gating", fromlist=["ModelSection"]).ModelSection)
+    with pytest.raises(ConfigError, match=r"unknown key 'idea_alfa' in \[model\]; did you mean 'idea_alpha'"):
+        task(recipe_config("drift", "idea", 0, tmp_path, overrides={"model": {"idea_alfa": 0.5}}))
+    with pytest.raises(ConfigError, match=r"model\.max_len"):
+        task(recipe_config("drift", "idea", 0, tmp_path, overrides={"model": {"max_len": 10}}))
+    with pytest.raises(NeurosymError, match="unknown idea-gating dataset"):
+        recipe_config("ptb", "idea", 0)
+
+
+TINY = {"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "idea_hidden": 8},
+        "data": {"train": 128, "valid": 64}, "optim": {"epochs": 1, "batch_size": 32}}
+
+
+def test_tiny_end_to_end_drift(tmp_path):
+    r = reproduce(seeds=2, out_dir=tmp_path, datasets=("drift",), progress=None, threads=1, samples=20, overrides=TINY)
+    rep = r["datasets"]["drift"]
+    b, v, u = rep["baseline"], rep["idea"], rep["idea-untied"]
+    assert abs(b["params"] - v["params"]) <= 2 * (2 * 16 + 1)  # matched size
+    assert u["params"] > v["params"]
+    for m in (b, v, u):
+        assert m["ppl"] > rep["floor_ppl"] * 0.99 and 0 <= m["drift_rate"] <= 1 and len(m["runs"]) == 2
+    assert b["ppl"] == b["ppl_ungated"]
+    assert (tmp_path / "xray-drift.png").stat().st_size > 1000
+    out = json_report(r)["datasets"]["drift"]
+    assert {"ppl", "ppl_std", "params"} <= set(out["baseline"])
+    assert {"ppl", "ppl_ungated", "params", "drift_rate", "stickiness", "ppl_std", "drift_rate_std", "stickiness_std"} <= set(out["variant"])
+    text = format_report(r)
+    assert "exact floor" in text and "x-ray" in text
+    # a second call reuses the finished runs only with resume
+    with pytest.raises(NeurosymError, match="--resume"):
+        reproduce(seeds=1, out_dir=tmp_path, datasets=("drift",), progress=None, threads=1, samples=5, overrides=TINY)
+    again = reproduce(seeds=2, out_dir=tmp_path, datasets=("drift",), progress=None, threads=1, samples=20, overrides=TINY, resume=True)
+    assert again["datasets"]["drift"]["idea"]["ppl"] == v["ppl"]
+
+
+def test_wikitext_task_and_stickiness(tmp_path):
+    config = recipe_config("wikitext-2", "idea", 0, tmp_path, overrides=TINY)
+    t = task(config)
+    assert len(t.tokens) > 5000 and len(t.stop_ids) == 50
+    batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
+    model = t.build_model(config)
+    loss, logs = t.loss(model, batch)
+    assert torch.isfinite(loss) and "idea_bce" in logs
+    prompts = t.domain_prompts(30)
+    terms = t.domain_terms()
+    assert len(prompts) == 30
+    for d, p in prompts:
+        assert sum(w in terms[d] for w in p) >= 3
+    s = t.stickiness(model, n=4, max_len=5)
+    assert s["n"] == 4 and len(s["stickiness_samples"]) == 4
+
+
+def test_cli_reproduce_idea_gating_json(tmp_path):
+    from neurosym.experiments import idea_gating
+
+    old = dict(idea_gating.RECIPE["drift"])
+    idea_gating.RECIPE["drift"] = {k: {**v, **TINY.get(k, {})} for k, v in old.items()}
+    try:
+        res = CliRunner().invoke(main, ["reproduce", "idea-gating", "--seeds", "1", "--datasets", "drift", "--samples", "10",
+                                        "--threads", "1", "--out-dir", str(tmp_path), "--json"])
+    finally:
+        idea_gating.RECIPE["drift"] = old
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert set(data["datasets"]["drift"]) >= {"baseline", "variant", "untied", "floor_ppl"}
+    res = CliRunner().invoke(main, ["reproduce", "idea-gating", "--datasets", "drift", "--out-dir", str(tmp_path / "x"), "--seeds", "0"])
+    assert res.exit_code != 0
