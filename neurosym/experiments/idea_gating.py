@@ -32,6 +32,7 @@ the idea model through :class:`~neurosym.decode.idea.IdeaGate`).
 
 from __future__ import annotations
 
+import io
 import math
 import statistics
 import time
@@ -53,6 +54,7 @@ from neurosym.decode.sampling import RepetitionPenalty
 from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import read_lexicon
 from neurosym.errors import ConfigError, NeurosymError
+from neurosym.files import atomic_write
 from neurosym.lm.config import Config
 from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_loss, idea_parameters, idea_perplexities, matched_d_ff, stop_word_ids, xray
 from neurosym.lm.metrics import evaluate, floor_ppl
@@ -460,9 +462,9 @@ RECIPE_THREADS = 2
 # per dataset: the [model], [data] and [optim] tables of the CPU recipe
 RECIPE: dict[str, dict[str, dict]] = {
     "drift": {
-        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_len": 64, "idea_hidden": 64, "idea_stop_words": 3},
+        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "dropout": 0.0, "max_len": 64, "idea_hidden": 64, "idea_stop_words": 3},
         "data": {"dataset": "drift", "train": 4000, "valid": 1000},
-        "optim": {"lr": 1e-3, "weight_decay": 0.01, "warmup": 0.05, "clip": 1.0, "batch_size": 64, "epochs": 3},
+        "optim": {"lr": 3e-3, "weight_decay": 0.01, "warmup": 0.05, "clip": 1.0, "batch_size": 32, "epochs": 6},
     },
     "wikitext-2": {
         "model": {"d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": 256, "max_len": 64, "idea_hidden": 128, "idea_stop_words": 50},
@@ -608,8 +610,6 @@ def plot_xray(xr: dict, path: str | Path) -> Path:
     """A bar plot of the x-ray's log-probability changes (boosted up, suppressed down)."""
     from matplotlib.figure import Figure  # lazy: plotting only
 
-    from neurosym.files import atomic_write
-
     words = [w for w, _ in xr["boost"]] + [w for w, _ in reversed(xr["suppress"])]
     values = [v for _, v in xr["boost"]] + [v for _, v in reversed(xr["suppress"])]
     fig = Figure(figsize=(max(6, 0.45 * len(words)), 3.6))
@@ -623,8 +623,6 @@ def plot_xray(xr: dict, path: str | Path) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    import io
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     atomic_write(path, lambda f: f.write(buf.getvalue()))
