@@ -1,0 +1,286 @@
+"""Corpus mode (issue 19): readers, the counter-example loop, written banks, format induction."""
+
+import json
+import os
+import re
+import time
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+
+import neurosym
+from neurosym.bench import synth as bench
+from neurosym.cli.main import main
+from neurosym.compile.regex import pattern_dfa
+from neurosym.data import shared_data_dir
+from neurosym.errors import NeurosymError
+from neurosym.synth import synthesize
+from neurosym.synth import corpus as sc
+from neurosym.synth import generalise as gen
+from neurosym.synth.bestfirst import BestFirst
+from neurosym.synth.regel_split import DEV, TEST, make_split
+
+SHARED = shared_data_dir()
+EWT = SHARED / "ud-english-ewt" if SHARED is not None else None
+HAVE_EWT = EWT is not None and (EWT / "en_ewt-ud-dev.conllu").is_file()
+HAVE_REGEL = SHARED is not None and (SHARED / "regel" / "so").is_dir()
+needs_ewt = pytest.mark.skipif(not HAVE_EWT, reason="needs the shared data set ud-english-ewt (../shared/data)")
+
+
+# ---------------------------------------------------------------------- readers
+
+
+@needs_ewt
+def test_conllu_reader_agrees_with_the_treebank_statistics():
+    """Words and UPOS counts of train + dev + test equal stats.xml's (254,818 words)."""
+    pairs = []
+    for split in ("train", "dev", "test"):
+        pairs += sc.read_conllu(EWT / f"en_ewt-ud-{split}.conllu", "UPOS")
+    stats = (EWT / "stats.xml").read_text(encoding="utf-8")
+    words = int(re.search(r"<words>(\d+)</words>", stats).group(1))
+    tags = {m.group(1): int(m.group(2)) for m in re.finditer(r'<tag name="([A-Z]+)">(\d+)</tag>', stats)}
+    assert len(pairs) == words == sum(tags.values())
+    assert Counter(label for _, label in pairs) == tags
+
+
+@needs_ewt
+def test_conllu_reader_agrees_with_a_raw_line_count():
+    path = EWT / "en_ewt-ud-dev.conllu"
+    raw = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+    words = [cols for cols in raw if len(cols) == 10 and cols[0].isdigit()]
+    pairs = sc.read_conllu(path, "xpos")
+    assert pairs == [(cols[1], cols[4]) for cols in words]
+
+
+def test_tsv_reader_and_its_errors(tmp_path):
+    path = tmp_path / "x.tsv"
+    path.write_text("12345\tZIP\n\tEMPTY\n\n#fff\tCOLOR\n")
+    assert sc.read_corpus(path) == [("12345", "ZIP"), ("", "EMPTY"), ("#fff", "COLOR")]
+    path.write_text("12345\tZIP\nno tab here\n")
+    with pytest.raises(NeurosymError, match=r"x\.tsv:2: expected 'string<TAB>label'"):
+        sc.read_corpus(path)
+    path.write_text("a\t \n")
+    with pytest.raises(NeurosymError, match=r"x\.tsv:1: empty label"):
+        sc.read_corpus(path)
+    with pytest.raises(NeurosymError, match="--label names a CoNLL-U column"):
+        sc.read_corpus(path, label="UPOS")
+    with pytest.raises(NeurosymError, match="no such file"):
+        sc.read_corpus(tmp_path / "absent.tsv")
+    (tmp_path / "bin.tsv").write_bytes(b"\xff\xfe\tX\n")
+    with pytest.raises(NeurosymError, match="not UTF-8"):
+        sc.read_corpus(tmp_path / "bin.tsv")
+
+
+def test_conllu_reader_errors(tmp_path):
+    path = tmp_path / "x.conllu"
+    path.write_text("# sent_id = 1\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n\n2\tbad line\n")
+    with pytest.raises(NeurosymError, match=r"x\.conllu:5: a CoNLL-U word line has 10 tab-separated columns, this one has 2"):
+        sc.read_corpus(path)
+    with pytest.raises(NeurosymError, match="unknown CoNLL-U column 'TAG'"):
+        sc.read_corpus(path, label="TAG")
+
+
+def test_sanitised_names():
+    assert sc.sanitise_names(["NUM", "b-loc", "1x", "B_LOC"]) == {"NUM": "NUM", "b-loc": "B_LOC", "1x": "_1X", "B_LOC": "B_LOC_2"}
+
+
+# ---------------------------------------------------------------------- the loop and the bank
+
+FORMATS = [
+    ("ZIP", ["12345", "90210", "02139", "60601", "10001", "12345-6789", "94105-1234", "30301-0042"]),
+    ("DATE", ["2024-01-15", "1999-12-31", "2003-07-04", "2020-02-29", "1987-10-09", "2011-11-11"]),
+    ("COLOR", ["#a3f", "#FFF", "#09c", "#1a2B3c", "#ffffff", "#00ff7F", "#c0ffee", "#abc"]),
+    ("WORD", ["hello", "world", "regex", "bank", "token", "class", "the", "synthesis"]),
+]
+
+
+def _pairs():
+    return [(s, lab) for lab, xs in FORMATS for s in xs] + [("12345", "ZIP")] * 3 + [("the", "WORD")] * 5
+
+
+def test_synthesize_corpus_writes_a_bank_that_compiles_and_agrees_with_re(tmp_path):
+    pairs = _pairs()
+    results = sc.synthesize_corpus(pairs, time_budget=10)
+    assert [r.label for r in results] == ["WORD", "ZIP", "COLOR", "DATE"]  # most tokens first
+    by = {r.label: r for r in results}
+    for r in results:
+        assert r.accuracy == 1.0 and r.f1 == 1.0, r
+        assert 1 <= len(r.rounds) <= sc.ROUNDS
+    assert re.fullmatch(by["ZIP"].pattern, "55555-0000") and not re.fullmatch(by["ZIP"].pattern, "5555")
+    bank = tmp_path / "formats.regex"
+    forms = {f for f, _ in pairs} | {"", "1234", "12345-", "#ab", "2024-1-1", "hello world"}
+    sc.write_bank(bank, results, forms=forms)
+    text = bank.read_text()
+    assert text.splitlines() == [f"{r.name}: /{r.pattern}/" for r in results]
+    loaded = neurosym.load(bank)
+    for r in results:
+        dfa = loaded.patterns[r.name].char_dfa
+        rx = re.compile(r.pattern)
+        for f in forms:
+            assert dfa.accepts(f) == bool(rx.fullmatch(f)), (r.name, f)
+
+
+def test_the_counter_example_loop_terminates_and_keeps_the_best_on_the_full_set():
+    """A sample of 4 positives and 4 negatives misses most shapes; each round adds the
+    forms the candidate gets wrong, and the returned regex is the best on the full set."""
+    numbers = [str(n) for n in range(0, 400, 7)] + [f"{n},000" for n in range(1, 60, 3)] + [f"{n}.5" for n in range(30)]
+    words = ["one", "two", "x1", "a-b", "#1", "1st", "2nd", "3rd", "4th", "12th", "v1.2", "1990s", "1-2"] + [f"w{k}x" for k in range(40)]
+    pairs = [(s, "NUM") for s in numbers] + [(s, "OTHER") for s in words]
+    table = sc.Table(pairs)
+    pattern, rounds = sc.learn_class(table, "NUM", time_budget=30, sample_positives=4, sample_negatives=4, counter_examples=5, rounds=6)
+    assert 1 <= len(rounds) <= 6
+    assert len(rounds) > 1  # the first sample was not enough
+    fulls = [r.full_errors for r in rounds]
+    rx = re.compile(pattern)
+    pos, neg = table.weights("NUM")
+    final = sum(w for f, w in pos.items() if not rx.fullmatch(f)) + sum(w for f, w in neg.items() if rx.fullmatch(f))
+    assert final == min(fulls) <= fulls[0]  # never worse on the full set than the first (sample-only) round
+    assert all(r.sample_positives >= 4 for r in rounds)
+    assert [r.sample_positives + r.sample_negatives for r in rounds] == sorted(r.sample_positives + r.sample_negatives for r in rounds)
+    assert final == 0
+
+
+def test_stratified_sample_covers_every_shape_first():
+    weights = {"1": 50.0, "2": 40.0, "3": 30.0, "1,000": 1.0, "3.5": 1.0, "one": 2.0}
+    sample = sc.stratified_sample(weights, 4)
+    assert {gen.shape(s) for s in sample} == {"D", "D,D", "D.D", "L"}
+
+
+def test_corpus_errors():
+    with pytest.raises(NeurosymError, match="no example"):
+        sc.synthesize_corpus([], classes=None)
+    with pytest.raises(NeurosymError, match=r"class\(es\) 'FOO' have no example"):
+        sc.synthesize_corpus([("1", "NUM")], classes=["FOO"])
+    with pytest.raises(NeurosymError, match="no form it labels more often"):
+        sc.synthesize_corpus([("a", "A"), ("a", "B"), ("a", "B")], classes=["A"])
+    with pytest.raises(NeurosymError, match="example 1: expected a"):
+        sc.synthesize_corpus([("a", "A"), ("b",)])
+
+
+# ---------------------------------------------------------------------- everyday formats
+
+
+HELD_OUT = {
+    "zip": (
+        ["12345", "90210", "02139", "60601", "10001", "12345-6789", "94105-1234", "30301-0042"],
+        ["1234", "123456", "12345-678", "1-23", "123", "abcde", "12345-"],
+        ["55555", "00000", "98765-4321", "11111-0000"],
+        ["5555", "555555", "55555-", "55555-44444", "5555-55555", "a5555", "55555 1234"],
+    ),
+    "iso date": (
+        ["2024-01-15", "1999-12-31", "2003-07-04", "2020-02-29", "1987-10-09", "2011-11-11"],
+        ["2024-1-15", "24-01-15", "2024/01/15", "20240115", "2024-01-5"],
+        ["2000-06-30", "1850-03-03", "2099-12-01"],
+        ["2000-6-30", "200-06-30", "2000-06-300", "2000.06.30", "2000-06", "2000-06-30-01", "20000630"],
+    ),
+    "hex colour": (
+        ["#a3f", "#FFF", "#09c", "#1a2B3c", "#ffffff", "#00ff7F", "#c0ffee", "#abc"],
+        ["#ab", "#abcd", "a3f", "#ggg", "#12345", "#1234567", "##abc"],
+        ["#123", "#fAb", "#deadbe", "#A0B1C2"],
+        ["#12", "#1234", "#12345", "#1234567", "123456", "#xyz", "#12g", "# 123"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HELD_OUT))
+def test_everyday_formats_generalise(name):
+    pos, neg, fresh, near = HELD_OUT[name]
+    t0 = time.monotonic()
+    res = synthesize(pos, neg, time_budget=60)
+    assert res.solved and time.monotonic() - t0 < 60
+    rx = re.compile(res.pattern)
+    assert all(rx.fullmatch(s) for s in fresh), res.pattern
+    assert not any(rx.fullmatch(s) for s in near), res.pattern
+    assert res.info["phase"] == "format"
+
+
+def test_counts_are_learnt_from_the_data():
+    assert gen.induce(["1999", "2024", "1066"]).pattern == "[0-9]{4}"
+    c = gen.induce(["7", "42", "1999", "123456", "31", "8"])
+    assert c.pattern == "[0-9]+"
+    assert gen.induce(["v1.2.3", "v10.0.1", "v2.14.17"]).pattern == "v[0-9]+\\.[0-9]+\\.[0-9]+"
+
+
+def test_format_induction_stays_out_of_small_alphabets_and_weak_evidence():
+    """AlphaRegex-style problems ({0, 1}) never use it, and Regel-like broad rules whose
+    template does not compress the examples go to the enumerator."""
+    res = synthesize(["0", "10", "110", "1010"], ["", "1", "01", "011"], time_budget=5)
+    assert res.pattern == "[01]*0" and res.info["phase"] != "format"
+    res = synthesize(["Alice", "Bob", "Zoe 2"], ["alice", "9Bob", "", " bob"], time_budget=5)
+    assert res.info["phase"] != "format"
+
+
+# ---------------------------------------------------------------------- bounded best-first
+
+
+def test_best_first_frontier_is_bounded():
+    pos = ["#a3f", "#FFF", "#09c", "#1a2B3c", "#ffffff", "#00ff7F", "#c0ffee", "#abc"]
+    neg = ["#ab", "#abcd", "a3f", "#ggg", "#12345", "#1234567", "##abc", "#ab-cd"]
+    bf = BestFirst(pos, neg, max_frontier=2000, max_memo=2000)
+    for _ in bf.solutions(3.0):
+        break
+    assert bf.pruned > 0 and bf.expanded > 0
+    # a small frontier still finds easy solutions
+    bf2 = BestFirst(["0", "00", "000"], ["1", "01"], max_frontier=50)
+    assert bf2.search(5.0) is not None
+
+
+# ---------------------------------------------------------------------- the Regel split
+
+
+def test_regel_split_is_fixed_and_disjoint():
+    assert len(DEV) == len(TEST) == 161 and not set(DEV) & set(TEST)
+    assert sum(n.startswith("so/") for n in DEV) == 61
+
+
+@pytest.mark.skipif(not HAVE_REGEL, reason="needs the shared data set regel (../shared/data)")
+def test_regel_split_is_reproduced_from_the_data():
+    folder = SHARED / "regel"
+    dev, test = make_split({s: os.listdir(folder / s) for s in ("so", "deepregex")})
+    assert tuple(dev) == DEV and tuple(test) == TEST
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+def test_cli_synth_corpus(tmp_path):
+    corpus = tmp_path / "formats.tsv"
+    corpus.write_text("".join(f"{s}\t{lab}\n" for s, lab in _pairs()))
+    bank = tmp_path / "out.regex"
+    r = CliRunner().invoke(main, ["synth", "--corpus", str(corpus), "-o", str(bank), "--classes", "ZIP,COLOR", "--time", "10", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output.strip().splitlines()[-1])
+    assert [c["name"] for c in res["classes"]] == ["ZIP", "COLOR"] and res["examples"] == len(_pairs())
+    assert all(c["accuracy"] == 1.0 for c in res["classes"])
+    assert neurosym.load(bank).patterns["ZIP"].accepts("12345-6789")
+    r = CliRunner().invoke(main, ["synth", "--corpus", str(corpus), "-o", str(bank)])  # -o replaces the bank whole
+    assert r.exit_code == 0 and "wrote 4 pattern(s)" in r.output, r.output
+    assert [line.split(":")[0] for line in bank.read_text().splitlines()] == ["WORD", "ZIP", "COLOR", "DATE"]
+    for args, msg in [
+        (["--corpus", str(corpus), "--pos", str(corpus)], "--corpus replaces --pos/--neg"),
+        (["--corpus", str(corpus), "--name", "X"], "--name applies to --pos/--neg"),
+        (["--corpus", str(corpus), "--classes", "NOPE"], "'NOPE' have no example"),
+        (["--corpus", str(tmp_path / "nope.tsv")], "no such file"),
+        (["--corpus", str(corpus), "-o", str(corpus)], "refusing to write the bank over the input"),
+        (["--pos", str(corpus), "--classes", "ZIP"], "--classes applies to --corpus only"),
+        ([], "give the positive examples (--pos FILE) or a labelled corpus (--corpus FILE)"),
+    ]:
+        r = CliRunner().invoke(main, ["synth", *args])
+        assert r.exit_code == 2 and msg in r.output, (args, r.output)
+
+
+# ---------------------------------------------------------------------- UD English-EWT (slow)
+
+
+@pytest.mark.slow
+@needs_ewt
+def test_ud_ewt_regexes_beat_memorised_forms_on_unseen_forms():
+    res = bench.run_corpus(classes=("NUM", "PUNCT", "SYM"), time_budget=60, test_split="test")
+    for label in ("NUM", "PUNCT", "SYM"):
+        unseen = res["classes"][label]["unseen"]
+        assert unseen["regex"]["f1"] > unseen["memorised"]["f1"], (label, unseen)
+        pattern = res["classes"][label]["pattern"]
+        dfa, rx = pattern_dfa(pattern), re.compile(pattern)
+        for form in {f for f, _ in sc.read_conllu(EWT / "en_ewt-ud-test.conllu")}:
+            assert dfa.accepts(form) == bool(rx.fullmatch(form)), (label, form)
