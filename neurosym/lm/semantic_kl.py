@@ -131,9 +131,8 @@ def _terms_from_hidden(logits: Tensor, hidden: Tensor, y: Tensor, W: Tensor, T: 
     uniq, inv = torch.unique(y, return_inverse=True)  # (U,), (N,)
     with torch.no_grad():
         scaled = similarity(W, uniq, sim).to(dtype) / _check_temperature(T)  # (U, V)
-        lse = torch.logsumexp(scaled, dim=-1, keepdim=True)  # (U, 1)
-        q = (scaled - lse).exp_()  # (U, V) the targets
-        neg_entropy = (q * scaled).sum(-1) - lse.squeeze(-1)  # (U,) sum_v q log q
+        q = torch.softmax(scaled, dim=-1)  # (U, V) the targets
+        neg_entropy = (q * scaled).sum(-1) - torch.logsumexp(scaled, dim=-1)  # (U,) sum_v q log q
         counts = torch.bincount(inv, minlength=uniq.numel()).to(dtype)
     Wd = W.to(dtype)
     shift = Wd[uniq] - q @ Wd  # (U, D): W[y] minus the target's mean output embedding (gradient reaches W, not q)

@@ -67,6 +67,8 @@ class Task(Protocol):
       of floats to log; under DDP it gets this rank's rows of the batch.
     * ``evaluate(model)`` returns a dict of floats; it runs at each epoch end on rank 0,
       under ``torch.no_grad()`` with the model in eval mode.
+    * ``at_step(step, total_steps)`` (optional) is called before each ``loss`` with the
+      0-based optimizer step (resumed runs included), for losses on a schedule.
     """
 
     def build_model(self, config: Config) -> nn.Module: ...
@@ -353,6 +355,9 @@ class Trainer:
         part, share = shard_batch(batch, self.rank, self.world_size)
         part = map_tensors(part, lambda t: t.to(self.device))
         self.optimizer.zero_grad(set_to_none=True)
+        at_step = getattr(self.task, "at_step", None)  # optional: losses that follow a schedule over steps
+        if callable(at_step):
+            at_step(self.step, self.total_steps)
         out = self.task.loss(wrapped, part)
         if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.Tensor) and out[0].ndim == 0 and isinstance(out[1], dict)):
             raise TaskError("task.loss() must return (0-d loss tensor, dict of floats)")
