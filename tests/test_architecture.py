@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, int]] = [
     ("neurosym.report", 3),
     ("neurosym.layers", 4),
     ("neurosym.data", 4),
+    ("neurosym.tasks", 4),  # the structured suite's tasks (issue 20)
     ("neurosym.lm", 5),
     ("neurosym.decode", 6),
     ("neurosym.hf", 6),  # the Hugging Face bridge (optional extra `hf`)

@@ -1,0 +1,187 @@
+"""The task protocol of the structured-LM suite: fixed-seed splits, a metric, a family.
+
+A :class:`Task` builds a :class:`TaskData` (a train and a test :class:`Split` over one
+word :class:`~neurosym.vocab.Vocab`) from a generator or from files; the same
+``(n_train, n_test, seed)`` always gives the same data. A task whose data is missing
+says why in :meth:`Task.skip_reason` (``None`` when it can run).
+
+Families (one model head each):
+
+* ``classification``: labels (N,) long in ``[0, num_classes)``, one per sequence;
+* ``tagging``: labels (N, L) long, one per token, ``IGNORE`` (-100) at padding.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from neurosym.data import shared_data_dir
+from neurosym.errors import NeurosymError
+from neurosym.vocab import Vocab
+
+FAMILIES = ("classification", "tagging")
+IGNORE = -100
+"""The label of padding positions in tagging splits (``cross_entropy``'s ignore index)."""
+
+
+@dataclass
+class Split:
+    """N sequences of word ids, right-padded with 0 (``<pad>``).
+
+    ids: (N, L) long. lengths: (N,) long. labels: (N,) long (classification) or (N, L)
+    long with ``IGNORE`` at padding (tagging).
+    """
+
+    ids: torch.Tensor
+    lengths: torch.Tensor
+    labels: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def subset(self, index: Sequence[int] | torch.Tensor) -> "Split":
+        """The rows ``index`` (trimmed to their longest sequence)."""
+        index = torch.as_tensor(index, dtype=torch.long)
+        lengths = self.lengths[index]
+        L = max(1, int(lengths.max())) if len(index) else 1
+        labels = self.labels[index]
+        return Split(self.ids[index, :L], lengths, labels[:, :L] if labels.dim() == 2 else labels)
+
+    def fraction(self, share: float, seed: int = 0) -> "Split":
+        """A fixed-seed random ``share`` of the rows (at least one)."""
+        if not 0 < share <= 1:
+            raise NeurosymError(f"a training share must be in (0, 1], got {share}")
+        n = max(1, int(round(share * len(self))))
+        order = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))
+        return self.subset(order[:n].sort().values)
+
+
+@dataclass
+class TaskData:
+    """What a task gives a model: the splits, the vocabulary, the label count."""
+
+    train: Split
+    test: Split
+    vocab: Vocab
+    num_classes: int
+    label_names: list[str] = field(default_factory=list)
+
+
+def encode(sequences: Sequence[Sequence[str]], vocab: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token strings -> right-padded ids (N, L) and lengths (N,); unknown words map to
+    ``<unk>`` (a NeurosymError when the vocabulary has none)."""
+    rows = [[vocab.id(w) for w in seq] for seq in sequences]
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    L = max(1, int(lengths.max())) if rows else 1
+    ids = torch.zeros(len(rows), L, dtype=torch.long)
+    for n, r in enumerate(rows):
+        if r:
+            ids[n, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return ids, lengths
+
+
+def pad_tags(tags: Sequence[Sequence[int]], width: int) -> torch.Tensor:
+    """Per-token labels -> (N, width) long with ``IGNORE`` past each sequence."""
+    out = torch.full((len(tags), max(1, width)), IGNORE, dtype=torch.long)
+    for n, t in enumerate(tags):
+        if len(t):
+            out[n, : len(t)] = torch.tensor(list(t), dtype=torch.long)
+    return out
+
+
+def word_vocab(sequences: Sequence[Sequence[str]], max_size: int | None = None, min_count: int = 1) -> Vocab:
+    """A word vocabulary (``<pad> <unk> <bos> <eos>``, then words by count, ties
+    alphabetical) built from training sequences only."""
+    counts = Counter(w for s in sequences for w in s)
+    ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    if max_size is not None:
+        ranked = ranked[: max(0, max_size - 4)]
+    return Vocab.words(ranked)
+
+
+def classification_split(sequences: Sequence[Sequence[str]], labels: Sequence[int], vocab: Vocab, max_len: int | None = None) -> Split:
+    """A classification :class:`Split` (sequences cut to ``max_len`` words)."""
+    seqs = [list(s)[:max_len] if max_len else list(s) for s in sequences]
+    ids, lengths = encode(seqs, vocab)
+    return Split(ids, lengths, torch.tensor(list(labels), dtype=torch.long))
+
+
+def tagging_split(sequences: Sequence[Sequence[str]], tags: Sequence[Sequence[int]], vocab: Vocab, max_len: int | None = None) -> Split:
+    """A tagging :class:`Split` (sequences and their tags cut to ``max_len``)."""
+    seqs = [list(s)[:max_len] if max_len else list(s) for s in sequences]
+    tags = [list(t)[: len(s)] for t, s in zip(tags, seqs)]
+    ids, lengths = encode(seqs, vocab)
+    return Split(ids, lengths, pad_tags(tags, ids.shape[1]))
+
+
+def sample_rows(n_total: int, n: int | None, seed: int) -> np.ndarray:
+    """A fixed-seed sorted choice of ``min(n, n_total)`` row numbers (all when n is None)."""
+    if n is None or n >= n_total:
+        return np.arange(n_total)
+    return np.sort(np.random.default_rng(seed).choice(n_total, size=n, replace=False))
+
+
+class Task:
+    """One task of the suite.
+
+    Class attributes:
+        name: the suite's name (``tomita3``, ``pos``, ...).
+        family: ``classification`` or ``tagging`` (see :data:`FAMILIES`).
+        metric: the reported metric (``accuracy`` for every task here).
+        source: what the data are (generator or data set, with its licence).
+        length_axis: whether the test set spans longer lengths than training (the
+            length-generalisation analysis buckets its accuracy by test length).
+    """
+
+    name: str = ""
+    family: str = "classification"
+    metric: str = "accuracy"
+    source: str = ""
+    length_axis: bool = False
+    data_dir: Path | None = None
+
+    def __init__(self, data_dir: str | Path | None = None):
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+
+    def shared(self, *parts: str) -> Path | None:
+        """A path inside the shared data folder (``--data`` DIR, else ``../shared/data``),
+        or None when the folder or the path is missing."""
+        root = self.data_dir if self.data_dir is not None else shared_data_dir()
+        if root is None:
+            return None
+        path = Path(root).joinpath(*parts)
+        return path if path.exists() else None
+
+    def skip_reason(self) -> str | None:
+        """Why the task cannot run here (missing data), or None."""
+        return None
+
+    def build(self, n_train: int | None = None, n_test: int | None = None, seed: int = 0) -> TaskData:
+        """The task's fixed-seed train and test splits (``None``: the default sizes / all rows)."""
+        raise NotImplementedError
+
+    def load(self, n_train: int | None = None, n_test: int | None = None, seed: int = 0) -> TaskData:
+        """:meth:`build` after checking :meth:`skip_reason` (a NeurosymError naming it)."""
+        reason = self.skip_reason()
+        if reason is not None:
+            raise NeurosymError(f"task {self.name}: {reason}")
+        data = self.build(n_train, n_test, seed)
+        if self.family not in FAMILIES:
+            raise NeurosymError(f"task {self.name}: unknown family {self.family!r}")
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, family={self.family!r})"
+
+
+def accuracy(pred: torch.Tensor, labels: torch.Tensor) -> float:
+    """The share of positions where ``pred == labels``, ignoring ``IGNORE`` labels."""
+    keep = labels != IGNORE
+    n = int(keep.sum())
+    return float(((pred == labels) & keep).sum()) / n if n else float("nan")
