@@ -662,6 +662,21 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
         click.echo("\n\n".join(parts))
 
 
+@bench.command(name="train", epilog=examples("neurosym bench train", "neurosym bench train --repeats 40 --threads 2 --json"))
+@click.option("--repeats", default=20, show_default=True, type=click.IntRange(min=1), help="Timed steps per variant (interleaved; best and median reported).")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="Torch threads.")
+@click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Windows per batch.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
+def bench_train(repeats: int, threads: int, batch: int, as_json: bool) -> None:
+    """Time per training step of the baseline LM, the semantic-fusion model and semantic KL
+    at the same size on one batch of WikiText-2 windows, in process CPU time, as ratios to
+    the baseline (docs/semantic_kl.md)."""
+    from neurosym.bench import train as bench_train_module  # lazy: --help must not load torch and every subsystem
+
+    results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch)
+    click.echo(json.dumps(results, indent=2) if as_json else bench_train_module.format_results(results))
+
+
 @main.command(
     name="eval",
     epilog=examples(

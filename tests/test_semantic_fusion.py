@@ -263,3 +263,24 @@ def test_reproduce_runs_the_control_and_lexical_variants(tmp_path):
     assert r["fusion-control"]["params"] - r["fusion"]["params"] == 2 * n_control * d  # W_s and W_g read c
     assert r["fusion-lexical"]["params"] - r["fusion-control"]["params"] == n_lexical * d  # W_o
     assert all(r[v]["runs"][0]["ppl"] >= r["floor_ppl"] for v in variants)
+
+
+def test_the_uniformizer_per_class_is_the_sum_over_the_classes():
+    from neurosym.lm.losses import class_uniformizer
+
+    joint = task(recipe_config("fusion", 0, model=TINY, train=64, valid=16))
+    per = task(recipe_config("fusion-lexical-uniform", 0, model=TINY, train=64, valid=16))
+    assert per.model_cfg.uniformizer_classes == "per_class" and joint.model_cfg.uniformizer_classes == "joint"
+    assert sorted(torch.cat(per.class_ids).tolist()) == per.adjective_ids.tolist()  # the two polarity classes, disjoint
+    seed_all(0)
+    net = per.build_model(recipe_config("fusion-lexical-uniform", 0, model=TINY, train=64, valid=16))
+    batch = per.train_batches(0, torch.Generator().manual_seed(0))[0]
+    net.eval()  # no dropout: both passes see the same logits
+    _, logs = per.loss(net, batch)
+    inputs = {k: batch[k] for k in ("features", "control") if k in batch}
+    logits = net(batch["ids"], **inputs).logits
+    w = per.model_cfg.uniformizer_weight
+    expected = sum(float(class_uniformizer(logits, batch["targets"], ids, w).detach()) for ids in per.class_ids)
+    assert logs["uniformizer"] == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ConfigError, match="uniformizer_classes"):
+        task(recipe_config("fusion", 0, model={"uniformizer_classes": "both"}))

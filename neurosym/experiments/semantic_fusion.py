@@ -76,6 +76,7 @@ class ModelSection:
     aux_weight: float = 0.5  # fusion only; 0 builds no auxiliary head
     aux_hidden: int = 128  # fusion only
     uniformizer_weight: float = 0.01  # both models (0 turns it off)
+    uniformizer_classes: Literal["joint", "per_class"] = "joint"  # one class of all held-out classes' words, or each class alone
     control: bool = False  # fusion only: train with the gold sentence-level control (zeroed at evaluation)
     control_dropout: float = 0.1  # fusion with control: the share of rows whose control is zeroed in training
     lexical_output: bool = False  # fusion only: logit(v) = h . (E[v] + W_o f(v)), f the context-free lexicon columns
@@ -87,6 +88,7 @@ class ModelSection:
         _require(0 <= self.dropout < 1, "model.dropout", "expected a number in [0, 1)", self.dropout)
         _require(0 <= self.label_smoothing < 1, "model.label_smoothing", "expected a number in [0, 1)", self.label_smoothing)
         _require(0 <= self.control_dropout < 1, "model.control_dropout", "expected a number in [0, 1) (the share of rows trained without control)", self.control_dropout)
+        _require(self.uniformizer_classes in ("joint", "per_class"), "model.uniformizer_classes", 'expected "joint" or "per_class"', self.uniformizer_classes)
         for key in ("aux_weight", "uniformizer_weight"):
             value = getattr(self, key)
             _require(math.isfinite(value) and value >= 0, f"model.{key}", "expected a finite number >= 0 (0 turns it off)", value)
@@ -160,6 +162,7 @@ class SemanticFusionTask:
         held_words = [w for ws in self.holdout.values() for w in ws]
         held = {vocab.id(w) for w in held_words}
         self.adjective_ids = torch.tensor(sorted({vocab.id(w) for c in d.holdout_classes for w in lex.class_words(c)}))
+        self.class_ids = [torch.tensor(sorted({vocab.id(w) for w in lex.class_words(c)})) for c in d.holdout_classes]
         self.seen_ids = torch.tensor([i for i in range(len(vocab)) if i not in held])
         # the same grammar without the held-out words, renormalised within their arcs
         self.train_auto = load_fsg(grammar, vocab, exclude=held_words)
@@ -213,7 +216,8 @@ class SemanticFusionTask:
         logs = {"ce": float(ce.detach())}
         total = ce
         if m.uniformizer_weight > 0:  # the same for both models
-            uni = class_uniformizer(out.logits, batch["targets"], self.adjective_ids.to(out.logits.device), m.uniformizer_weight)
+            groups = [self.adjective_ids] if m.uniformizer_classes == "joint" else self.class_ids
+            uni = sum(class_uniformizer(out.logits, batch["targets"], ids.to(out.logits.device), m.uniformizer_weight) for ids in groups)
             total = total + uni
             logs["uniformizer"] = float(uni.detach())
         if fusion and m.aux_weight > 0:
@@ -266,6 +270,9 @@ VARIANTS: dict[str, dict] = {
     # issue 16: the control channel in training, then with the lexical output layer (= configs/semantic_fusion.toml)
     "fusion-control": {"kind": "fusion", "control": True},
     "fusion-lexical": {"kind": "fusion", "control": True, "lexical_output": True},
+    # the uniformizer per polarity class (not across both), stronger: held-out words of the requested class
+    "fusion-lexical-uniform": {"kind": "fusion", "control": True, "lexical_output": True, "uniformizer_classes": "per_class",
+                               "uniformizer_weight": 0.1},
 }
 MAIN = ("baseline", "fusion", "fusion-control", "fusion-lexical")
 ABLATION = ("baseline-no-uniformizer", "baseline", "fusion", "fusion-no-uniformizer", "fusion-no-aux")
