@@ -244,7 +244,7 @@ def reproduce() -> None:
 @reproduce.command(
     name="semantic-kl",
     epilog=examples(
-        "neurosym reproduce semantic-kl                        # 3 seeds, WikiText-2 and UD English-EWT, ~3 min per model",
+        "neurosym reproduce semantic-kl                        # 3 seeds, WikiText-2 and UD English-EWT, ~1 min per model",
         "neurosym reproduce semantic-kl --seeds 1 --datasets ud-english-ewt",
         "neurosym reproduce semantic-kl --resume --json > report.json",
     ),
@@ -252,7 +252,7 @@ def reproduce() -> None:
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="Model seeds (the data are fixed).")
 @click.option("--datasets", default="wikitext-2,ud-english-ewt", show_default=True, help="Comma-separated: wikitext-2, ud-english-ewt.")
 @click.option("--variants", default=None, help="Comma-separated variants (default: baseline, kl-T0.1, kl-T0.2, kl-cos-0.3-to-0.05).")
-@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Override the recipe's 2 epochs.")
+@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Override the recipe's 1 epoch.")
 @click.option("--data", "data_dir", default=None, type=click.Path(path_type=Path), help="A folder with the corpus files (default: the shipped corpora/).")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="Torch threads (results depend on the thread count).")
 @click.option("--gpu", is_flag=True, help="The larger configuration of docs/semantic_kl.md, on CUDA.")
