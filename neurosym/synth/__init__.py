@@ -6,7 +6,8 @@
     res = synthesize(["0", "10", "110"], ["1", "01"], time_budget=5)
     res.pattern, res.solved          # e.g. '[01]*0', True
 
-Methods: ``"beam"`` (AlphaRegex-style best-first enumeration with pruning, then a
+Methods: ``"beam"`` (over text, format induction first — character classes and
+counts learned from the examples, :mod:`neurosym.synth.generalise`; then AlphaRegex-style best-first enumeration with pruning, then a
 local beam search on the edit-distance objective), ``"evolve"`` (a genetic algorithm
 over ASTs) and ``"reinforce"`` (a GRU policy emitting prefix-order tokens, trained by
 REINFORCE). Every result is compiled with :func:`neurosym.compile_regex`; ``solved``
@@ -25,6 +26,7 @@ from neurosym.compile.regex import compile_regex
 from neurosym.errors import NeurosymError
 from neurosym.synth import beam, evolve, regex_ast, reinforce
 from neurosym.synth.bank import write_to_bank
+from neurosym.synth.corpus import synthesize_corpus
 from neurosym.synth.distance import distances, objective
 from neurosym.synth.regex_ast import parse, size, to_pattern
 from neurosym.synth.simplify import simplify
@@ -131,7 +133,8 @@ def synthesize(
         lam: weight of the regex size in the objective.
         progress: show a tqdm progress bar.
         leaves: leaf alphabet (default :func:`neurosym.synth.bestfirst.default_leaves`).
-        options: passed to the method (e.g. ``beam_width``, ``population``, ``batch``).
+        options: passed to the method (e.g. ``beam_width``, ``population``, ``batch``;
+            ``formats=False`` turns off ``beam``'s format induction).
     """
     pos, neg = _check_examples(positives, negatives)
     if method not in METHODS:
@@ -156,4 +159,4 @@ def synthesize(
     )
 
 
-__all__ = ["METHODS", "SynthResult", "distances", "score_on_examples", "objective", "regex_ast", "synthesize", "write_to_bank"]
+__all__ = ["METHODS", "SynthResult", "distances", "score_on_examples", "objective", "regex_ast", "synthesize", "synthesize_corpus", "write_to_bank"]
