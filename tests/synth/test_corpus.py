@@ -284,3 +284,59 @@ def test_ud_ewt_regexes_beat_memorised_forms_on_unseen_forms():
         dfa, rx = pattern_dfa(pattern), re.compile(pattern)
         for form in {f for f, _ in sc.read_conllu(EWT / "en_ewt-ud-test.conllu")}:
             assert dfa.accepts(form) == bool(rx.fullmatch(form)), (label, form)
+
+
+# ---------------------------------------------------------------------- benchmark pieces
+
+
+def test_memorised_baseline():
+    predict, majority = bench.memorised([("a", "X"), ("a", "Y"), ("a", "Y"), ("b", "X"), ("c", "X")])
+    assert majority == "X" and predict("a") == "Y" and predict("b") == "X" and predict("zzz") == "X"
+
+
+def test_binary_strings_and_the_alpharegex_reference_reader(tmp_path):
+    xs = bench.binary_strings(3)
+    assert len(xs) == 15 and len(set(xs)) == 15 and "" in xs and "101" in xs
+    ref = tmp_path / "reference.tsv"
+    ref.write_text("# header\nno1_a\t0(0+1)*\t0(0|1)*\n")
+    assert bench.load_alpharegex_reference(ref) == {"no1_a": "0(0|1)*"}
+    ref.write_text("no1_a\t0(0+1)*\n")
+    with pytest.raises(NeurosymError, match=r"reference\.tsv:1: expected 3 tab-separated columns"):
+        bench.load_alpharegex_reference(ref)
+
+
+def test_alpharegex_rows_carry_equivalence_and_f1(tmp_path, monkeypatch):
+    ref = tmp_path / "reference.tsv"
+    ref.write_text("no1_start_with_0\t0(0+1)*\t0(0|1)*\n")
+    read = bench.load_alpharegex_reference
+    monkeypatch.setattr(bench, "load_alpharegex_reference", lambda: read(ref))
+    problem = {"name": "no1_start_with_0", "positives": ["0", "00", "01", "010"], "negatives": ["", "1", "10", "11"], "has_x": True}
+    out = bench.run_alpharegex(("beam", "beam-alphaleaves"), time_budget=5, problems=[problem])
+    for method in ("beam", "beam-alphaleaves"):
+        row = out[method]["rows"][0]
+        assert row["solved"] and row["equivalent"] and row["f1"] == 1.0, row
+        assert out[method]["equivalent"] == 1 and out[method]["mean_f1"] == 1.0
+
+
+def test_bench_synth_option_checks():
+    with pytest.raises(NeurosymError, match="--regel-split: unknown split 'train'"):
+        bench.bench_synth_command("beam", suites="regel", regel_split="train")
+    with pytest.raises(NeurosymError, match="--corpus-test: unknown split 'train'"):
+        bench.bench_synth_command("beam", suites="corpus", corpus_test="train")
+
+
+def test_bench_synth_corpus_needs_the_treebank(monkeypatch, tmp_path):
+    import neurosym.data
+
+    monkeypatch.setattr(neurosym.data, "CHECKOUT_SHARED_DATA", tmp_path / "absent")
+    monkeypatch.setenv("NEUROSYM_SHARED_DATA", str(tmp_path / "absent-too"))
+    r = CliRunner().invoke(main, ["bench", "synth", "--suites", "corpus"])
+    assert r.exit_code == 2 and "--suites corpus needs the shared data set ud-english-ewt" in r.output, r.output
+
+
+@pytest.mark.skipif(not HAVE_REGEL, reason="needs the shared data set regel (../shared/data)")
+def test_run_regel_keeps_one_half(monkeypatch):
+    seen = []
+    monkeypatch.setattr(bench, "_synthesize", lambda p, *a: seen.append(p["name"]) or synthesize(p["positives"], p["negatives"], time_budget=1))
+    out = bench.run_regel(("beam",), time_budget=1, limit=3, split="test")
+    assert out["split"] == "test" and len(seen) == 3 and all(n in TEST for n in seen)
