@@ -130,9 +130,10 @@ def _terms_from_hidden(logits: Tensor, hidden: Tensor, y: Tensor, W: Tensor, T: 
     ce = F.cross_entropy(logits.to(dtype), y, reduction="sum") / n
     uniq, inv = torch.unique(y, return_inverse=True)  # (U,), (N,)
     with torch.no_grad():
-        scaled = similarity(W, uniq, sim).to(dtype) / _check_temperature(T)  # (U, V)
-        q = torch.softmax(scaled, dim=-1)  # (U, V) the targets
-        neg_entropy = (q * scaled).sum(-1) - torch.logsumexp(scaled, dim=-1)  # (U,) sum_v q log q
+        scaled = similarity(W, uniq, sim).to(dtype).div_(_check_temperature(T))  # (U, V)
+        lse = torch.logsumexp(scaled, dim=-1, keepdim=True)  # (U, 1)
+        q = scaled.sub(lse).exp_()  # (U, V) the targets
+        neg_entropy = torch.bmm(q.unsqueeze(1), scaled.unsqueeze(2)).view(-1) - lse.view(-1)  # (U,) sum_v q log q
         counts = torch.bincount(inv, minlength=uniq.numel()).to(dtype)
     Wd = W.to(dtype)
     shift = Wd[uniq] - q @ Wd  # (U, D): W[y] minus the target's mean output embedding (gradient reaches W, not q)
