@@ -388,7 +388,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
     say = None if as_json else (lambda line: click.echo(line, err=True))
     report = reproduce_idea(seeds=seeds, out_dir=out_dir, datasets=chosen, progress=say, resume=resume, threads=threads, gpu=gpu, samples=samples)
     if as_json:
-        click.echo(json.dumps(idea_json(report), indent=2, ensure_ascii=False, default=list))
+        click.echo(json.dumps(idea_json(report), indent=2, ensure_ascii=False, default=str))
     else:
         click.echo(format_idea_report(report))
 

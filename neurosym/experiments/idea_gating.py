@@ -124,7 +124,8 @@ class DataSection:
     seed: int = 0  # corpus seed (the same corpus for every model seed)
 
     def __post_init__(self):
-        _require(self.train >= 0 and self.valid >= 1, "data.train", "expected train >= 0 and valid >= 1 documents", (self.train, self.valid))
+        _require(self.train >= 0, "data.train", "expected a number of documents >= 0", self.train)
+        _require(self.valid >= 1, "data.valid", "expected a number of documents >= 1", self.valid)
         _require(3 <= self.max_words, "data.max_words", "expected at least 3 words", self.max_words)
         _require(self.min_freq >= 1, "data.min_freq", "expected an integer >= 1", self.min_freq)
         _require(self.seq_len >= 2, "data.seq_len", "expected an integer >= 2", self.seq_len)
@@ -467,9 +468,9 @@ RECIPE: dict[str, dict[str, dict]] = {
         "optim": {"lr": 3e-3, "weight_decay": 0.01, "warmup": 0.05, "clip": 1.0, "batch_size": 32, "epochs": 6},
     },
     "wikitext-2": {
-        "model": {"d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": 256, "max_len": 64, "idea_hidden": 128, "idea_stop_words": 50},
-        "data": {"dataset": "wikitext-2", "min_freq": 3, "seq_len": 64},
-        "optim": {"lr": 1e-3, "weight_decay": 0.01, "warmup": 0.05, "clip": 1.0, "batch_size": 32, "epochs": 4},
+        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_len": 64, "idea_hidden": 64, "idea_stop_words": 50},
+        "data": {"dataset": "wikitext-2", "min_freq": 5, "seq_len": 64},
+        "optim": {"lr": 2e-3, "weight_decay": 0.01, "warmup": 0.05, "clip": 1.0, "batch_size": 32, "epochs": 2},
     },
 }
 # The larger configuration for a GPU (docs/idea_gating.md): --gpu in the CLI.
@@ -600,8 +601,9 @@ def _xray_for(t: IdeaGatingTask, model: CausalLM, dataset: str, k: int = 10) -> 
         topic, prompt = t.corpus.prompts(1, 0)[0]
     else:
         topic, prompt = t.domain_prompts(1)[0]
-    x = xray(model, prompt, k)
-    name = lambda pairs: [(t.tokens[i], round(v, 4)) for i, v in pairs]  # noqa: E731
+    x = xray(model, prompt, k + 8)
+    special = {i for i, w in enumerate(t.tokens) if w.startswith("<") and w.endswith(">")}  # <pad>, <bos>, <unk>, ...
+    name = lambda pairs: [(t.tokens[i], round(v, 4)) for i, v in pairs if i not in special][:k]  # noqa: E731
     return {"topic": topic, "prompt": " ".join(t.tokens[i] for i in prompt if t.tokens[i] not in ("<bos>",)),
             "boost": name(x["delta_boost"]), "suppress": name(x["delta_suppress"]), "gate_top": name(x["boost"]), "gate_bottom": name(x["suppress"])}
 
