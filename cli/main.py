@@ -489,7 +489,11 @@ def _read_examples(path: Path | None) -> list[str]:
 )
 @click.option("--time", "old_time_budget", type=float, default=None, hidden=True, help="Another name of --time-budget (deprecated without --corpus).")
 @click.option("--seed", default=0, show_default=True, help="Random seed of evolve, reinforce and beam's local search (same seed, same search).")
-@click.option("--lam", default=0.02, show_default=True, help="Weight of the regex size in the objective.")
+@click.option(
+    "--lam", default=None, type=click.FloatRange(min=0),
+    help="Weight of the regex size in the objective (default 0.02; with --corpus misclassified tokens per unit of size, "
+    "default 0.25 on 200,000 tokens or more, proportionally less on smaller corpora).",
+)
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Append the result to this .regex bank (--corpus: write the bank of every class).")
 @click.option("--name", default=None, help="The pattern's name in the bank (with -o).")
 @click.option(
@@ -499,7 +503,7 @@ def _read_examples(path: Path | None) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
 def synth(
     pos_file: Path | None, neg_file: Path | None, corpus_file: Path | None, label: str | None, classes: str | None, method: str,
-    time_budget: float | None, old_time_budget: float | None, seed: int, lam: float, output: Path | None, name: str | None,
+    time_budget: float | None, old_time_budget: float | None, seed: int, lam: float | None, output: Path | None, name: str | None,
     select: str, as_json: bool,
 ) -> None:
     """Synthesise a small regex accepting every positive and no negative example (exit status 1
@@ -514,7 +518,7 @@ def synth(
             raise NeurosymError(f"--time-budget: expected a positive number of seconds, got {old_time_budget:g}")
         time_budget = old_time_budget
     if corpus_file is not None:
-        _synth_corpus(corpus_file, label, classes, time_budget or 60.0, output, pos_file, neg_file, name, as_json)
+        _synth_corpus(corpus_file, label, classes, time_budget or 60.0, output, pos_file, neg_file, name, as_json, lam)
         return
     if pos_file is None:
         raise NeurosymError("give the positive examples (--pos FILE) or a labelled corpus (--corpus FILE)")
@@ -522,6 +526,7 @@ def synth(
         if value is not None:
             raise NeurosymError(f"{flag} applies to --corpus only")
     time_budget = time_budget or 10.0
+    lam = 0.02 if lam is None else lam
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
     if output is not None:
@@ -547,7 +552,7 @@ def synth(
 
 def _synth_corpus(
     corpus_file: Path, label: str | None, classes: str | None, time_budget: float, output: Path | None,
-    pos_file: Path | None, neg_file: Path | None, name: str | None, as_json: bool,
+    pos_file: Path | None, neg_file: Path | None, name: str | None, as_json: bool, lam: float | None = None,
 ) -> None:
     """``neurosym synth --corpus``: one regex per class, a bank of them with -o."""
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
@@ -564,7 +569,7 @@ def _synth_corpus(
         raise NeurosymError("--classes: no class given")
     pairs = synth_corpus.read_corpus(corpus_file, label)
     say = None if as_json else (lambda r: click.echo(f"{r.name}: {len(r.rounds)} round(s), {r.seconds:.1f} s", err=True))
-    results = synth_corpus.synthesize_corpus(pairs, classes=chosen, time_budget=time_budget, progress=say)
+    results = synth_corpus.synthesize_corpus(pairs, classes=chosen, time_budget=time_budget, progress=say, lam=lam)
     if output is not None:
         synth_corpus.write_bank(output, results, forms={f for f, _ in pairs})
     if as_json:
