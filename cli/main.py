@@ -731,9 +731,9 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
 @click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Windows per batch.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable results.")
 def bench_train(repeats: int, threads: int, batch: int, as_json: bool) -> None:
-    """Time per training step of the baseline LM, the semantic-fusion model and semantic KL
-    at the same size on one batch of WikiText-2 windows, in process CPU time, as ratios to
-    the baseline (docs/semantic_kl.md)."""
+    """Time per training step of the baseline LM, the semantic-fusion model, semantic KL and
+    idea gating at the same size on one batch of WikiText-2 windows, in process CPU time,
+    as ratios to the baseline (docs/semantic_kl.md)."""
     from neurosym.bench import train as bench_train_module  # lazy: --help must not load torch and every subsystem
 
     results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch)

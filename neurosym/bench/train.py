@@ -10,7 +10,10 @@ variant adds is timed:
   of the batch (real text has no grammar roles: the role inputs are all false), its loss
   CE + the auxiliary BCE;
 * ``semantic-kl``: the baseline LM with :func:`~neurosym.lm.semantic_kl.semantic_kl_terms`
-  (cosine, T = 0.1, lam = 0.5, the hidden-state fast path), the recipe's ``kl-T0.1``.
+  (cosine, T = 0.1, lam = 0.5, the hidden-state fast path), the recipe's ``kl-T0.1``;
+* ``idea-gating``: the baseline LM with the tied idea head and gate as its output layer
+  (:class:`~neurosym.lm.idea.IdeaOutput`, default :class:`~neurosym.lm.idea.IdeaConfig`),
+  its loss CE of the gated logits + the idea BCE (stop words: the 50 most frequent tokens of the batch).
 
 A step is forward, loss, backward and the AdamW update. Steps are interleaved across the
 variants (a load change on a shared machine hits all alike) and timed in **process CPU
@@ -33,13 +36,14 @@ from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
 from neurosym.errors import NeurosymError
 from neurosym.experiments.semantic_kl import RECIPE_DATA, RECIPE_OPTIM, ModelSection
 from neurosym.lm.fusion import build_fusion_lm
+from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_loss, stop_word_ids
 from neurosym.lm.losses import aux_bce
 from neurosym.lm.model import CausalLM, LMConfig
 from neurosym.lm.semantic_kl import semantic_kl_terms
 from neurosym.lm.train import param_groups
 from neurosym.vocab import Vocab
 
-VARIANTS = ("baseline", "fusion", "semantic-kl")
+VARIANTS = ("baseline", "fusion", "semantic-kl", "idea-gating")
 
 
 def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Tensor, m: ModelSection, bank) -> tuple[torch.nn.Module, Callable]:
@@ -69,6 +73,15 @@ def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Ten
             out = model(ids, features=features)
             ce = F.cross_entropy(out.logits.reshape(-1, V).float(), targets.reshape(-1))
             return ce + aux_bce(out.extras["aux"], aux_targets, torch.ones(ids.shape, dtype=torch.bool), 0.5)
+    elif variant == "idea-gating":
+        idea = IdeaConfig()
+        model = CausalLM(lm, output=IdeaOutput(m.d_model, V, idea))
+        stop = stop_word_ids(ids, idea.stop_words, V, exclude=(0,))
+
+        def loss() -> torch.Tensor:
+            out = model(ids)
+            ce = F.cross_entropy(out.logits.reshape(-1, V).float(), targets.reshape(-1))
+            return ce + idea.weight * idea_loss(out.extras["idea"], targets, idea.window, 0, stop, idea.pos_weight)
     else:
         raise NeurosymError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     return model, loss
