@@ -94,7 +94,16 @@ LITERAL_RUN = re.compile(r"(?:[^\\|()\[\]{}.*+?^$]|\\[^0-9A-Za-z])*")  # charact
 def literal_alternatives(pattern: str) -> list[str] | None:
     """The words of a pattern that is nothing but an alternation of literals
     (``cat|dog|a\\.b``), else None. Such a pattern is a word list: a trie compiles it in
-    linear time, where the NFA route is quadratic or worse in the number of words."""
+    linear time, where the NFA route is quadratic or worse in the number of words. One
+    group around the whole alternation (``(?:cat|dog)``, ``(cat|dog)``) changes nothing
+    for a full match and is allowed."""
+    for opener in ("(?:", "("):
+        if pattern.startswith(opener) and pattern.endswith(")"):
+            inner = pattern[len(opener) : -1]
+            trailing = len(inner) - len(inner.rstrip("\\"))
+            if trailing % 2 == 0:  # the closing parenthesis is not escaped
+                return literal_alternatives(inner) if inner else None
+            return None
     words, pos = [], 0
     while True:
         m = LITERAL_RUN.match(pattern, pos)
