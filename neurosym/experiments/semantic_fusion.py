@@ -270,7 +270,8 @@ VARIANTS: dict[str, dict] = {
     # issue 16: the control channel in training, then with the lexical output layer (= configs/semantic_fusion.toml)
     "fusion-control": {"kind": "fusion", "control": True},
     "fusion-lexical": {"kind": "fusion", "control": True, "lexical_output": True},
-    # the uniformizer per polarity class (not across both), stronger: held-out words of the requested class
+    # the uniformizer per polarity class (not across both) and stronger, for both models alike
+    "baseline-uniform": {"kind": "baseline", "uniformizer_classes": "per_class", "uniformizer_weight": 0.1},
     "fusion-lexical-uniform": {"kind": "fusion", "control": True, "lexical_output": True, "uniformizer_classes": "per_class",
                                "uniformizer_weight": 0.1},
 }
