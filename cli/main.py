@@ -395,7 +395,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
 @reproduce.command(
     name="structured-suite",
     epilog=examples(
-        "neurosym reproduce structured-suite --quick                  # every task, every encoder, ~30 min on 2 cores",
+        "neurosym reproduce structured-suite --quick --jobs 2         # every task, every encoder, ~30 min on 2 cores",
         "neurosym reproduce structured-suite --tasks tomita3,dyck2 --encoders lstm,regex-hard,regex-soft",
         "neurosym reproduce structured-suite --full --gpu --seeds 3 --resume --json > suite.json",
     ),
@@ -407,13 +407,14 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
 @click.option("--seeds", default=None, type=click.IntRange(min=1), help="Model seeds (default: 1 quick, 3 full; the data are fixed).")
 @click.option("--steps", default=None, type=click.IntRange(min=1), help="Override the training steps of every run.")
 @click.option("--data", "data_dir", default=None, type=click.Path(path_type=Path), help="The shared data folder (default: ../shared/data or $NEUROSYM_SHARED_DATA).")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="Torch threads.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="Torch threads (of the one process when --jobs is 1).")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1), help="Runs in parallel, one process of one thread each (2 on 2 cores).")
 @click.option("--gpu", is_flag=True, help="Train on CUDA.")
 @click.option("--out-dir", default="runs/structured-suite", show_default=True, type=click.Path(path_type=Path), help="The run folder.")
 @click.option("--resume", is_flag=True, help="Resume an interrupted suite (finished runs are reused).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def reproduce_structured_suite(tasks: str | None, encoders: str | None, quick: bool, seeds: int | None, steps: int | None, data_dir: Path | None,
-                               threads: int, gpu: bool, out_dir: Path, resume: bool, as_json: bool) -> None:
+                               threads: int, jobs: int, gpu: bool, out_dir: Path, resume: bool, as_json: bool) -> None:
     """Every task of the structured-LM suite learned by every encoder (the regex and PCFG
     priors hard, soft and removed) at one budget: a task x encoder accuracy table, the
     Tomita cold start, length generalisation, sample efficiency (1/10/100%) and compute,
@@ -440,7 +441,7 @@ def reproduce_structured_suite(tasks: str | None, encoders: str | None, quick: b
     budget = suite.budget_for(quick, steps=steps)
     say = None if as_json else (lambda line: click.echo(line, err=True))
     report = suite.reproduce(out_dir, chosen_tasks, chosen_encoders, seeds or (1 if quick else 3), budget, resume=resume, data_dir=data_dir,
-                             threads=threads, progress=not as_json, say=None, device="cuda" if gpu else "cpu")
+                             threads=threads, progress=not as_json, say=None, device="cuda" if gpu else "cpu", workers=jobs)
     path = suite.write_report(report, out_dir)
     if say is not None:
         say(f"wrote {path} and {out_dir / 'results.json'}")

@@ -9,8 +9,11 @@ design's three settings:
 * ``regex-hard``: the compiled automata frozen (only the readout trains);
 * ``regex-soft``: initialised from the automata, every weight trains;
 * ``regex-removed``: the same layer with random weights (no prior);
-* ``pcfg-hard`` / ``pcfg-removed``: the compiled rule tensors, or random ones of the
-  same shape (the PCFG encoder's grammar is a fixed buffer: there is no soft setting yet).
+* ``pcfg-hard``: the compiled rule tensors, fixed (the PCFG encoder as built);
+* ``pcfg-soft`` (:class:`SoftPCFGEncoder`): the rule and emission log-probabilities
+  become parameters on the grammar's support, initialised from the compiled ones and
+  trained through ``log P(sentence)`` (the posterior features stay detached);
+* ``pcfg-removed``: random rule tensors over every (A, B, C) and token (no prior).
 
 Regex priors exist for the Tomita tasks (the seven compiled Tomita automata, one
 bank); PCFG priors for the tasks sampled from a grammar (arithmetic, agreement). With a
@@ -44,14 +47,15 @@ from neurosym.compile.pcfg import RuleTensors, load_pcfg
 from neurosym.data import shipped_file
 from neurosym.errors import NeurosymError
 from neurosym.files import atomic_write_bytes
-from neurosym.layers.encoders import Encoder, build_encoder
+from neurosym.layers.encoders import Encoder, PCFGEncoder, build_encoder
+from neurosym.layers.inside import sentence_log_prob
 from neurosym.layers.wfsa import RegexLayer
 from neurosym.tasks import NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks, tomita_bank
 from neurosym.tasks.generated import AGREEMENT_FILE, ARITH_FILE
 
 PLAIN = ("mean", "conv", "rnn", "lstm", "attention", "stack")
 REGEX = ("regex-hard", "regex-soft", "regex-removed")
-PCFG = ("pcfg-hard", "pcfg-removed")
+PCFG = ("pcfg-hard", "pcfg-soft", "pcfg-removed")
 ENCODERS = PLAIN + REGEX + PCFG
 SHARES = (0.01, 0.1, 1.0)
 GRAMMAR_OF = {"arithmetic": ARITH_FILE, "agreement": AGREEMENT_FILE}
@@ -115,6 +119,57 @@ def random_rules(rules: RuleTensors, gen: torch.Generator) -> RuleTensors:
     return RuleTensors(start[:N], binary + math.log(0.999), emit, start[N : N + T], start[-1], rules.nonterminals, rules.preterminals, rules.vocab, rules.start, None)
 
 
+class SoftPCFGEncoder(PCFGEncoder):
+    """The PCFG encoder with trainable rule and emission weights (the *soft* prior).
+
+    Parameters ``binary_logits`` (N, N+T, N+T) and ``emit_logits`` (T, V) start at the
+    compiled log-probabilities; outside the grammar's support they stay -inf, so the
+    relaxation re-weights the grammar's rules and words but adds none. Each forward pass
+    renormalises them (per left-hand side, per preterminal) into the rule tensors; the
+    per-token ``log P(sentence)`` feature is differentiable, the posterior features
+    (roots, rule counts) are computed on detached weights as in :class:`PCFGEncoder`.
+    """
+
+    def __init__(self, vocab_size: int, dim: int, rules: RuleTensors | None = None, **kwargs):
+        super().__init__(vocab_size, dim, rules=rules, **kwargs)
+        self.binary_logits = nn.Parameter(rules.binary.detach().clone())
+        self.emit_logits = nn.Parameter(rules.emit.detach().clone())
+        self.register_buffer("binary_support", rules.binary > float("-inf"), persistent=False)
+        self.register_buffer("emit_support", rules.emit > float("-inf"), persistent=False)
+
+    def current_rules(self) -> RuleTensors:
+        """The rule tensors of the current weights (renormalised, -inf off the support)."""
+        b = self.binary_logits.masked_fill(~self.binary_support, float("-inf")).flatten(1)
+        has = self.binary_support.flatten(1).any(1, keepdim=True)
+        binary = torch.where(has, b.log_softmax(-1), b).view_as(self.binary_logits)
+        e = self.emit_logits.masked_fill(~self.emit_support, float("-inf"))
+        emit = torch.where(self.emit_support.any(1, keepdim=True), e.log_softmax(-1), e)
+        r = self.rules
+        return RuleTensors(r.root, binary, emit, r.root_term, r.empty, r.nonterminals, r.preterminals, r.vocab, r.start, r.path)
+
+    def sentence_features(self, ids: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        mask = self.mask(ids, lengths)
+        n = mask.sum(1).to(self.binary_logits.device)
+        rules = self.current_rules()
+        self.rules = RuleTensors(*(x.detach() for x in (rules.root, rules.binary, rules.emit, rules.root_term, rules.empty)),
+                                 rules.nonterminals, rules.preterminals, rules.vocab, rules.start, rules.path)
+        longest = int(mask.sum(1).max()) if mask.numel() else 0
+        trimmed = ids[:, :longest].masked_fill(~mask[:, :longest], 0)
+        lp = sentence_log_prob(rules, trimmed, n)
+        ok = torch.isfinite(lp)
+        safe = torch.where(ok, lp, torch.zeros_like(lp))  # no -inf in the graph: finite gradients
+        per_token = torch.where(ok, safe / n.clamp_min(1), torch.full_like(lp, self.floor)).clamp_min(self.floor)
+        parts = [torch.stack([per_token, ok.to(lp.dtype)], -1)]
+        rest = tuple(f for f in self.features if f != "logz")
+        if rest:
+            self.features, kept = rest, self.features
+            try:
+                parts.append(super().sentence_features(ids, lengths))
+            finally:
+                self.features = kept
+        return torch.cat(parts, -1).to(self.proj.weight.dtype)
+
+
 def read_automaton(model: SuiteModel, k: int, gain: float = 10.0) -> None:
     """Point a regex model's readout at automaton ``k``: logit(1) - logit(0) =
     ``2 * gain * (accept_prob_k - 1/2)`` (the cold start)."""
@@ -158,7 +213,8 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int) -
         rules = load_pcfg(shipped_file(GRAMMAR_OF[task.name]), vocab=data.vocab)
         if encoder == "pcfg-removed":
             rules = random_rules(rules, torch.Generator().manual_seed(seed))
-        return SuiteModel(build_encoder("pcfg", V, dim, rules=rules), task.family, data.num_classes)
+        enc = SoftPCFGEncoder(V, dim, rules=rules) if encoder == "pcfg-soft" else build_encoder("pcfg", V, dim, rules=rules)
+        return SuiteModel(enc, task.family, data.num_classes)
     raise NeurosymError(f"unknown encoder setting {encoder!r}; known: {', '.join(ENCODERS)}")
 
 
@@ -263,8 +319,10 @@ def reproduce(
     progress: bool = True,
     say: Callable[[str], None] | None = None,
     device: str = "cpu",
+    workers: int = 1,
 ) -> dict:
-    """Run the suite (resumably) and return the report (see :func:`summarise`)."""
+    """Run the suite (resumably; ``workers`` processes of one thread each when > 1) and
+    return the report (see :func:`summarise`)."""
     out_dir = Path(out_dir)
     torch.set_num_threads(threads)
     known = {t.name: t for t in all_tasks(data_dir)}
@@ -295,27 +353,57 @@ def reproduce(
             for share in shares:
                 for seed in range(seeds):
                     jobs.append((task, e, share, seed))
-    records = []
-    bar = _progress(len(jobs), progress)
+    records: list[dict] = []
+    todo = []
     for task, e, share, seed in jobs:
         path = result_path(out_dir, task.name, e, share, seed)
         if resume and path.is_file():
             records.append(json.loads(path.read_text()))
         else:
+            todo.append((task, e, share, seed))
+    bar = _progress(len(jobs), progress)
+    bar.update(len(records))
+
+    def finish(rec: dict) -> None:
+        atomic_write_bytes(result_path(out_dir, rec["task"], rec["encoder"], rec["share"], rec["seed"]), json.dumps(rec, indent=1).encode())
+        records.append(rec)
+        if say is not None:
+            say(f"{rec['task']} {rec['encoder']} share={rec['share']:g} seed={rec['seed']}: accuracy {rec['accuracy']:.3f}")
+        bar.set_postfix_str(f"{rec['task']} {rec['encoder']}")
+        bar.update(1)
+
+    if workers > 1 and len(todo) > 1:
+        import multiprocessing  # lazy: only parallel runs need it
+        from concurrent.futures import ProcessPoolExecutor, as_completed  # lazy: as above
+
+        ctx = multiprocessing.get_context("spawn")  # no forked torch thread pools
+        args = [(t.name, data_dir, e, seed, budget, share, device) for t, e, share, seed in todo]
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            for fut in as_completed([pool.submit(_worker, *a) for a in args]):
+                finish(fut.result())
+    else:
+        for task, e, share, seed in todo:
             if task.name not in datasets:
                 datasets[task.name] = task.load(budget.n_train, budget.n_test, seed=0)  # the data are fixed; seeds vary the models
-            rec = run_one(task, datasets[task.name], e, seed, budget, share, device)
-            atomic_write_bytes(path, json.dumps(rec, indent=1).encode())
-            records.append(rec)
-            if say is not None:
-                say(f"{task.name} {e} share={share:g} seed={seed}: accuracy {rec['accuracy']:.3f}")
-        bar.set_postfix_str(f"{task.name} {e}")
-        bar.update(1)
+            finish(run_one(task, datasets[task.name], e, seed, budget, share, device))
     bar.close()
+    records.sort(key=lambda r: (chosen.index(r["task"]), ENCODERS.index(r["encoder"]), r["share"], r["seed"]))
     sources = {name: known[name].source for name in chosen if name not in skipped}
     report = summarise(records, skipped, not_applicable, sources, budget, seeds)
     atomic_write_bytes(out_dir / "results.json", json.dumps(report, indent=1).encode())
     return report
+
+
+_WORKER_DATA: dict[str, TaskData] = {}
+
+
+def _worker(task_name: str, data_dir, encoder: str, seed: int, budget: Budget, share: float, device: str) -> dict:
+    """One run in a worker process (one torch thread; its data built once per process)."""
+    torch.set_num_threads(1)
+    task = {t.name: t for t in all_tasks(data_dir)}[task_name]
+    if task_name not in _WORKER_DATA:
+        _WORKER_DATA[task_name] = task.load(budget.n_train, budget.n_test, seed=0)
+    return run_one(task, _WORKER_DATA[task_name], encoder, seed, budget, share, device)
 
 
 def _progress(total: int, enabled: bool):
