@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import string
 import time
 from collections.abc import Sequence
@@ -58,11 +59,25 @@ _CLASSES = [
 
 
 SMALL_ALPHABET = 4
-# Memory bounds: about 0.3 KB per frontier state (the state and its `seen` entry), so
-# 100,000 states and caches of 100,000 entries bound a search (it grew past
-# 1 GB in 60 s without them).
-MAX_FRONTIER = 100_000
-MAX_MEMO = 100_000
+# Memory bounds. The frontier is bounded by the memory the search adds to the process:
+# when its resident memory has grown by MAX_SEARCH_MB since the search began, the
+# frontier's size at that moment becomes its bound, and from then on a full frontier
+# drops its dearer half (the search is then no longer exhaustive). 512 MB leaves the
+# AlphaRegex problems exhaustive (no7's unbounded search adds about 0.32 GB) while a
+# search on text, which grew past 1 GB in 60 s, stops growing near it. `max_frontier`
+# bounds the states directly. The evaluation caches are cleared past MAX_MEMO entries.
+MAX_SEARCH_MB = 512
+MAX_MEMO = 500_000
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_mb() -> float | None:
+    """This process's resident memory in MB (Linux ``/proc/self/statm``), else ``None``."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * _PAGE / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
 DOT_COST = 4  # text alphabets, in half-bases: `.` costs 2 base
 ANY_STRING_COST = 2  # `.*` costs 1 base
 
@@ -127,6 +142,9 @@ class BestFirst:
         redundancy: also apply AlphaRegex's redundancy test.
         max_frontier: the most states the priority queue holds; past it the dearer half
             is dropped (memory stays bounded; the search is then no longer exhaustive).
+            Default: no bound until the process's resident memory has grown by
+            ``max_search_mb`` since the search began, then the frontier's size at that moment.
+        max_search_mb: see ``max_frontier``.
         max_memo: the most entries each of the evaluation caches holds before it is cleared.
     """
 
@@ -138,12 +156,14 @@ class BestFirst:
         ops: str = "*+?.|",
         costs: dict | None = None,
         redundancy: bool = False,
-        max_frontier: int = MAX_FRONTIER,
+        max_frontier: int | None = None,
         max_memo: int = MAX_MEMO,
+        max_search_mb: float = MAX_SEARCH_MB,
     ):
         self.redundancy = redundancy
         self.max_frontier = max_frontier
         self.max_memo = max_memo
+        self.max_search_mb = max_search_mb
         self.pruned = 0  # states dropped from a full frontier
         self.splits: list[tuple] = []  # per class: (W, P, U) of AlphaRegex's redundancy test
         self._split_memo: dict[tuple, tuple] = {}
@@ -404,6 +424,7 @@ class BestFirst:
         ``self.max_cost`` between solutions."""
         self.deadline = time.monotonic() + time_budget
         self.max_cost = max_cost
+        rss0 = resident_mb()
         counter = itertools.count()
         done: set[int] = set()
         heap = [(self.op_cost["H"], 1, next(counter), HOLE)]
@@ -441,11 +462,15 @@ class BestFirst:
                     continue
                 seen[q] = c
                 heapq.heappush(heap, (c, h + dh, next(counter), q))
-            if len(heap) > self.max_frontier:  # keep the cheaper half: memory stays bounded
+            if self.max_frontier is None and self.expanded % 1024 == 0:
+                rss = resident_mb()
+                if rss is not None and rss0 is not None and rss - rss0 > self.max_search_mb:
+                    self.max_frontier = max(10_000, len(heap) - 1)  # the memory this frontier took is the budget
+            if self.max_frontier is not None and len(heap) > self.max_frontier:  # keep the cheaper half
                 keep = heapq.nsmallest(self.max_frontier // 2, heap)
                 self.pruned += len(heap) - len(keep)
                 heap = keep  # a sorted list is a heap
                 seen = {item[3]: item[0] for item in heap}
 
 
-__all__ = ["BestFirst", "default_leaves", "weighted_leaves"]
+__all__ = ["BestFirst", "MAX_MEMO", "MAX_SEARCH_MB", "default_leaves", "resident_mb", "weighted_leaves"]

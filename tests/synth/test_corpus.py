@@ -18,7 +18,7 @@ from neurosym.errors import NeurosymError
 from neurosym.synth import synthesize
 from neurosym.synth import corpus as sc
 from neurosym.synth import generalise as gen
-from neurosym.synth.bestfirst import BestFirst
+from neurosym.synth.bestfirst import BestFirst, resident_mb
 from neurosym.synth.regel_split import DEV, TEST, make_split
 
 SHARED = shared_data_dir()
@@ -221,6 +221,13 @@ def test_best_first_frontier_is_bounded():
     for _ in bf.solutions(3.0):
         break
     assert bf.pruned > 0 and bf.expanded > 0
+    # by default the bound comes from the memory the search adds to the process
+    bf = BestFirst(pos, neg, max_search_mb=0)
+    assert bf.max_frontier is None
+    for _ in bf.solutions(4.0):
+        break
+    if resident_mb() is not None:
+        assert bf.max_frontier is not None and bf.expanded >= 1024
     # a small frontier still finds easy solutions
     bf2 = BestFirst(["0", "00", "000"], ["1", "01"], max_frontier=50)
     assert bf2.search(5.0) is not None
