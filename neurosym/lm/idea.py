@@ -127,6 +127,22 @@ def stop_word_ids(ids: Tensor | Iterable[Sequence[int]], n: int, vocab_size: int
     return order[:n].sort().values
 
 
+def window_tokens(targets: Tensor, window: int, pad_id: int, vocab_size: int) -> tuple[Tensor, Tensor]:
+    """The distinct tokens of each position's window, sparsely: targets (B, L) ->
+    ``tokens`` (B, L, K) long (sorted; ``vocab_size`` where nothing is) and ``first``
+    (B, L, K) bool, true at each distinct real token once. ``idea_targets`` is their
+    scatter into V columns."""
+    B, L = targets.shape
+    padded = F.pad(targets.long(), (0, window - 1), value=pad_id)  # (B, L + K - 1)
+    index = torch.arange(L, device=targets.device)[:, None] + torch.arange(window, device=targets.device)[None, :]  # (L, K)
+    win = padded[:, index]  # (B, L, K)
+    win = torch.where((win == pad_id) | (win < 0) | (win >= vocab_size), vocab_size, win)
+    tokens = win.sort(dim=-1).values
+    first = tokens < vocab_size
+    first[..., 1:] &= tokens[..., 1:] != tokens[..., :-1]
+    return tokens, first
+
+
 def idea_loss(
     z: Tensor, targets: Tensor, window: int, pad_id: int = 0, stop_ids: Tensor | Sequence[int] | None = None,
     pos_weight: float | None = None,
@@ -135,19 +151,29 @@ def idea_loss(
 
     Mean over the entries (b, t, v) with ``targets[b, t] != pad_id`` and v neither
     ``pad_id`` nor a stop word; those entries get no gradient. 0 (with a zero gradient)
-    when nothing counts."""
+    when nothing counts. Computed without the dense targets: with ``y`` the multi-hot
+    of :func:`idea_targets` and ``p`` the positive weight, ``BCE = softplus(z) +
+    y (p softplus(-z) - softplus(z))``, so the V-wide work is one softplus and a
+    matrix-vector product with the kept columns; the positives are gathered from the
+    (B, L, K) windows (:func:`window_tokens`)."""
     V = z.shape[-1]
-    y = idea_targets(targets, V, window, pad_id)
+    zf = z.float()
     keep_col = torch.ones(V, dtype=torch.bool, device=z.device)
     keep_col[pad_id] = False
     if stop_ids is not None and len(stop_ids):
         keep_col[torch.as_tensor(stop_ids, dtype=torch.long, device=z.device)] = False
     keep_pos = targets != pad_id  # (B, L)
-    weight = keep_pos[..., None].float() * keep_col.float()  # (B, L, V), broadcast
-    pw = None if pos_weight is None else torch.tensor(pos_weight, device=z.device, dtype=torch.float32)
-    bce = F.binary_cross_entropy_with_logits(z.float(), y, weight=weight.expand_as(y), pos_weight=pw, reduction="sum")
     count = int(keep_pos.sum()) * int(keep_col.sum())
-    return bce / count if count else z.sum() * 0.0
+    if not count:
+        return z.sum() * 0.0
+    negatives = (F.softplus(zf) @ keep_col.float() * keep_pos).sum()  # every kept entry as if y = 0
+    tokens, first = window_tokens(targets, window, pad_id, V)
+    safe = tokens.clamp(max=V - 1)
+    first = first & keep_col[safe] & keep_pos[..., None]
+    zp = zf.gather(-1, safe)  # (B, L, K): the positives' logits
+    p = 1.0 if pos_weight is None else float(pos_weight)
+    positives = ((p * F.softplus(-zp) - F.softplus(zp)) * first).sum()
+    return (negatives + positives) / count
 
 
 # ---------------------------------------------------------------------- the gate
@@ -290,5 +316,5 @@ def xray(model: nn.Module, ids: Sequence[int], k: int = 10) -> dict[str, list[tu
 
 __all__ = [
     "GATE_VARIANTS", "IdeaConfig", "IdeaHead", "IdeaOutput", "idea_gate", "idea_loss", "idea_parameters", "idea_perplexities",
-    "idea_targets", "matched_d_ff", "ramped_alpha", "stop_word_ids", "xray",
+    "idea_targets", "matched_d_ff", "ramped_alpha", "stop_word_ids", "window_tokens", "xray",
 ]

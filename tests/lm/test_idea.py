@@ -183,3 +183,25 @@ def test_perplexities_and_xray():
 def test_config_errors_name_the_key(kwargs, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         IdeaConfig(**kwargs)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sparse_loss_equals_dense_bce_with_its_gradient(seed):
+    g = torch.Generator().manual_seed(seed)
+    B, L, V, K, pad = 3, 11, 17, int(torch.randint(1, 9, (1,), generator=g)), 0
+    targets = torch.randint(1, V, (B, L), generator=g)
+    targets[1, 7:] = pad
+    targets[2, :] = torch.randint(1, 4, (L,), generator=g)  # many repeats inside a window
+    stop = torch.tensor([2, 9])
+    pw = [None, 2.5][seed % 2]
+    z1 = (3 * torch.randn(B, L, V, generator=g)).requires_grad_(True)
+    z2 = z1.detach().clone().requires_grad_(True)
+    sparse = idea_loss(z1, targets, K, pad, stop, pos_weight=pw)
+    y = naive_targets(targets, V, K, pad)
+    keep = (targets != pad)[..., None].float() * torch.tensor([0.0 if v in (pad, 2, 9) else 1.0 for v in range(V)])
+    pos = None if pw is None else torch.tensor(pw)
+    dense = torch.nn.functional.binary_cross_entropy_with_logits(z2, y, weight=keep.expand_as(y), pos_weight=pos, reduction="sum") / keep.sum()
+    assert sparse.item() == pytest.approx(dense.item(), rel=1e-5)
+    sparse.backward()
+    dense.backward()
+    assert torch.allclose(z1.grad, z2.grad, atol=1e-7)
