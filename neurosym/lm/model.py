@@ -144,19 +144,38 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------- key/value cache
 class LayerCache:
-    """One layer's keys and values for incremental decoding: (B, H, length, hd) each."""
+    """One layer's keys and values for incremental decoding, in buffers of ``capacity``
+    positions allocated once: (B, H, capacity, hd) each, the first ``length`` filled.
+    An append writes the new positions in place (no copy of the cached ones)."""
 
-    def __init__(self, keys: Tensor, values: Tensor):
-        self.keys, self.values = keys, values
+    def __init__(self, keys: Tensor, values: Tensor, length: int = 0):
+        if keys.shape != values.shape or keys.dim() != 4 or not 0 <= length <= keys.shape[2]:
+            raise ConfigError(f"LayerCache: keys and values must be equal (B, H, capacity, hd) buffers, got {tuple(keys.shape)} and {tuple(values.shape)}")
+        self._k, self._v, self.length = keys, values, length
 
     @property
-    def length(self) -> int:
-        return self.keys.shape[2]
+    def keys(self) -> Tensor:
+        """(B, H, length, hd): the cached positions' keys (a view of the buffer)."""
+        return self._k[:, :, : self.length]
+
+    @property
+    def values(self) -> Tensor:
+        """(B, H, length, hd): the cached positions' values (a view of the buffer)."""
+        return self._v[:, :, : self.length]
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append the new positions' k, v (B, H, T, hd); return every position's (B, H, length, hd)."""
-        self.keys, self.values = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
+        end = self.length + k.shape[2]
+        if end > self._k.shape[2]:
+            raise ConfigError(f"the key/value cache holds {self._k.shape[2]} positions; {end} asked (LMConfig.max_len)")
+        self._k[:, :, self.length : end] = k
+        self._v[:, :, self.length : end] = v
+        self.length = end
         return self.keys, self.values
+
+    def select(self, rows: Tensor) -> "LayerCache":
+        """The cache of the given rows (B',) only."""
+        return LayerCache(self._k.index_select(0, rows), self._v.index_select(0, rows), self.length)
 
 
 @dataclass
@@ -173,7 +192,7 @@ class KVCache:
 
     def select(self, rows: Tensor) -> "KVCache":
         """A cache of the given rows (B',) only, e.g. to drop finished rows."""
-        return KVCache([LayerCache(layer.keys.index_select(0, rows), layer.values.index_select(0, rows)) for layer in self.layers])
+        return KVCache([layer.select(rows) for layer in self.layers])
 
 
 def attention_mask(new: int, total: int, device: torch.device) -> Tensor | None:
@@ -295,9 +314,9 @@ class CausalLM(nn.Module):
         return self.tok_emb(ids) * math.sqrt(self.config.d_model)
 
     def new_cache(self, batch_size: int, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> KVCache:
-        """An empty :class:`KVCache` for ``batch_size`` rows."""
+        """An empty :class:`KVCache` for ``batch_size`` rows, with room for ``max_len`` positions."""
         c, ref = self.config, self.tok_emb.weight
-        empty = lambda: torch.zeros(batch_size, c.n_heads, 0, c.head_dim, device=device or ref.device, dtype=dtype or ref.dtype)  # noqa: E731
+        empty = lambda: torch.zeros(batch_size, c.n_heads, c.max_len, c.head_dim, device=device or ref.device, dtype=dtype or ref.dtype)  # noqa: E731
         return KVCache([LayerCache(empty(), empty()) for _ in range(c.n_layers)])
 
     def forward(self, ids: Tensor, cache: KVCache | None = None, **inputs: Any) -> LMOutput:
