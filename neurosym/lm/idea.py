@@ -284,7 +284,8 @@ def idea_perplexities(model: nn.Module, batches: Iterable[dict[str, Tensor]], pa
             keep = targets != pad_id
             t = targets.clamp(min=0)[..., None]
             for key, logits in (("ppl", out.logits), ("ppl_ungated", out.extras.get("ungated", out.logits))):
-                lp = F.log_softmax(logits.double(), dim=-1).gather(-1, t).squeeze(-1)
+                logits = logits.float()  # log p = logit - logsumexp in float32, summed in float64 (a (B, L, V) float64 copy is 2x the memory)
+                lp = (logits.gather(-1, t).squeeze(-1) - torch.logsumexp(logits, dim=-1)).double()
                 nll[key] -= float(lp[keep].sum())
             n += int(keep.sum())
     finally:
