@@ -177,17 +177,43 @@ def idea_loss(
 
 
 # ---------------------------------------------------------------------- the gate
+class _Gate(torch.autograd.Function):
+    """The gate with a hand-written backward: saves ``sigmoid(z)`` and the unclamped mask
+    instead of autograd's chain of five V-wide intermediates (about 3x faster)."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor, alpha: float, beta: float, eps: float, outside: bool) -> Tensor:
+        s = torch.sigmoid(z)
+        log_p = (s + eps).log_()
+        if outside:
+            keep = log_p >= beta
+            g = log_p.clamp_(min=beta).mul_(alpha)
+        else:
+            g = log_p.mul_(alpha)
+            keep = g >= beta
+            g.clamp_(min=beta)
+        ctx.save_for_backward(s, keep)
+        ctx.alpha, ctx.eps = alpha, eps
+        return g
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        s, keep = ctx.saved_tensors
+        # d/dz alpha * log(sigmoid(z) + eps) = alpha * s (1 - s) / (s + eps), where the clamp lets it through
+        d = (1 - s).mul_(s).div_(s + ctx.eps).mul_(ctx.alpha).mul_(keep)
+        return grad * d, None, None, None, None
+
+
 def idea_gate(z: Tensor, alpha: float, beta: float = -2.0, eps: float = 1e-6, variant: GateVariant = "published") -> Tensor:
     """The additive log-gate of idea logits z (..., V) -> (..., V).
 
     ``published``: ``max(alpha * log(sigmoid(z) + eps), beta)``;
-    ``outside``: ``alpha * max(log(sigmoid(z) + eps), beta)`` (alpha outside the clamp)."""
-    log_p = torch.log(torch.sigmoid(z) + eps)
-    if variant == "published":
-        return torch.clamp(alpha * log_p, min=beta)
-    if variant == "outside":
-        return alpha * torch.clamp(log_p, min=beta)
-    raise NeurosymError(f"idea_gate: variant must be one of {', '.join(GATE_VARIANTS)}, got {variant!r}")
+    ``outside``: ``alpha * max(log(sigmoid(z) + eps), beta)`` (alpha outside the clamp).
+    The same operations in the same order as the formula (so the same values); the
+    gradient is written by hand (tests compare it with autograd through the formula)."""
+    if variant not in GATE_VARIANTS:
+        raise NeurosymError(f"idea_gate: variant must be one of {', '.join(GATE_VARIANTS)}, got {variant!r}")
+    return _Gate.apply(z, float(alpha), float(beta), float(eps), variant == "outside")
 
 
 def ramped_alpha(alpha: float, step: int, ramp_steps: int) -> float:

@@ -205,3 +205,20 @@ def test_sparse_loss_equals_dense_bce_with_its_gradient(seed):
     sparse.backward()
     dense.backward()
     assert torch.allclose(z1.grad, z2.grad, atol=1e-7)
+
+
+@pytest.mark.parametrize("variant", ["published", "outside"])
+def test_gate_values_and_gradient_equal_the_formula_under_autograd(variant):
+    g = torch.Generator().manual_seed(3)
+    z1 = (4 * torch.randn(5, 7, 31, generator=g, dtype=torch.float64)).requires_grad_(True)
+    z2 = z1.detach().clone().requires_grad_(True)
+    alpha, beta, eps = 0.7, -1.5, 1e-6
+    ref = torch.log(torch.sigmoid(z2) + eps)
+    ref = torch.clamp(alpha * ref, min=beta) if variant == "published" else alpha * torch.clamp(ref, min=beta)
+    out = idea_gate(z1, alpha, beta, eps, variant)
+    assert torch.equal(out, ref)
+    w = torch.randn(5, 7, 31, generator=g, dtype=torch.float64)
+    (out * w).sum().backward()
+    (ref * w).sum().backward()
+    assert torch.allclose(z1.grad, z2.grad, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda z: idea_gate(z, alpha, beta, eps, variant), (z1.detach()[:1, :2].clone().requires_grad_(True),))
