@@ -347,3 +347,40 @@ def test_run_regel_keeps_one_half(monkeypatch):
     monkeypatch.setattr(bench, "_synthesize", lambda p, *a: seen.append(p["name"]) or synthesize(p["positives"], p["negatives"], time_budget=1))
     out = bench.run_regel(("beam",), time_budget=1, limit=3, split="test")
     assert out["split"] == "test" and len(seen) == 3 and all(n in TEST for n in seen)
+
+
+# ---------------------------------------------------------------------- format induction pieces
+
+
+def test_tokens_at_each_granularity():
+    assert gen.tokens("Ab12-x", "fine") == [("U", "A"), ("L", "b"), ("D", "12"), ("-", "-"), ("L", "x")]
+    assert gen.tokens("Ab12-x", "word") == [("A", "Ab"), ("D", "12"), ("P", "-"), ("A", "x")]
+    assert gen.tokens("Ab12-x", "alnum") == [("W", "Ab12"), ("P", "-"), ("W", "x")]
+    assert gen.shape("2024-01-05") == "D-D-D"
+
+
+@pytest.mark.parametrize(
+    "positives, expected",
+    [
+        (["1.2.3", "10.0.1", "2.14.17", "0.9.12"], "[0-9]+(\\.[0-9]+){2}"),  # a loop with a learnt count
+        # a loop of any length (one separator is not folded: K p K stays a plain group)
+        (["1,234,567", "12,000,001", "3,500,000,999", "7,654,321,000", "45,100,200", "9,876,543,210,123"], "[0-9]+(,[0-9]{3}){2,}"),
+    ],
+)
+def test_loops_and_counts(positives, expected):
+    c = gen.induce(positives)
+    rx = re.compile(c.pattern)
+    assert all(rx.fullmatch(s) for s in positives)
+    assert pattern_dfa(c.pattern).accepts(positives[0])
+    from neurosym.bench.synth import equivalent
+
+    assert equivalent(pattern_dfa(c.pattern), pattern_dfa(expected)), c.pattern
+
+
+def test_induce_weighted_keeps_literals_when_the_template_overreaches():
+    pos = {"one": 50.0, "two": 40.0, "12": 30.0, "345": 20.0, "7": 10.0}
+    neg = {"the": 500.0, "cat": 100.0, "x1": 5.0}
+    rx = re.compile(ra_pattern := gen.ra.to_pattern(gen.induce_weighted(pos, neg)))
+    assert all(rx.fullmatch(s) for s in pos) and not any(rx.fullmatch(s) for s in neg), ra_pattern
+    assert rx.fullmatch("2024")  # the digits generalise; the words stay literal
+    assert not rx.fullmatch("six")
