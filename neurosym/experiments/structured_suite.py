@@ -9,6 +9,8 @@ design's three settings:
 * ``regex-hard``: the compiled automata frozen (only the readout trains);
 * ``regex-soft``: initialised from the automata, every weight trains;
 * ``regex-removed``: the same layer with random weights (no prior);
+* ``regex-others``: hard, but the bank holds only the *other* six Tomita automata and
+  the readout starts untrained (a related but wrong prior: does it still help?);
 * ``pcfg-hard``: the compiled rule tensors, fixed (the PCFG encoder as built);
 * ``pcfg-soft`` (:class:`SoftPCFGEncoder`): the rule and emission log-probabilities
   become parameters on the grammar's support, initialised from the compiled ones and
@@ -54,7 +56,7 @@ from neurosym.tasks import NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks
 from neurosym.tasks.generated import AGREEMENT_FILE, ARITH_FILE
 
 PLAIN = ("mean", "conv", "rnn", "lstm", "attention", "stack")
-REGEX = ("regex-hard", "regex-soft", "regex-removed")
+REGEX = ("regex-hard", "regex-soft", "regex-removed", "regex-others")
 PCFG = ("pcfg-hard", "pcfg-soft", "pcfg-removed")
 ENCODERS = PLAIN + REGEX + PCFG
 SHARES = (0.01, 0.1, 1.0)
@@ -195,7 +197,9 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int) -
         enc = build_encoder(encoder, V, dim, **kwargs)
         return SuiteModel(enc, task.family, data.num_classes)
     if encoder in REGEX:
-        layer = RegexLayer(tomita_bank(data.vocab))
+        bank = tomita_bank(data.vocab)
+        own = f"T{task.name.removeprefix('tomita')}"
+        layer = RegexLayer([a for name, a in bank.patterns.items() if name != own] if encoder == "regex-others" else bank)
         if encoder == "regex-removed":
             gen = torch.Generator().manual_seed(seed)
             with torch.no_grad():
@@ -203,9 +207,9 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int) -
                     p.copy_(torch.randn(p.shape, generator=gen))
                 layer.bias.zero_()
         model = SuiteModel(build_encoder("regex", V, dim, automata=layer), task.family, data.num_classes)
-        if encoder != "regex-removed":
+        if encoder in ("regex-hard", "regex-soft"):
             read_automaton(model, int(task.name.removeprefix("tomita")) - 1)
-        if encoder == "regex-hard":
+        if encoder in ("regex-hard", "regex-others"):
             for p in model.encoder.layer.parameters():
                 p.requires_grad_(False)
         return model
@@ -293,6 +297,8 @@ def run_one(task: Task, data: TaskData, encoder: str, seed: int, budget: Budget,
         record["cold_start"] = accuracy(predict(model, data.test), data.test.labels)
     record["seconds_per_step"] = train(model, train_split, budget, seed)
     pred = predict(model, data.test)
+    record["metric"] = task.metric
+    record["scores"] = task.evaluate(pred, data.test.labels, data.label_names)
     record["accuracy"] = accuracy(pred, data.test.labels)
     if task.length_axis:
         record["by_length"] = length_buckets(data.test, pred)
@@ -430,8 +436,12 @@ def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources:
     tasks: dict = {}
     by_length: dict = {}
     for (t, e), rs in group.items():
-        m, s = _mean_std([r["accuracy"] for r in rs])
-        tasks.setdefault(t, {})[e] = {"accuracy": m, "accuracy_std": s, "seeds": len(rs)}
+        cell: dict = {"metric": rs[0].get("metric", "accuracy")}
+        for key in rs[0].get("scores", {"accuracy": 0.0}):
+            m, s = _mean_std([r.get("scores", {"accuracy": r["accuracy"]})[key] for r in rs])
+            cell[key], cell[f"{key}_std"] = m, s
+        cell["seeds"] = len(rs)
+        tasks.setdefault(t, {})[e] = cell
         if "by_length" in rs[0]:
             by_length.setdefault(t, {})[e] = {k: float(np.mean([r["by_length"].get(k, float("nan")) for r in rs])) for k in rs[0]["by_length"]}
     cold = {t: float(np.mean([r["cold_start"] for r in rs])) for (t, e), rs in group.items() if e == "regex-hard" and "cold_start" in rs[0]}
@@ -455,24 +465,30 @@ def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources:
 
 
 # ---------------------------------------------------------------------- report
+def _headline(d: dict) -> float:
+    return d[d.get("metric", "accuracy")]
+
+
 def _fmt(d: dict | None, std: bool = True) -> str:
     if not d:
         return "–"
-    s = f"{100 * d['accuracy']:.1f}"
-    return s + (f" ± {100 * d['accuracy_std']:.1f}" if std and d.get("seeds", 1) > 1 else "")
+    key = d.get("metric", "accuracy")
+    s = f"{100 * d[key]:.1f}"
+    return s + (f" ± {100 * d[key + '_std']:.1f}" if std and d.get("seeds", 1) > 1 else "")
 
 
 def format_report(report: dict) -> str:
     """report.md: the tables."""
     encoders = list(dict.fromkeys(e for t in report["tasks"].values() for e in t))
     encoders = [e for e in ENCODERS if e in encoders]
-    lines = ["# Structured-LM suite", "", f"Budget: {report['budget']}; seeds: {report['seeds']}. Test accuracy (%), mean ± std over seeds; "
-             "– = encoder not applicable (see below).", ""]
+    lines = ["# Structured-LM suite", "", f"Budget: {report['budget']}; seeds: {report['seeds']}. Test score (%): accuracy, or the "
+             "metric named beside the task; mean ± std over seeds; – = encoder not applicable (see below).", ""]
     lines += ["| task | " + " | ".join(encoders) + " |", "| --- |" + " ---: |" * len(encoders)]
     for t, row in report["tasks"].items():
-        best = max(v["accuracy"] for v in row.values())
-        cells = [(f"**{_fmt(row.get(e))}**" if e in row and row[e]["accuracy"] == best else _fmt(row.get(e))) for e in encoders]
-        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+        best = max(_headline(v) for v in row.values())
+        metric = next(iter(row.values())).get("metric", "accuracy")
+        cells = [(f"**{_fmt(row.get(e))}**" if e in row and _headline(row[e]) == best else _fmt(row.get(e))) for e in encoders]
+        lines.append(f"| {t}{'' if metric == 'accuracy' else f' ({metric})'} | " + " | ".join(cells) + " |")
     if report["cold_start"]:
         lines += ["", "## Cold start (regex bank of the seven compiled Tomita automata)", "",
                   "| task | before training | regex-soft after training |", "| --- | ---: | ---: |"]
@@ -527,7 +543,7 @@ def plot_report(report: dict, out_dir: str | Path) -> list[Path]:
         for i, t in enumerate(tasks):
             for j, e in enumerate(encoders):
                 if e in report["tasks"][t]:
-                    grid[i, j] = 100 * report["tasks"][t][e]["accuracy"]
+                    grid[i, j] = 100 * _headline(report["tasks"][t][e])
         fig, ax = plt.subplots(figsize=(1.0 + 0.8 * len(encoders), 0.8 + 0.35 * len(tasks)))
         im = ax.imshow(grid, cmap="viridis", vmin=np.nanmin(grid), vmax=100, aspect="auto")
         ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha="right")
@@ -536,7 +552,7 @@ def plot_report(report: dict, out_dir: str | Path) -> list[Path]:
             for j in range(len(encoders)):
                 if not np.isnan(grid[i, j]):
                     ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7, color="w" if grid[i, j] < 75 else "k")
-        fig.colorbar(im, ax=ax, label="test accuracy %")
+        fig.colorbar(im, ax=ax, label="test accuracy % (NER: entity F1)")
         fig.tight_layout()
         paths.append(out_dir / "heatmap.png")
         fig.savefig(paths[-1], dpi=120)

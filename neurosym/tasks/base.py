@@ -176,8 +176,43 @@ class Task:
             raise NeurosymError(f"task {self.name}: unknown family {self.family!r}")
         return data
 
+    def evaluate(self, pred: torch.Tensor, labels: torch.Tensor, names: Sequence[str] = ()) -> dict[str, float]:
+        """The task's metrics of predictions against labels (same shapes); ``metric``
+        names the headline one. Here: ``{"accuracy": ...}``."""
+        return {"accuracy": accuracy(pred, labels)}
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, family={self.family!r})"
+
+
+def bio_spans(tags: Sequence[str]) -> set[tuple[int, int, str]]:
+    """Entity spans ``(start, end, type)`` (end exclusive) of one BIO tag sequence
+    (conlleval's rule: an ``I-x`` after ``O`` or another type starts a new span)."""
+    spans, start, kind = set(), None, None
+    for i, t in enumerate([*tags, "O"]):
+        inside = t.startswith("I-") and kind == t[2:]
+        if start is not None and not inside:
+            spans.add((start, i, kind))
+            start, kind = None, None
+        if t.startswith("B-") or (t.startswith("I-") and not inside):
+            start, kind = i, t[2:]
+    return spans
+
+
+def span_f1(pred: torch.Tensor, labels: torch.Tensor, names: Sequence[str]) -> float:
+    """Micro entity F1 of BIO taggings (N, L) (label ids into ``names``; ``IGNORE`` ends
+    a sequence); 1.0 when neither side has an entity."""
+    tp = n_pred = n_gold = 0
+    for p_row, g_row in zip(pred.tolist(), labels.tolist()):
+        n = sum(1 for g in g_row if g != IGNORE)
+        p = bio_spans([names[i] for i in p_row[:n]])
+        g = bio_spans([names[i] for i in g_row[:n]])
+        tp += len(p & g)
+        n_pred += len(p)
+        n_gold += len(g)
+    if n_pred + n_gold == 0:
+        return 1.0
+    return 2 * tp / (n_pred + n_gold)
 
 
 def accuracy(pred: torch.Tensor, labels: torch.Tensor) -> float:

@@ -29,7 +29,9 @@ import numpy as np
 
 from neurosym.data.text import corpus_path, read_tagged, read_text
 from neurosym.errors import NeurosymError
-from neurosym.tasks.base import Task, TaskData, classification_split, sample_rows, tagging_split, word_vocab
+import torch
+
+from neurosym.tasks.base import Task, TaskData, accuracy, classification_split, sample_rows, span_f1, tagging_split, word_vocab
 
 WORD = re.compile(r"\w+|[^\w\s]")
 
@@ -121,7 +123,12 @@ class NER(_RealTask):
 
     name = "ner"
     family = "tagging"
+    metric = "f1"
     source = "WNUT-17 (CC BY 4.0), train / annotated test; CoNLL-2003 substitute"
+
+    def evaluate(self, pred: torch.Tensor, labels: torch.Tensor, names=()) -> dict[str, float]:
+        """Micro entity F1 (exact BIO spans) and token accuracy."""
+        return {"f1": span_f1(pred, labels, names), "accuracy": accuracy(pred, labels)}
 
     def skip_reason(self):
         missing = [f for f in ("wnut17train.conll", "emerging.test.annotated") if self.shared("wnut17", f) is None]

@@ -40,6 +40,8 @@ def test_regex_settings_freeze_and_remove_the_prior():
     prior = removed.encoder.layer.prior_log_weights()
     real = prior > float("-inf")
     assert not torch.allclose(removed.encoder.layer.log_weights[real], soft.encoder.layer.log_weights[real])
+    others = suite.build_model(task, data, "regex-others", 16, seed=0)
+    assert others.encoder.layer.num_automata == 6 and not any(p.requires_grad for p in others.encoder.layer.parameters())
     assert suite.prior_of(get_task("dyck2"), "regex-hard") is not None
     assert suite.prior_of(get_task("arithmetic"), "pcfg-hard") is None
 

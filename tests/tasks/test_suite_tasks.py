@@ -263,3 +263,15 @@ def test_missing_shared_data_is_a_reason(tmp_path):
         assert task.skip_reason() and "shared data" in task.skip_reason()
         with pytest.raises(NeurosymError, match=task.name):
             task.load(10, 10)
+
+
+def test_bio_spans_and_entity_f1_by_hand():
+    from neurosym.tasks.base import bio_spans, span_f1
+
+    assert bio_spans(["B-per", "I-per", "O", "I-loc", "B-loc", "I-per"]) == {(0, 2, "per"), (3, 4, "loc"), (4, 5, "loc"), (5, 6, "per")}
+    assert bio_spans(["O", "O"]) == set()
+    names = ["O", "B-per", "I-per"]
+    gold = torch.tensor([[1, 2, 0, 0], [0, 1, IGNORE, IGNORE]])
+    pred = torch.tensor([[1, 2, 0, 1], [0, 2, 0, 0]])  # two hits (an I- after O opens a span, as in conlleval) and one spurious span
+    assert span_f1(pred, gold, names) == pytest.approx(2 * 2 / (3 + 2))  # predicted: (0,2), (3,4), (1,2); gold: (0,2), (1,2)
+    assert span_f1(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long), names) == 1.0
