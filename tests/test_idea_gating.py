@@ -99,6 +99,7 @@ TINY = {"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "idea_
         "data": {"train": 128, "valid": 64}, "optim": {"epochs": 1, "batch_size": 32}}
 
 
+@pytest.mark.slow
 def test_tiny_end_to_end_drift(tmp_path):
     r = reproduce(seeds=2, out_dir=tmp_path, datasets=("drift",), progress=None, threads=1, samples=20, overrides=TINY)
     rep = r["datasets"]["drift"]
