@@ -125,3 +125,18 @@ def test_cli_bad_names_are_clear_errors(tmp_path):
     (tmp_path / "file").write_text("")
     r = CliRunner().invoke(main, ["reproduce", "structured-suite", "--out-dir", str(tmp_path / "file" / "x")])
     assert r.exit_code == 2 and "is a file" in r.output
+
+
+def test_missing_data_is_reported_as_skipped_with_its_reason(tmp_path, monkeypatch):
+    monkeypatch.setattr(suite, "QUICK", TINY)
+    empty = tmp_path / "data"
+    empty.mkdir()
+    r = CliRunner().invoke(main, ["reproduce", "structured-suite", "--tasks", "tomita1,sentiment,pos,nli", "--encoders", "mean",
+                                  "--data", str(empty), "--out-dir", str(tmp_path / "out"), "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert set(report["tasks"]) == {"tomita1"}
+    assert "poem-sentiment" in report["skipped"]["sentiment"] and "snli-esnli" in report["skipped"]["nli"]
+    assert "ud-english-ewt" in report["skipped"]["pos"]
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "* sentiment: poem-sentiment" in text and "* pos:" in text
