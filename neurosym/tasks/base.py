@@ -26,6 +26,8 @@ from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
 FAMILIES = ("classification", "tagging")
+SHIPPED_DATA = Path(__file__).resolve().parent / "data"
+"""Small freely licensed subsets shipped with the package (each with its licence)."""
 IGNORE = -100
 """The label of padding positions in tagging splits (``cross_entropy``'s ignore index)."""
 
@@ -150,13 +152,16 @@ class Task:
         self.data_dir = Path(data_dir) if data_dir is not None else None
 
     def shared(self, *parts: str) -> Path | None:
-        """A path inside the shared data folder (``--data`` DIR, else ``../shared/data``),
-        or None when the folder or the path is missing."""
+        """A path inside the shared data folder (``--data`` DIR, else ``../shared/data``);
+        without ``--data``, a copy shipped in ``neurosym/tasks/data/`` (small, freely
+        licensed subsets, licence beside them) stands in for a missing one. None when
+        neither has it."""
         root = self.data_dir if self.data_dir is not None else shared_data_dir()
-        if root is None:
-            return None
-        path = Path(root).joinpath(*parts)
-        return path if path.exists() else None
+        if root is not None and Path(root).joinpath(*parts).exists():
+            return Path(root).joinpath(*parts)
+        if self.data_dir is None and SHIPPED_DATA.joinpath(*parts).exists():
+            return SHIPPED_DATA.joinpath(*parts)
+        return None
 
     def skip_reason(self) -> str | None:
         """Why the task cannot run here (missing data), or None."""

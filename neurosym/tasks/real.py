@@ -10,7 +10,8 @@ name               data (substitute for)                 split used here
 =================  ====================================  =========================
 ``pos``            UD English-EWT UPOS (shipped corpora)  train / test
 ``ner``            WNUT-17 (CoNLL-2003)                   train / test
-``sentiment``      Poem Sentiment, 4 classes (SST-2)      train / test
+``sentiment``      Poem Sentiment, 4 classes (SST-2;     train / test
+                   shipped copy in ``tasks/data/``)
 ``topic``          DBpedia-14 subset (AG News)            val (5,000) / test
 ``acceptability``  BLiMP, all 67 paradigms (CoLA)         pairs split 50/50
 ``nli``            SNLI dev / test (no train shared)      dev / test

@@ -275,3 +275,21 @@ def test_bio_spans_and_entity_f1_by_hand():
     pred = torch.tensor([[1, 2, 0, 1], [0, 2, 0, 0]])  # two hits (an I- after O opens a span, as in conlleval) and one spurious span
     assert span_f1(pred, gold, names) == pytest.approx(2 * 2 / (3 + 2))  # predicted: (0,2), (3,4), (1,2); gold: (0,2), (1,2)
     assert span_f1(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long), names) == 1.0
+
+
+def test_shipped_poem_sentiment_stands_in_without_the_shared_folder(monkeypatch):
+    import hashlib
+
+    import neurosym.tasks.base as base
+
+    monkeypatch.setattr(base, "shared_data_dir", lambda: None)
+    task = Sentiment()
+    assert task.skip_reason() is None and str(base.SHIPPED_DATA) in str(task.shared("poem-sentiment", "data", "train.tsv"))
+    data = task.build(None, None, seed=0)
+    assert torch.bincount(data.train.labels, minlength=4).tolist() == [155, 555, 133, 49]  # the source README's counts
+    assert (base.SHIPPED_DATA / "poem-sentiment" / "LICENSE").is_file()
+    readme = (base.SHIPPED_DATA / "poem-sentiment" / "README.md").read_text()
+    for name in ("data/train.tsv", "data/test.tsv", "LICENSE"):
+        digest = hashlib.sha256((base.SHIPPED_DATA / "poem-sentiment" / name).read_bytes()).hexdigest()
+        assert f"| {name} | {digest} |" in readme
+    assert "wnut17" in NER().skip_reason()  # no shipped copy: still a reason
