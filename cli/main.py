@@ -402,7 +402,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
 )
 @click.option("--tasks", default=None, help="Comma-separated task names (default: all; see docs/structured_suite.md).")
 @click.option("--encoders", default=None, help="Comma-separated encoder settings (default: all: mean, conv, rnn, lstm, attention, stack, "
-              "regex-hard, regex-soft, regex-removed, regex-others, pcfg-hard, pcfg-soft, pcfg-removed).")
+              "regex-hard, regex-soft, regex-removed, regex-others, pcfg-hard, pcfg-soft, pcfg-removed, pcfg-prefix-hard, pcfg-prefix-removed).")
 @click.option("--quick/--full", default=True, show_default=True, help="Small subsets and budgets (2 CPU cores) or the full sizes (a GPU).")
 @click.option("--seeds", default=None, type=click.IntRange(min=1), help="Model seeds (default: 1 quick, 3 full; the data are fixed).")
 @click.option("--steps", default=None, type=click.IntRange(min=1), help="Override the training steps of every run.")

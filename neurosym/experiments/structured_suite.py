@@ -15,7 +15,12 @@ design's three settings:
 * ``pcfg-soft`` (:class:`SoftPCFGEncoder`): the rule and emission log-probabilities
   become parameters on the grammar's support, initialised from the compiled ones and
   trained through ``log P(sentence)`` (the posterior features stay detached);
-* ``pcfg-removed``: random rule tensors over every (A, B, C) and token (no prior).
+* ``pcfg-removed``: random rule tensors over every (A, B, C) and token (no prior);
+* ``pcfg-prefix-hard`` / ``pcfg-prefix-removed`` (:class:`PCFGPrefixEncoder`): the
+  grammar's exact next-token distribution after the sequence (prefix probabilities,
+  :mod:`neurosym.layers.prefix`), for the compiled or a random grammar. Inputs that
+  are prefixes rather than sentences (agreement) have no inside features but do have
+  these.
 
 Regex priors exist for the Tomita tasks (the seven compiled Tomita automata, one
 bank); PCFG priors for the tasks sampled from a grammar (arithmetic, agreement). With a
@@ -51,13 +56,14 @@ from neurosym.errors import NeurosymError
 from neurosym.files import atomic_write_bytes
 from neurosym.layers.encoders import Encoder, PCFGEncoder, build_encoder
 from neurosym.layers.inside import sentence_log_prob
+from neurosym.layers.prefix import PrefixGrammar, prefix_state
 from neurosym.layers.wfsa import RegexLayer
 from neurosym.tasks import NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks, tomita_bank
 from neurosym.tasks.generated import AGREEMENT_FILE, ARITH_FILE
 
 PLAIN = ("mean", "conv", "rnn", "lstm", "attention", "stack")
 REGEX = ("regex-hard", "regex-soft", "regex-removed", "regex-others")
-PCFG = ("pcfg-hard", "pcfg-soft", "pcfg-removed")
+PCFG = ("pcfg-hard", "pcfg-soft", "pcfg-removed", "pcfg-prefix-hard", "pcfg-prefix-removed")
 ENCODERS = PLAIN + REGEX + PCFG
 SHARES = (0.01, 0.1, 1.0)
 GRAMMAR_OF = {"arithmetic": ARITH_FILE, "agreement": AGREEMENT_FILE}
@@ -172,6 +178,33 @@ class SoftPCFGEncoder(PCFGEncoder):
         return torch.cat(parts, -1).to(self.proj.weight.dtype)
 
 
+class PCFGPrefixEncoder(Encoder):
+    """The grammar's view of what comes next: ``log P(v | sequence ...)`` for every token
+    v (V), ``log P(end | sequence)`` and a 0/1 "the sequence is a possible prefix" flag,
+    floored at ``floor`` and mapped to D by a linear layer. The prefix chart is exact and
+    fixed (not differentiable): only the linear layer trains. Pooled output only."""
+
+    def __init__(self, vocab_size: int, dim: int, rules: RuleTensors | None = None, floor: float = -30.0, padding_idx: int | None = 0):
+        super().__init__(dim, padding_idx, True, "mean")
+        if rules is None or len(rules.vocab) != vocab_size:
+            raise NeurosymError("the pcfg-prefix encoder needs RuleTensors over the task's vocabulary")
+        self.grammar = PrefixGrammar.from_rules(rules)
+        self.floor = float(floor)
+        self.proj = nn.Linear(vocab_size + 2, dim)
+
+    def pooled_output(self, ids: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        mask = self.mask(ids, lengths)
+        with torch.no_grad():
+            state = prefix_state(self.grammar, self.clean(ids, mask).to(self.grammar.device), mask.sum(1).to(self.grammar.device))
+            nxt, end = state.next_token_log_probs()
+            ok = torch.isfinite(state.prefix_log_prob)
+            feats = torch.cat([nxt.clamp_min(self.floor), end.clamp_min(self.floor)[:, None], ok[:, None].to(nxt.dtype)], -1)
+        return self.proj(feats.to(self.proj.weight.device, self.proj.weight.dtype))
+
+    def tokens(self, ids, lengths=None):
+        raise NeurosymError("the pcfg-prefix encoder gives one vector per sequence; call it with pooled=True")
+
+
 def read_automaton(model: SuiteModel, k: int, gain: float = 10.0) -> None:
     """Point a regex model's readout at automaton ``k``: logit(1) - logit(0) =
     ``2 * gain * (accept_prob_k - 1/2)`` (the cold start)."""
@@ -215,9 +248,14 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int) -
         return model
     if encoder in PCFG:
         rules = load_pcfg(shipped_file(GRAMMAR_OF[task.name]), vocab=data.vocab)
-        if encoder == "pcfg-removed":
+        if encoder in ("pcfg-removed", "pcfg-prefix-removed"):
             rules = random_rules(rules, torch.Generator().manual_seed(seed))
-        enc = SoftPCFGEncoder(V, dim, rules=rules) if encoder == "pcfg-soft" else build_encoder("pcfg", V, dim, rules=rules)
+        if encoder.startswith("pcfg-prefix"):
+            enc = PCFGPrefixEncoder(V, dim, rules=rules)
+        elif encoder == "pcfg-soft":
+            enc = SoftPCFGEncoder(V, dim, rules=rules)
+        else:
+            enc = build_encoder("pcfg", V, dim, rules=rules)
         return SuiteModel(enc, task.family, data.num_classes)
     raise NeurosymError(f"unknown encoder setting {encoder!r}; known: {', '.join(ENCODERS)}")
 
@@ -291,6 +329,8 @@ def run_one(task: Task, data: TaskData, encoder: str, seed: int, budget: Budget,
     model = build_model(task, data, encoder, budget.dim, seed).to(device)
     if hasattr(model.encoder, "rules"):  # the PCFG encoder's grammar is a plain attribute, not a buffer
         model.encoder.rules = model.encoder.rules.to(device)
+    if hasattr(model.encoder, "grammar"):  # as is the prefix encoder's
+        model.encoder.grammar = model.encoder.grammar.to(device)
     train_split = data.train if share >= 1.0 else data.train.fraction(share, seed)
     record: dict = {"task": task.name, "encoder": encoder, "seed": seed, "share": share, "n_train": len(train_split)}
     if encoder in ("regex-hard", "regex-soft") and share == 1.0:

@@ -91,6 +91,20 @@ def test_soft_pcfg_starts_as_the_hard_one_and_trains_the_grammar():
     assert (rules.binary[~support] == float("-inf")).all()
 
 
+def test_prefix_pcfg_features_are_the_grammars_next_token_odds():
+    task = Agreement()
+    data = task.build(20, 10, seed=0)
+    model = suite.build_model(task, data, "pcfg-prefix-hard", 8, seed=0)
+    vocab = data.vocab
+    ids = torch.tensor([[vocab.id("the"), vocab.id("keys"), vocab.id("to"), vocab.id("the"), vocab.id("cabinet")]])
+    captured = {}
+    model.encoder.proj.register_forward_hook(lambda m, args, out: captured.update(x=args[0]))
+    model(ids, torch.tensor([5]))
+    feats = captured["x"][0]
+    assert feats[vocab.id("are")] > -5 and feats[vocab.id("is")] <= model.encoder.floor  # the plural head noun decides
+    assert feats[-1] == 1.0  # a possible prefix
+
+
 def test_cli_tiny_suite_resumes_and_reports(tmp_path, monkeypatch):
     monkeypatch.setattr(suite, "QUICK", TINY)
     out = tmp_path / "suite"
