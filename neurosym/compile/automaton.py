@@ -24,6 +24,8 @@ from neurosym.compile.token_index import WORD_BITS, TokenArcs, TokenWalker, toke
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
+DENSE_MASK_BYTES = 1 << 20  # mask tables up to this size are stored densely (a mask write is then one row copy)
+
 
 class Automaton:
     """A deterministic automaton over token ids.
@@ -39,8 +41,10 @@ class Automaton:
         mask_row: (Q,) long: the distinct allowed-token set of each state. The sets are
             packed into 32-bit words (bit ``v % 32`` of word ``v // 32``) and stored
             sparsely (set ``m`` has the nonzero words ``mask_index[mask_ptr[m]:mask_ptr[m + 1]]``
-            with values ``mask_value[...]``), or, when that would not be smaller, densely as
-            ``mask_dense`` (M, ⌈V/32⌉) int32 (then the sparse tensors are empty).
+            with values ``mask_value[...]``), or, when that would not be smaller or the dense
+            table takes at most ``DENSE_MASK_BYTES`` (1 MiB: speed first for small
+            indexes), densely as ``mask_dense`` (M, ⌈V/32⌉) int32 (then the sparse tensors
+            are empty).
         start: the start state (always 0).
         final: (Q,) bool tensor.
         vocab: the token vocabulary.
@@ -73,13 +77,13 @@ class Automaton:
         bits, row = arcs.packed_masks()
         m, w = np.nonzero(bits)
         self.mask_row = torch.from_numpy(row)
-        if bits.nbytes <= len(m) * 8 + (len(bits) + 1) * 8:  # dense rows: store them as they are
+        if bits.nbytes <= max(len(m) * 8 + (len(bits) + 1) * 8, DENSE_MASK_BYTES):  # dense rows: store them as they are
             self.mask_dense: torch.Tensor | None = torch.from_numpy(np.ascontiguousarray(bits))
             m, w = m[:0], w[:0]
         else:
             self.mask_dense = None
         self.mask_ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(np.bincount(m, minlength=len(bits)))]).astype(np.int64))
-        self.mask_index = torch.from_numpy(w.astype(np.int32))
+        self.mask_index = torch.from_numpy(w.astype(np.intp))  # numpy's own index type: a mask write indexes with it directly
         self.mask_value = torch.from_numpy(bits[m, w])
         self._np_masks = (row, self.mask_ptr.numpy(), self.mask_index.numpy(), self.mask_value.numpy())  # views, for write_mask
         self._np_dense = None if self.mask_dense is None else self.mask_dense.numpy()
@@ -265,11 +269,11 @@ class Automaton:
         single-row fast path of :meth:`mask_words` (numpy, no allocation)."""
         row, ptr, index, value = self._np_masks
         m = row[state]
-        if self.mask_dense is not None:
+        if self._np_dense is not None:
             out[:] = self._np_dense[m]
             return
         a, b = ptr[m], ptr[m + 1]
-        out[:] = 0
+        out.fill(0)
         out[index[a:b]] = value[a:b]
 
     def mask(self, states: torch.Tensor) -> torch.Tensor:

@@ -173,11 +173,15 @@ def test_next_state_agrees_with_step(pattern):
                 assert auto.next_state(q, t) == int(auto.step(torch.tensor(q), torch.tensor(t))), (q, t)
 
 
-def test_dense_and_sparse_mask_storage_agree():
-    """Rows with many allowed tokens are stored densely, sparse ones sparsely; both write
-    the same packed words."""
+@pytest.mark.parametrize("budget", [0, 1 << 20])
+def test_dense_and_sparse_mask_storage_agree(budget, monkeypatch):
+    """Rows with many allowed tokens are stored densely, sparse ones sparsely unless the
+    dense table fits the budget; both write the same packed words."""
+    from neurosym.compile import automaton as automaton_module
+
+    monkeypatch.setattr(automaton_module, "DENSE_MASK_BYTES", budget)
     vocab = Vocab.chars([chr(c) for c in range(32, 1200)])  # 37 words a row
-    for pattern, dense in [(r"[ -ӯ]*x", True), (r"ab|cd", False)]:
+    for pattern, dense in [(r"[ -ӯ]*x", True), (r"ab|cd", budget > 0)]:
         auto = compile_regex(pattern, vocab=vocab)
         assert (auto.mask_dense is not None) == dense
         states = torch.arange(-1, auto.num_states)
