@@ -86,7 +86,11 @@ class Automaton:
         self.mask_index = torch.from_numpy(w.astype(np.intp))  # numpy's own index type: a mask write indexes with it directly
         self.mask_value = torch.from_numpy(bits[m, w])
         self._np_masks = (row, self.mask_ptr.numpy(), self.mask_index.numpy(), self.mask_value.numpy())  # views, for write_mask
-        self._np_dense = None if self.mask_dense is None else self.mask_dense.numpy()
+        # dense tables (at most DENSE_MASK_BYTES): each state's row as a ready numpy view, for write_mask
+        self._dense_rows = None
+        if self.mask_dense is not None:
+            views = list(self.mask_dense.numpy())  # one view per distinct row, shared by the states that have it
+            self._dense_rows = [views[m] for m in row.tolist()]
         self.final = torch.from_numpy(arcs.final.copy()) if final is None else final.bool()
         self.walker = walker
         if walker is None:  # step by binary search over the arcs, kept
@@ -267,11 +271,11 @@ class Automaton:
     def write_mask(self, state: int, out: np.ndarray) -> None:
         """Write one state's packed mask into ``out`` (ceil(V / 32),) int32 in place: the
         single-row fast path of :meth:`mask_words` (numpy, no allocation)."""
+        if self._dense_rows is not None:
+            out[:] = self._dense_rows[state]
+            return
         row, ptr, index, value = self._np_masks
         m = row[state]
-        if self._np_dense is not None:
-            out[:] = self._np_dense[m]
-            return
         a, b = ptr[m], ptr[m + 1]
         out.fill(0)
         out[index[a:b]] = value[a:b]
