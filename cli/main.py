@@ -365,7 +365,7 @@ def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, th
 )
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="Model seeds (the corpora are fixed).")
 @click.option("--datasets", default="drift,wikitext-2", show_default=True, help="Comma-separated: drift, wikitext-2.")
-@click.option("--samples", default=400, show_default=True, type=click.IntRange(min=1), help="Generated continuations per model and seed (drift prompts; domain prompts on WikiText-2, as many as the test text has).")
+@click.option("-n", "--samples", "samples", default=400, show_default=True, type=click.IntRange(min=1), help="Generated continuations per model and seed (drift prompts; domain prompts on WikiText-2, as many as the test text has).")
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(min=1), help="Torch threads.")
 @click.option("--gpu", is_flag=True, help="The larger configuration, on CUDA (docs/idea_gating.md).")
 @click.option("--out-dir", default="runs/idea-gating", show_default=True, type=click.Path(path_type=Path), help="Where the runs go.")

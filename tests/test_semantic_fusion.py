@@ -122,7 +122,7 @@ def test_train_command_and_plot(tmp_path):
 
 def test_reproduce_says_what_is_happening_and_reuses_finished_runs(tmp_path, capsys):
     lines: list[str] = []
-    kw = dict(seeds=1, out_dir=tmp_path, epochs=1, model=TINY, train=128, valid=32, threads=1, timing=False)
+    kw = dict(seeds=1, out_dir=tmp_path, epochs=1, model=TINY, train=128, valid=32, threads=1, timing=False, variants=("baseline", "fusion"))
     first = reproduce(progress=lines.append, **kw)
     assert lines[0] == "[1/2] baseline, seed 0" and lines[2] == "[2/2] fusion, seed 0"
     assert lines[1].startswith("      trained: ppl ") and "min left" in lines[1] and "min left" not in lines[3]
