@@ -59,7 +59,7 @@ from neurosym.lm.config import Config
 from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_loss, idea_parameters, idea_perplexities, matched_d_ff, stop_word_ids, xray
 from neurosym.lm.metrics import evaluate, floor_ppl
 from neurosym.lm.model import CausalLM, LMConfig
-from neurosym.lm.train import Trainer, param_groups, seed_all
+from neurosym.lm.train import Trainer, interleaved_step_seconds, param_groups, seed_all
 
 DATASETS = ("drift", "wikitext-2")
 TOPICS = {"zoology": ("Z1", "ZOO_TERMS"), "comics": ("K1", "COMIC_TERMS")}  # topic -> (sentence-grammar start, terms class)
@@ -715,22 +715,7 @@ def step_times(dataset: str = "wikitext-2", repeats: int = 20, warmup: int = 3, 
             opt = torch.optim.AdamW(param_groups(net, 0.01), lr=1e-3)
             setups.append((v, t, net, opt, t.train_batches(0, torch.Generator().manual_seed(0))[0]))
 
-        def step(t, net, opt, batch) -> float:
-            started = time.perf_counter()
-            loss, _ = t.loss(net, batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            return time.perf_counter() - started
-
-        for _, t, net, opt, batch in setups:
-            net.train()
-            for _ in range(warmup):
-                step(t, net, opt, batch)
-        times: dict[str, list[float]] = {v: [] for v in variants}
-        for _ in range(repeats):
-            for v, t, net, opt, batch in setups:
-                times[v].append(step(t, net, opt, batch))
+        times = interleaved_step_seconds(setups, repeats=repeats, warmup=warmup)
         base = statistics.median(times[variants[0]])
         return {v: {"median_ms": 1000 * statistics.median(times[v]), "min_ms": 1000 * min(times[v]),
                     "params": net.num_parameters(), "ratio": statistics.median(times[v]) / base}

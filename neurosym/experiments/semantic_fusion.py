@@ -46,7 +46,7 @@ from neurosym.lm.fusion import ControlColumns, build_fusion_lm, control_names, l
 from neurosym.lm.losses import aux_bce, class_uniformizer, label_smoothed_ce
 from neurosym.lm.metrics import evaluate, floor_ppl
 from neurosym.lm.model import CausalLM, LMConfig
-from neurosym.lm.train import Trainer, param_groups, seed_all
+from neurosym.lm.train import Trainer, interleaved_step_seconds, param_groups, seed_all
 
 # The published figures (their encoder had no causal mask; see DESIGN "Findings").
 # The sentence-level control of sentiment.lex: how positive, negative and intense the
@@ -337,22 +337,7 @@ def step_times(
             batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
             setups.append((v, t, net, opt, batch))
 
-        def step(t, net, opt, batch) -> float:
-            started = time.perf_counter()
-            loss, _ = t.loss(net, batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            return time.perf_counter() - started
-
-        for _, t, net, opt, batch in setups:
-            net.train()
-            for _ in range(warmup):
-                step(t, net, opt, batch)
-        times: dict[str, list[float]] = {v: [] for v in variants}
-        for _ in range(repeats):
-            for v, t, net, opt, batch in setups:
-                times[v].append(step(t, net, opt, batch))
+        times = interleaved_step_seconds(setups, repeats=repeats, warmup=warmup)
         return {
             v: {"median_ms": 1000 * statistics.median(times[v]), "min_ms": 1000 * min(times[v]),
                 "params": sum(p.numel() for p in net.parameters())}

@@ -122,6 +122,34 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     return [g for g in groups if g["params"]]
 
 
+def interleaved_step_seconds(setups: Iterable[tuple[str, Task, nn.Module, torch.optim.Optimizer, Any]], repeats: int = 30,
+                             warmup: int = 3) -> dict[str, list[float]]:
+    """Seconds per training step (the task's loss, backward, optimiser step) of each
+    ``(name, task, model, optimiser, batch)``, measured in this process under the same
+    conditions: each model trains on its own fixed batch, ``warmup`` steps first, then
+    ``repeats`` rounds that step every model once in turn (so load changes hit all alike).
+    ``{name: [seconds] * repeats}``."""
+    setups = list(setups)
+
+    def step(task: Task, model: nn.Module, opt: torch.optim.Optimizer, batch: Any) -> float:
+        started = time.perf_counter()
+        loss, _ = task.loss(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return time.perf_counter() - started
+
+    for _, task, model, opt, batch in setups:
+        model.train()
+        for _ in range(warmup):
+            step(task, model, opt, batch)
+    times: dict[str, list[float]] = {name: [] for name, *_ in setups}
+    for _ in range(repeats):
+        for name, task, model, opt, batch in setups:
+            times[name].append(step(task, model, opt, batch))
+    return times
+
+
 def seed_all(seed: int) -> None:
     """Seed Python's ``random``, NumPy's global generator and torch (CPU and CUDA)."""
     random.seed(seed)
