@@ -1,5 +1,6 @@
 """Corpus mode (issue 19): readers, the counter-example loop, written banks, format induction."""
 
+import itertools
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from neurosym.errors import NeurosymError
 from neurosym.synth import synthesize
 from neurosym.synth import corpus as sc
 from neurosym.synth import generalise as gen
-from neurosym.synth.bestfirst import BestFirst, resident_mb
+from neurosym.synth.bestfirst import BestFirst
 from neurosym.synth.regel_split import DEV, TEST, make_split
 
 SHARED = shared_data_dir()
@@ -214,20 +215,25 @@ def test_format_induction_stays_out_of_small_alphabets_and_weak_evidence():
 # ---------------------------------------------------------------------- bounded best-first
 
 
-def test_best_first_frontier_is_bounded():
+def test_best_first_frontier_is_bounded(monkeypatch):
     pos = ["#a3f", "#FFF", "#09c", "#1a2B3c", "#ffffff", "#00ff7F", "#c0ffee", "#abc"]
     neg = ["#ab", "#abcd", "a3f", "#ggg", "#12345", "#1234567", "##abc", "#ab-cd"]
     bf = BestFirst(pos, neg, max_frontier=2000, max_memo=2000)
     for _ in bf.solutions(3.0):
         break
     assert bf.pruned > 0 and bf.expanded > 0
-    # by default the bound comes from the memory the search adds to the process
-    bf = BestFirst(pos, neg, max_search_mb=0)
+    # by default the bound comes from the memory the search adds to the process: here a
+    # resident size that grows 10 MB per reading (real growth depends on what the test
+    # process freed before, so it is simulated)
+    from neurosym.synth import bestfirst as bestfirst_module
+
+    readings = itertools.count()
+    monkeypatch.setattr(bestfirst_module, "resident_mb", lambda: 100.0 + 10.0 * next(readings))
+    bf = BestFirst(pos, neg, max_search_mb=5)
     assert bf.max_frontier is None
-    for _ in bf.solutions(4.0):
-        break
-    if resident_mb() is not None:
-        assert bf.max_frontier is not None and bf.expanded >= 1024
+    for _ in bf.solutions(3.0):
+        pass
+    assert bf.expanded >= 1024 and bf.max_frontier is not None and bf.max_frontier >= 10_000
     # a small frontier still finds easy solutions
     bf2 = BestFirst(["0", "00", "000"], ["1", "01"], max_frontier=50)
     assert bf2.search(5.0) is not None
