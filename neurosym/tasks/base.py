@@ -13,6 +13,7 @@ Families (one model head each):
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -129,7 +130,7 @@ def sample_rows(n_total: int, n: int | None, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n_total, size=n, replace=False))
 
 
-class Task:
+class Task(ABC):
     """One task of the suite.
 
     Class attributes:
@@ -167,9 +168,9 @@ class Task:
         """Why the task cannot run here (missing data), or None."""
         return None
 
+    @abstractmethod
     def build(self, n_train: int | None = None, n_test: int | None = None, seed: int = 0) -> TaskData:
         """The task's fixed-seed train and test splits (``None``: the default sizes / all rows)."""
-        raise NotImplementedError
 
     def load(self, n_train: int | None = None, n_test: int | None = None, seed: int = 0) -> TaskData:
         """:meth:`build` after checking :meth:`skip_reason` (a NeurosymError naming it)."""
