@@ -236,6 +236,15 @@ def plot(run: Path, output: Path | None) -> None:
     click.echo(f"wrote {plot_run(run, output)}")
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """A recipe's --out-dir must be a folder or not exist yet (nor any file on its way)."""
+    for part in (out_dir, *out_dir.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise NeurosymError(f"--out-dir {out_dir}: {part} is a file, not a folder")
+            break
+
+
 @main.group(epilog=examples("neurosym reproduce semantic-fusion"))
 def reproduce() -> None:
     """Recipes that train and report against the published figures."""
@@ -268,11 +277,7 @@ def reproduce_semantic_kl(seeds: int, datasets: str, variants: str | None, epoch
     from neurosym.experiments import semantic_kl as recipe  # lazy: --help must not load torch and every subsystem
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
-    for part in (out_dir, *out_dir.parents):
-        if part.exists():
-            if not part.is_dir():
-                raise NeurosymError(f"--out-dir {out_dir}: {part} is a file, not a folder")
-            break
+    check_out_dir(out_dir)
     if data_dir is not None and not data_dir.is_dir():
         raise NeurosymError(f"--data {data_dir}: no such folder")
     chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants is not None else recipe.MAIN
@@ -333,11 +338,7 @@ def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, th
     )
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
-    for part in (out_dir, *out_dir.parents):
-        if part.exists():
-            if not part.is_dir():
-                raise NeurosymError(f"--out-dir {out_dir}: {part} is a file, not a folder")
-            break
+    check_out_dir(out_dir)
     say = None if as_json else (lambda line: click.echo(line, err=True))
     if variants is not None and ablation:
         raise click.UsageError("--variants and --ablation: give one or the other")
@@ -379,11 +380,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
     from neurosym.experiments.idea_gating import json_report as idea_json  # lazy: as above
     from neurosym.experiments.idea_gating import reproduce as reproduce_idea  # lazy: as above
 
-    for part in (out_dir, *out_dir.parents):
-        if part.exists():
-            if not part.is_dir():
-                raise NeurosymError(f"--out-dir {out_dir}: {part} is a file, not a folder")
-            break
+    check_out_dir(out_dir)
     chosen = tuple(d.strip() for d in datasets.split(",") if d.strip())
     say = None if as_json else (lambda line: click.echo(line, err=True))
     report = reproduce_idea(seeds=seeds, out_dir=out_dir, datasets=chosen, progress=say, resume=resume, threads=threads, gpu=gpu, samples=samples)
@@ -421,11 +418,7 @@ def reproduce_structured_suite(tasks: str | None, encoders: str | None, quick: b
     written to OUT_DIR/report.md, plots and results.json."""
     from neurosym.experiments import structured_suite as suite  # lazy: --help must not load torch and every subsystem
 
-    for part in (out_dir, *out_dir.parents):
-        if part.exists():
-            if not part.is_dir():
-                raise NeurosymError(f"--out-dir {out_dir}: {part} is a file, not a folder")
-            break
+    check_out_dir(out_dir)
     if data_dir is not None and not data_dir.is_dir():
         raise NeurosymError(f"--data {data_dir}: no such folder")
     if gpu:
