@@ -59,7 +59,7 @@ from neurosym.lm.config import Config
 from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_loss, idea_parameters, idea_perplexities, matched_d_ff, stop_word_ids, xray
 from neurosym.lm.metrics import evaluate, floor_ppl
 from neurosym.lm.model import CausalLM, LMConfig
-from neurosym.lm.train import Trainer, interleaved_step_seconds, param_groups, seed_all
+from neurosym.lm.train import Trainer, earlier_run, interleaved_step_seconds, param_groups, seed_all
 
 DATASETS = ("drift", "wikitext-2")
 TOPICS = {"zoology": ("Z1", "ZOO_TERMS"), "comics": ("K1", "COMIC_TERMS")}  # topic -> (sentence-grammar start, terms class)
@@ -541,9 +541,7 @@ def reproduce(
         for seed in range(seeds):
             for v in variants:
                 config = recipe_config(dataset, v, seed, out_dir, threads, gpu, progress_bar=False, overrides=overrides)
-                exists = (config.run_dir / "last.pt").exists()
-                if exists and not resume:
-                    raise NeurosymError(f"{config.run_dir}: an earlier run is there; add --resume to reuse finished runs and continue unfinished ones, or give another --out-dir")
+                exists = earlier_run(config, resume)
                 if progress:
                     progress(f"[{done + 1}/{total}] {dataset}: {v}, seed {seed}" + (" (resuming)" if exists else ""))
                 started = time.monotonic()

@@ -46,7 +46,7 @@ from neurosym.lm.fusion import ControlColumns, build_fusion_lm, control_names, l
 from neurosym.lm.losses import aux_bce, class_uniformizer, label_smoothed_ce
 from neurosym.lm.metrics import evaluate, floor_ppl
 from neurosym.lm.model import CausalLM, LMConfig
-from neurosym.lm.train import Trainer, interleaved_step_seconds, param_groups, seed_all
+from neurosym.lm.train import Trainer, earlier_run, interleaved_step_seconds, param_groups, seed_all
 
 # The published figures (their encoder had no causal mask; see DESIGN "Findings").
 # The sentence-level control of sentiment.lex: how positive, negative and intense the
@@ -372,12 +372,7 @@ def reproduce(
     for seed in range(seeds):
         for v in variants:
             config = recipe_config(v, seed, out_dir, epochs, model, threads, progress_bar=progress is not None, **data)
-            exists = (config.run_dir / "last.pt").exists()
-            if exists and not resume:
-                raise NeurosymError(
-                    f"{config.run_dir}: an earlier run is there; add --resume to reuse finished runs and continue "
-                    "unfinished ones, or give another --out-dir"
-                )
+            exists = earlier_run(config, resume)
             if progress:
                 progress(f"[{done + 1}/{total}] {v}, seed {seed}" + (" (resuming)" if exists else ""))
             t = task(config)

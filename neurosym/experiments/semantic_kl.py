@@ -57,7 +57,7 @@ from neurosym.lm.config import Config
 from neurosym.lm.metrics import embedding_health, expected_calibration_error, same_pos_miss_rate
 from neurosym.lm.model import CausalLM, LMConfig
 from neurosym.lm.semantic_kl import TemperatureSchedule, semantic_kl_terms
-from neurosym.lm.train import Trainer
+from neurosym.lm.train import Trainer, earlier_run
 
 DATASETS = ("wikitext-2", "ud-english-ewt")
 SPLITS = {"wikitext-2": ("valid", "test"), "ud-english-ewt": ("train", "test")}  # (train on, evaluate on)
@@ -337,10 +337,7 @@ def reproduce(
         for seed in range(seeds):
             for v in variants:
                 config = recipe_config(v, dataset, seed, out_dir, model, data, optim, threads, device, progress_bar=progress is not None)
-                exists = (config.run_dir / "last.pt").exists()
-                if exists and not resume:
-                    raise NeurosymError(f"{config.run_dir}: an earlier run is there; add --resume to reuse finished runs and "
-                                        "continue unfinished ones, or give another --out-dir")
+                exists = earlier_run(config, resume)
                 if progress:
                     progress(f"[{done + 1}/{total}] {dataset}, {v}, seed {seed}" + (" (resuming)" if exists else ""))
                 started = time.monotonic()

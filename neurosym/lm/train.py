@@ -122,6 +122,16 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     return [g for g in groups if g["params"]]
 
 
+def earlier_run(config: Config, resume: bool) -> bool:
+    """Whether a recipe's run folder already holds a checkpoint (then it is resumed or
+    reused); a NeurosymError when it does and ``resume`` is off."""
+    exists = (config.run_dir / "last.pt").exists()
+    if exists and not resume:
+        raise NeurosymError(f"{config.run_dir}: an earlier run is there; add --resume to reuse finished runs and "
+                            "continue unfinished ones, or give another --out-dir")
+    return exists
+
+
 def interleaved_step_seconds(setups: Iterable[tuple[str, Task, nn.Module, torch.optim.Optimizer, Any]], repeats: int = 30,
                              warmup: int = 3) -> dict[str, list[float]]:
     """Seconds per training step (the task's loss, backward, optimiser step) of each
