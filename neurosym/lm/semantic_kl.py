@@ -131,9 +131,12 @@ def _terms_from_hidden(logits: Tensor, hidden: Tensor, y: Tensor, W: Tensor, T: 
     uniq, inv = torch.unique(y, return_inverse=True)  # (U,), (N,)
     with torch.no_grad():
         scaled = similarity(W, uniq, sim).to(dtype).div_(_check_temperature(T))  # (U, V)
-        lse = torch.logsumexp(scaled, dim=-1, keepdim=True)  # (U, 1)
-        q = scaled.sub(lse).exp_()  # (U, V) the targets
-        neg_entropy = torch.bmm(q.unsqueeze(1), scaled.unsqueeze(2)).view(-1) - lse.view(-1)  # (U,) sum_v q log q
+        q = torch.softmax(scaled, dim=-1)  # (U, V) the targets
+        # log-normaliser from the row's largest target, which is >= 1/V (no underflow): log q_j = s_j - lse.
+        # With cosine similarity the largest is the target word itself (cos = 1); with dot, look for it.
+        top = uniq[:, None] if sim == "cosine" else q.argmax(-1, keepdim=True)  # (U, 1)
+        lse = scaled.gather(1, top).view(-1) - q.gather(1, top).log().view(-1)  # (U,)
+        neg_entropy = torch.linalg.vecdot(q, scaled) - lse  # (U,) sum_v q log q
         counts = torch.bincount(inv, minlength=uniq.numel()).to(dtype)
     Wd = W.to(dtype)
     shift = Wd[uniq] - q @ Wd  # (U, D): W[y] minus the target's mean output embedding (gradient reaches W, not q)
