@@ -8,7 +8,13 @@ says why in :meth:`Task.skip_reason` (``None`` when it can run).
 Families (one model head each):
 
 * ``classification``: labels (N,) long in ``[0, num_classes)``, one per sequence;
-* ``tagging``: labels (N, L) long, one per token, ``IGNORE`` (-100) at padding.
+* ``tagging``: labels (N, L) long, one per token, ``IGNORE`` (-100) at padding;
+* ``next-token``: a classification over the task's input vocabulary: each row is a
+  window of up to ``max_len`` preceding tokens, labels (N,) the id of the next token in
+  ``TaskData.vocab`` (``num_classes = len(vocab)``; ``<unk>`` may be a label);
+* ``seq2seq``: labels (N, T) long over ``TaskData.target_vocab`` (index 0 ``<bos>``,
+  1 ``<eos>``): each row the target's ids, then 1, then ``IGNORE`` padding
+  (``num_classes = len(target_vocab)``); scored by :func:`sequence_exact_match`.
 """
 
 from __future__ import annotations
@@ -26,19 +32,22 @@ from neurosym.data import shared_data_dir
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
-FAMILIES = ("classification", "tagging")
+FAMILIES = ("classification", "tagging", "next-token", "seq2seq")
 SHIPPED_DATA = Path(__file__).resolve().parent / "data"
 """Small freely licensed subsets shipped with the package (each with its licence)."""
 IGNORE = -100
-"""The label of padding positions in tagging splits (``cross_entropy``'s ignore index)."""
+"""The label of padding positions in tagging and seq2seq splits (``cross_entropy``'s ignore index)."""
+BOS_ID, EOS_ID = 0, 1
+"""Target-vocabulary ids of ``<bos>`` and ``<eos>`` in seq2seq tasks."""
 
 
 @dataclass
 class Split:
     """N sequences of word ids, right-padded with 0 (``<pad>``).
 
-    ids: (N, L) long. lengths: (N,) long. labels: (N,) long (classification) or (N, L)
-    long with ``IGNORE`` at padding (tagging).
+    ids: (N, L) long. lengths: (N,) long. labels: (N,) long (classification,
+    next-token), (N, L) long with ``IGNORE`` at padding (tagging), or (N, T) long target
+    ids, ``<eos>``, then ``IGNORE`` (seq2seq; T need not equal L).
     """
 
     ids: torch.Tensor
@@ -54,7 +63,10 @@ class Split:
         lengths = self.lengths[index]
         L = max(1, int(lengths.max())) if len(index) else 1
         labels = self.labels[index]
-        return Split(self.ids[index, :L], lengths, labels[:, :L] if labels.dim() == 2 else labels)
+        if labels.dim() == 2:  # tagging: L columns; seq2seq: up to the last target column used
+            used = torch.nonzero((labels != IGNORE).any(0)).flatten()
+            labels = labels[:, : max(L, int(used[-1]) + 1 if len(used) else 1)]
+        return Split(self.ids[index, :L], lengths, labels)
 
     def fraction(self, share: float, seed: int = 0) -> "Split":
         """A fixed-seed random ``share`` of the rows (at least one)."""
@@ -67,26 +79,34 @@ class Split:
 
 @dataclass
 class TaskData:
-    """What a task gives a model: the splits, the vocabulary, the label count."""
+    """What a task gives a model: the splits, the vocabulary, the label count; for
+    seq2seq tasks the target vocabulary (``<bos>`` 0, ``<eos>`` 1), else None."""
 
     train: Split
     test: Split
     vocab: Vocab
     num_classes: int
     label_names: list[str] = field(default_factory=list)
+    target_vocab: Vocab | list[str] | None = None
 
 
 def encode(sequences: Sequence[Sequence[str]], vocab: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
     """Token strings -> right-padded ids (N, L) and lengths (N,); unknown words map to
     ``<unk>`` (a NeurosymError when the vocabulary has none)."""
     rows = [[vocab.id(w) for w in seq] for seq in sequences]
-    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-    L = max(1, int(lengths.max())) if rows else 1
-    ids = torch.zeros(len(rows), L, dtype=torch.long)
-    for n, r in enumerate(rows):
-        if r:
-            ids[n, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return ids, lengths
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    return torch.from_numpy(fill_rows(rows, lengths, 0)), torch.from_numpy(lengths)
+
+
+def fill_rows(rows: Sequence[Sequence[int]], lengths: np.ndarray, pad: int, extra: int = 0) -> np.ndarray:
+    """Ragged int rows -> (N, max(1, max length + extra)) int64, ``pad`` past each row
+    (one flat copy, no per-row tensors)."""
+    width = max(1, (int(lengths.max()) if len(rows) else 0) + extra)
+    out = np.full((len(rows), width), pad, dtype=np.int64)
+    if len(rows):
+        flat = np.fromiter((i for r in rows for i in r), dtype=np.int64, count=int(lengths.sum()))
+        out[np.arange(width) < lengths[:, None]] = flat
+    return out
 
 
 def pad_tags(tags: Sequence[Sequence[int]], width: int) -> torch.Tensor:
@@ -189,6 +209,34 @@ class Task(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, family={self.family!r})"
+
+
+def seq2seq_labels(targets: Sequence[Sequence[int]]) -> torch.Tensor:
+    """Target id rows -> (N, T) long labels: each row's ids, then ``EOS_ID``, then
+    ``IGNORE`` (T = the longest target + 1)."""
+    lengths = np.array([len(t) for t in targets], dtype=np.int64)
+    out = fill_rows(targets, lengths, IGNORE, extra=1)
+    out[np.arange(len(targets)), lengths] = EOS_ID
+    return torch.from_numpy(out)
+
+
+def sequence_exact_match(pred: torch.Tensor, labels: torch.Tensor) -> float:
+    """The share of rows whose predicted sequence equals the target up to and including
+    the target's first ``<eos>`` (what follows is not read). pred: (N, T') long, labels:
+    (N, T) long (seq2seq labels); a prediction shorter than the target is wrong."""
+    if pred.dim() != 2 or labels.dim() != 2 or pred.shape[0] != labels.shape[0]:
+        raise NeurosymError(f"sequence_exact_match: expected (N, T) predictions and labels, got {tuple(pred.shape)} and {tuple(labels.shape)}")
+    N, T = labels.shape
+    if N == 0:
+        return float("nan")
+    if pred.shape[1] < T:
+        pred = torch.cat([pred, torch.full((N, T - pred.shape[1]), IGNORE - 1, dtype=pred.dtype)], 1)
+    pred = pred[:, :T]
+    col = torch.arange(T).expand(N, T)
+    is_eos = labels == EOS_ID
+    first_eos = torch.where(is_eos.any(1), torch.where(is_eos, col, T).min(1).values, (labels != IGNORE).sum(1) - 1)
+    read = col <= first_eos[:, None]
+    return float(((pred == labels) | ~read).all(1).float().mean())
 
 
 def bio_spans(tags: Sequence[str]) -> set[tuple[int, int, str]]:

@@ -177,8 +177,8 @@ def test_split_fraction_and_accuracy():
 
 def test_get_task_names_unbuilt_rows():
     assert get_task("tomita3").name == "tomita3"
-    with pytest.raises(NeurosymError, match="decoder head"):
-        get_task("scan")
+    with pytest.raises(NeurosymError, match="parallel text"):
+        get_task("translation")
     names = [t.name for t in all_tasks()]
     assert len(names) == len(set(names))
 
