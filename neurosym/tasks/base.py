@@ -155,8 +155,11 @@ class Task(ABC):
 
     Class attributes:
         name: the suite's name (``tomita3``, ``pos``, ...).
-        family: ``classification`` or ``tagging`` (see :data:`FAMILIES`).
-        metric: the reported metric (``accuracy`` for every task here).
+        family: one of :data:`FAMILIES` (``classification``, ``tagging``, ``next-token``,
+            ``seq2seq``).
+        metric: the headline key of :meth:`evaluate` (``accuracy``; ``f1`` for NER,
+            chunking and constituency, ``uas`` for dependency arcs, ``exact_match``
+            for seq2seq tasks).
         source: what the data are (generator or data set, with its licence).
         length_axis: whether the test set spans longer lengths than training (the
             length-generalisation analysis buckets its accuracy by test length).
