@@ -205,6 +205,11 @@ class Task(ABC):
             raise NeurosymError(f"task {self.name}: unknown family {self.family!r}")
         return data
 
+    def row_lengths(self, split: Split) -> torch.Tensor:
+        """(N,) the length the length-generalisation analysis buckets rows by: the input
+        length here (seq2seq tasks: the target length, without ``<eos>``)."""
+        return split.lengths
+
     def evaluate(self, pred: torch.Tensor, labels: torch.Tensor, names: Sequence[str] = ()) -> dict[str, float]:
         """The task's metrics of predictions against labels (same shapes); ``metric``
         names the headline one. Here: ``{"accuracy": ...}``."""

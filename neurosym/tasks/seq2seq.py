@@ -28,7 +28,7 @@ import torch
 
 from neurosym.data.text import read_text
 from neurosym.errors import NeurosymError
-from neurosym.tasks.base import Split, Task, TaskData, encode, sample_rows, seq2seq_labels, sequence_exact_match, word_vocab
+from neurosym.tasks.base import IGNORE, Split, Task, TaskData, encode, sample_rows, seq2seq_labels, sequence_exact_match, word_vocab
 from neurosym.vocab import Vocab
 
 TARGET_SPECIALS = ("<bos>", "<eos>", "<unk>")
@@ -52,6 +52,10 @@ class _Seq2Seq(Task):
     def evaluate(self, pred: torch.Tensor, labels: torch.Tensor, names=()) -> dict[str, float]:
         """Whole-sequence exact match (pred (N, T') decoded target ids)."""
         return {"exact_match": sequence_exact_match(pred, labels)}
+
+    def row_lengths(self, split: Split) -> torch.Tensor:
+        """(N,) target lengths without ``<eos>`` (SCAN's length split is about these)."""
+        return (split.labels != IGNORE).sum(1) - 1
 
     def make(self, train, test, n_train, n_test, seed) -> TaskData:
         """train/test: lists of (source tokens, target tokens)."""

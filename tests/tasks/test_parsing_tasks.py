@@ -192,6 +192,9 @@ def test_constituency_task_gold_tags_score_f1_100_and_counts_match_the_readme():
     data = task.build(300, 200, seed=0)
     assert task.evaluate(data.test.labels, data.test.labels, data.label_names) == {"f1": 1.0, "accuracy": 1.0}
     assert int((data.test.labels != IGNORE).sum()) == int(data.test.lengths.sum())
+    part = data.train.subset(range(0, 300, 7))  # tagging labels keep the width of the ids
+    assert part.labels.shape == part.ids.shape and part.ids.shape[1] == int(part.lengths.max())
+    assert torch.equal(task.row_lengths(data.test), data.test.lengths)
     flipped = data.test.labels.clone()
     flipped[:, 0] = torch.where(flipped[:, 0] == IGNORE, IGNORE, (flipped[:, 0] + 1) % data.num_classes)
     assert task.evaluate(flipped, data.test.labels, data.label_names)["f1"] < 1.0

@@ -61,8 +61,8 @@ def test_scan_length_split_tests_longer_action_sequences():
     task = Scan("length")
     assert task.name == "scan-length" and task.length_axis
     data = task.build(None, None, seed=0)
-    train_len = (data.train.labels != IGNORE).sum(1) - 1
-    test_len = (data.test.labels != IGNORE).sum(1) - 1
+    train_len, test_len = task.row_lengths(data.train), task.row_lengths(data.test)  # target lengths, not command lengths
+    assert torch.equal(train_len, torch.tensor([len(a.split()) for _, a in released(SHARED / "scan" / "length_split" / "tasks_train_length.txt")]))
     assert int(train_len.max()) == 22 and int(test_len.min()) == 24 and int(test_len.max()) == 48  # Lake & Baroni's cut
     raw = released(SHARED / "scan" / "length_split" / "tasks_test_length.txt")
     assert len(data.test) == len(raw) and max(len(a.split()) for _, a in raw) == 48
