@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from neurosym.tasks import BOS_ID, EOS_ID, IGNORE, Scan, SemanticParsing, get_task, sequence_exact_match
+from neurosym.tasks import BOS_ID, EOS_ID, IGNORE, Scan, SemanticParsing, all_tasks, get_task, sequence_exact_match
 from neurosym.tasks.seq2seq import read_scan
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -77,6 +77,18 @@ def test_scan_sampling_is_fixed_by_the_seed_and_subsets_keep_whole_targets():
     assert part.labels.shape[1] > part.ids.shape[1]  # targets are longer than commands and not cut to them
     assert torch.equal((part.labels == EOS_ID).sum(1), torch.ones(len(part), dtype=torch.long))
     assert (part.labels != IGNORE).sum(1).tolist() == (a.train.labels[list(range(0, 200, 3))] != IGNORE).sum(1).tolist()
+
+
+@need(SHARED / "scan")
+def test_scan_add_primitive_jump_split_is_available_unregistered():
+    task = Scan("addprim_jump")
+    assert task.name == "scan-addprim-jump" and task.name not in {t.name for t in all_tasks()}
+    data = task.build(None, None, seed=0)
+    assert (len(data.train), len(data.test)) == (14_670, 7_706)  # the README's counts
+    jump = data.vocab.id("jump")
+    with_jump = (data.train.ids == jump).any(1)
+    assert int(with_jump.sum()) == 1467 and bool((data.train.lengths[with_jump] == 1).all())  # only "jump" alone (repeated in the file)
+    assert bool((data.test.ids == jump).any(1).all())
 
 
 def test_read_scan_names_file_and_line(tmp_path):
