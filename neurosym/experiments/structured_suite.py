@@ -1,9 +1,12 @@
 """The structured-LM evaluation suite: which built-in prior helps on which task.
 
 Every task of :mod:`neurosym.tasks` is learned by every encoder of
-:mod:`neurosym.layers.encoders` under one head per task family (a linear layer on the
-pooled vector for classification, on each token's state for tagging), with identical
-hyper-parameters, budget (optimizer steps) and seeds. The symbolic priors come in the
+:mod:`neurosym.layers.encoders` under one head per task family (:mod:`neurosym.experiments.suite_heads`:
+a linear layer on the pooled vector for classification and next-token prediction, on
+each token's state for tagging, a GRU decoder with attention for seq2seq), with
+identical hyper-parameters, budget (optimizer steps) and seeds. Each task is scored by
+its own metric (accuracy, entity/chunk/bracket F1, UAS, exact match); next-token tasks
+add the perplexity. The symbolic priors come in the
 design's three settings:
 
 * ``regex-hard``: the compiled automata frozen (only the readout trains);
@@ -11,7 +14,7 @@ design's three settings:
 * ``regex-removed``: the same layer with random weights (no prior);
 * ``regex-others``: hard, but the bank holds only the *other* six Tomita automata and
   the readout starts untrained (a related but wrong prior: does it still help?);
-* ``pcfg-hard``: the compiled rule tensors, fixed (the PCFG encoder as built);
+* ``pcfg-hard``: the compiled rule tensors, fixed (features memoised per sentence);
 * ``pcfg-soft`` (:class:`SoftPCFGEncoder`): the rule and emission log-probabilities
   become parameters on the grammar's support, initialised from the compiled ones and
   trained through ``log P(sentence)`` (the posterior features stay detached);
@@ -23,14 +26,18 @@ design's three settings:
   these.
 
 Regex priors exist for the Tomita tasks (the seven compiled Tomita automata, one
-bank); PCFG priors for the tasks sampled from a grammar (arithmetic, agreement). With a
+bank) and for the tagging tasks of :data:`TOKEN_BANK_TASKS`, whose bank is synthesised
+from the training split (``neurosym synth --corpus``'s :func:`synthesize_corpus`,
+cached in ``out_dir/banks/``) and read per token (:class:`TokenRegexEncoder`: each
+word's spelling through a character-level WFSA, hard / soft / removed); PCFG priors for the tasks sampled from a grammar (arithmetic, agreement). With a
 prior, the readout starts *reading* the task's own automaton (:func:`read_automaton`):
 the **cold start**, whose test accuracy before any training is reported per Tomita task.
 
-Analyses: test accuracy (mean ± std over seeds); accuracy by test length for the tasks
+Analyses: test score (mean ± std over seeds); the score by test length for the tasks
 whose test strings are longer than the training ones; sample efficiency (the same budget
 on 1%, 10%, 100% of the training split); compute per encoder (parameters, forward FLOPs
-per token by ``torch.utils.flop_counter``, milliseconds per training step).
+per token by ``torch.utils.flop_counter``, milliseconds per training step, CPU seconds
+per run).
 
 Each (task, encoder, share, seed) result is one JSON file written atomically under
 ``out_dir/results/``; ``resume=True`` reuses the finished ones.
@@ -50,15 +57,30 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from neurosym.compile.pcfg import RuleTensors, load_pcfg
+from neurosym.compile.pcfg import load_pcfg
+from neurosym.compile.regex import compile_bank
 from neurosym.data import shipped_file
+from neurosym.dsl.regex import parse_regex_bank
 from neurosym.errors import NeurosymError
+from neurosym.experiments.suite_heads import (
+    DECODE_MARGIN,
+    FeatureMemo,
+    MemoPCFGEncoder,
+    PCFGPrefixEncoder,
+    Seq2SeqModel,
+    SoftPCFGEncoder,
+    SuiteModel,
+    TokenRegexEncoder,
+    pad_to,
+    random_rules,
+    randomise,
+    target_width,
+)
 from neurosym.files import atomic_write_bytes
-from neurosym.layers.encoders import Encoder, PCFGEncoder, build_encoder
-from neurosym.layers.inside import sentence_log_prob
-from neurosym.layers.prefix import PrefixGrammar, prefix_state
+from neurosym.layers.encoders import build_encoder
 from neurosym.layers.wfsa import RegexLayer
-from neurosym.tasks import NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks, tomita_bank
+from neurosym.synth.corpus import Table, bank_text, synthesize_corpus
+from neurosym.tasks import IGNORE, NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks, tomita_bank
 from neurosym.tasks.generated import AGREEMENT_FILE, ARITH_FILE
 
 PLAIN = ("mean", "conv", "rnn", "lstm", "attention", "stack")
@@ -67,6 +89,13 @@ PCFG = ("pcfg-hard", "pcfg-soft", "pcfg-removed", "pcfg-prefix-hard", "pcfg-pref
 ENCODERS = PLAIN + REGEX + PCFG
 SHARES = (0.01, 0.1, 1.0)
 GRAMMAR_OF = {"arithmetic": ARITH_FILE, "agreement": AGREEMENT_FILE}
+FLOPS_CAPTION = (
+    "FLOPs are counted by `torch.utils.flop_counter` on one forward pass of 32 test rows: matrix products, convolutions and "
+    "attention only. Element-wise work is not counted: the RNN/LSTM/stack recurrences' gates, the WFSA forward algorithm "
+    "(gathers and products) and the inside/prefix charts' logsumexp, so those encoders are under-counted. Setup is the "
+    "once-per-sentence computation of fixed (hard/removed) PCFG features; milliseconds and seconds are wall time, CPU s "
+    "the run's process CPU time."
+)
 
 
 @dataclass(frozen=True)
@@ -89,120 +118,25 @@ FULL = Budget(n_train=10_000, n_test=2000, steps=3000, batch_size=64, dim=128, l
 
 
 # ---------------------------------------------------------------------- models
-class SuiteModel(nn.Module):
-    """An encoder and its family's head: (B, L) ids -> (B, C) logits (classification) or
-    (B, L, C) (tagging)."""
-
-    def __init__(self, encoder: Encoder, family: str, num_classes: int):
-        super().__init__()
-        self.encoder, self.family = encoder, family
-        self.head = nn.Linear(encoder.dim, num_classes)
-
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        if self.family == "tagging":
-            states, _ = self.encoder.tokens(ids, lengths)
-            return self.head(states)
-        return self.head(self.encoder(ids, lengths))
+TOKEN_BANK_TASKS = ("pos", "ner", "chunking")
+"""Tagging tasks whose regex prior is a bank synthesised from the training split."""
+BANK_SECONDS_PER_CLASS = 1.0
+MAX_BANK_STATES = 40
+"""Synthesised patterns whose DFA has more states are listed but left out of the layer
+(at this data size they are memorised word lists, which the embedding already holds)."""
 
 
 def prior_of(task: Task, encoder: str) -> str | None:
     """Why ``encoder`` does not apply to ``task`` (None when it does)."""
-    if encoder in REGEX and not task.name.startswith("tomita"):
-        return "no regex prior for this task (banks synthesised from training data are not built yet)"
-    if encoder in PCFG:
-        if task.name not in GRAMMAR_OF:
-            return "no grammar for this task"
-    if encoder in ("regex-hard", "regex-soft", "regex-removed", *PCFG) and task.family == "tagging":
-        return "symbolic encoders are sequence-level here"
+    if encoder in REGEX:
+        if task.name.startswith("tomita"):
+            return None
+        if task.name in TOKEN_BANK_TASKS:
+            return "regex-others is the leave-one-out Tomita bank" if encoder == "regex-others" else None
+        return "no regex prior for this task"
+    if encoder in PCFG and task.name not in GRAMMAR_OF:
+        return "no grammar for this task"
     return None
-
-
-def random_rules(rules: RuleTensors, gen: torch.Generator) -> RuleTensors:
-    """Rule tensors of the same shape and vocabulary with random (normalised) weights:
-    the PCFG encoder with its prior removed."""
-    N, T = rules.N, rules.T
-    binary = torch.randn(N, N + T, N + T, generator=gen).flatten(1).log_softmax(-1).view(N, N + T, N + T)
-    emit = torch.randn(T, len(rules.vocab), generator=gen).log_softmax(-1)
-    start = torch.randn(N + T + 1, generator=gen).log_softmax(-1)
-    return RuleTensors(start[:N], binary + math.log(0.999), emit, start[N : N + T], start[-1], rules.nonterminals, rules.preterminals, rules.vocab, rules.start, None)
-
-
-class SoftPCFGEncoder(PCFGEncoder):
-    """The PCFG encoder with trainable rule and emission weights (the *soft* prior).
-
-    Parameters ``binary_logits`` (N, N+T, N+T) and ``emit_logits`` (T, V) start at the
-    compiled log-probabilities; outside the grammar's support they stay -inf, so the
-    relaxation re-weights the grammar's rules and words but adds none. Each forward pass
-    renormalises them (per left-hand side, per preterminal) into the rule tensors; the
-    per-token ``log P(sentence)`` feature is differentiable, the posterior features
-    (roots, rule counts) are computed on detached weights as in :class:`PCFGEncoder`.
-    """
-
-    def __init__(self, vocab_size: int, dim: int, rules: RuleTensors | None = None, **kwargs):
-        super().__init__(vocab_size, dim, rules=rules, **kwargs)
-        self.binary_logits = nn.Parameter(rules.binary.detach().clone())
-        self.emit_logits = nn.Parameter(rules.emit.detach().clone())
-        self.register_buffer("binary_support", rules.binary > float("-inf"), persistent=False)
-        self.register_buffer("emit_support", rules.emit > float("-inf"), persistent=False)
-
-    def current_rules(self) -> RuleTensors:
-        """The rule tensors of the current weights (renormalised, -inf off the support)."""
-        b = self.binary_logits.masked_fill(~self.binary_support, float("-inf")).flatten(1)
-        has = self.binary_support.flatten(1).any(1, keepdim=True)
-        binary = torch.where(has, b.log_softmax(-1), b).view_as(self.binary_logits)
-        e = self.emit_logits.masked_fill(~self.emit_support, float("-inf"))
-        emit = torch.where(self.emit_support.any(1, keepdim=True), e.log_softmax(-1), e)
-        r = self.rules
-        return RuleTensors(r.root, binary, emit, r.root_term, r.empty, r.nonterminals, r.preterminals, r.vocab, r.start, r.path)
-
-    def sentence_features(self, ids: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        mask = self.mask(ids, lengths)
-        n = mask.sum(1).to(self.binary_logits.device)
-        rules = self.current_rules()
-        self.rules = RuleTensors(*(x.detach() for x in (rules.root, rules.binary, rules.emit, rules.root_term, rules.empty)),
-                                 rules.nonterminals, rules.preterminals, rules.vocab, rules.start, rules.path)
-        longest = int(mask.sum(1).max()) if mask.numel() else 0
-        trimmed = ids[:, :longest].masked_fill(~mask[:, :longest], 0)
-        lp = sentence_log_prob(rules, trimmed, n)
-        ok = torch.isfinite(lp)
-        safe = torch.where(ok, lp, torch.zeros_like(lp))  # no -inf in the graph: finite gradients
-        per_token = torch.where(ok, safe / n.clamp_min(1), torch.full_like(lp, self.floor)).clamp_min(self.floor)
-        parts = [torch.stack([per_token, ok.to(lp.dtype)], -1)]
-        rest = tuple(f for f in self.features if f != "logz")
-        if rest:
-            self.features, kept = rest, self.features
-            try:
-                parts.append(super().sentence_features(ids, lengths))
-            finally:
-                self.features = kept
-        return torch.cat(parts, -1).to(self.proj.weight.dtype)
-
-
-class PCFGPrefixEncoder(Encoder):
-    """The grammar's view of what comes next: ``log P(v | sequence ...)`` for every token
-    v (V), ``log P(end | sequence)`` and a 0/1 "the sequence is a possible prefix" flag,
-    floored at ``floor`` and mapped to D by a linear layer. The prefix chart is exact and
-    fixed (not differentiable): only the linear layer trains. Pooled output only."""
-
-    def __init__(self, vocab_size: int, dim: int, rules: RuleTensors | None = None, floor: float = -30.0, padding_idx: int | None = 0):
-        super().__init__(dim, padding_idx, True, "mean")
-        if rules is None or len(rules.vocab) != vocab_size:
-            raise NeurosymError("the pcfg-prefix encoder needs RuleTensors over the task's vocabulary")
-        self.grammar = PrefixGrammar.from_rules(rules)
-        self.floor = float(floor)
-        self.proj = nn.Linear(vocab_size + 2, dim)
-
-    def pooled_output(self, ids: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        mask = self.mask(ids, lengths)
-        with torch.no_grad():
-            state = prefix_state(self.grammar, self.clean(ids, mask).to(self.grammar.device), mask.sum(1).to(self.grammar.device))
-            nxt, end = state.next_token_log_probs()
-            ok = torch.isfinite(state.prefix_log_prob)
-            feats = torch.cat([nxt.clamp_min(self.floor), end.clamp_min(self.floor)[:, None], ok[:, None].to(nxt.dtype)], -1)
-        return self.proj(feats.to(self.proj.weight.device, self.proj.weight.dtype))
-
-    def tokens(self, ids, lengths=None):
-        raise NeurosymError("the pcfg-prefix encoder gives one vector per sequence; call it with pooled=True")
 
 
 def read_automaton(model: SuiteModel, k: int, gain: float = 10.0) -> None:
@@ -219,32 +153,49 @@ def read_automaton(model: SuiteModel, k: int, gain: float = 10.0) -> None:
         model.head.bias[1], model.head.bias[0] = -gain / 2, gain / 2
 
 
-def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int) -> SuiteModel:
-    """The model of one run (seeded); priors set up as the module docstring says."""
+def tagging_bank_layer(bank: str) -> RegexLayer:
+    """The character-level layer of a synthesised bank's usable patterns (see :func:`bank_listing`)."""
+    compiled = compile_bank(parse_regex_bank(bank))
+    used = [e["class"] for e in bank_listing(bank) if e["used"]]
+    if not used:
+        raise NeurosymError("the synthesised bank has no usable pattern (all empty or larger than "
+                            f"{MAX_BANK_STATES} states)")
+    return RegexLayer([compiled.patterns[name] for name in used])
+
+
+def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int, bank: str | None = None) -> SuiteModel | Seq2SeqModel:
+    """The model of one run (seeded); priors set up as the module docstring says. ``bank``
+    is the ``.regex`` text of a tagging task's synthesised bank (regex settings only)."""
     torch.manual_seed(seed)
     V = len(data.vocab)
+    family = task.family
+    num = len(data.target_vocab) if family == "seq2seq" else data.num_classes
     if encoder in PLAIN:
         kwargs = {"heads": 4} if encoder == "attention" else {}
-        if task.family == "tagging" and encoder in ("rnn", "lstm"):
+        if family in ("tagging", "seq2seq") and encoder in ("rnn", "lstm"):
             kwargs["bidirectional"] = True
         enc = build_encoder(encoder, V, dim, **kwargs)
-        return SuiteModel(enc, task.family, data.num_classes)
-    if encoder in REGEX:
-        bank = tomita_bank(data.vocab)
-        own = f"T{task.name.removeprefix('tomita')}"
-        layer = RegexLayer([a for name, a in bank.patterns.items() if name != own] if encoder == "regex-others" else bank)
+        return Seq2SeqModel(enc, num) if family == "seq2seq" else SuiteModel(enc, family, num)
+    if encoder in REGEX and family == "tagging":
+        if bank is None:
+            raise NeurosymError(f"task {task.name}: the regex settings need the bank synthesised from its training split")
+        layer = tagging_bank_layer(bank)
         if encoder == "regex-removed":
-            gen = torch.Generator().manual_seed(seed)
-            with torch.no_grad():
-                for p in (layer.log_weights, layer.start_weights, layer.final_weights):
-                    p.copy_(torch.randn(p.shape, generator=gen))
-                layer.bias.zero_()
-        model = SuiteModel(build_encoder("regex", V, dim, automata=layer), task.family, data.num_classes)
+            randomise(layer, seed)
+        if encoder == "regex-hard":
+            layer.requires_grad_(False)
+        return SuiteModel(TokenRegexEncoder(data.vocab, dim, layer), family, num)
+    if encoder in REGEX:
+        bank_ = tomita_bank(data.vocab)
+        own = f"T{task.name.removeprefix('tomita')}"
+        layer = RegexLayer([a for name, a in bank_.patterns.items() if name != own] if encoder == "regex-others" else bank_)
+        if encoder == "regex-removed":
+            randomise(layer, seed)
+        model = SuiteModel(build_encoder("regex", V, dim, automata=layer), family, num)
         if encoder in ("regex-hard", "regex-soft"):
             read_automaton(model, int(task.name.removeprefix("tomita")) - 1)
         if encoder in ("regex-hard", "regex-others"):
-            for p in model.encoder.layer.parameters():
-                p.requires_grad_(False)
+            model.encoder.layer.requires_grad_(False)
         return model
     if encoder in PCFG:
         rules = load_pcfg(shipped_file(GRAMMAR_OF[task.name]), vocab=data.vocab)
@@ -255,8 +206,8 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int) -
         elif encoder == "pcfg-soft":
             enc = SoftPCFGEncoder(V, dim, rules=rules)
         else:
-            enc = build_encoder("pcfg", V, dim, rules=rules)
-        return SuiteModel(enc, task.family, data.num_classes)
+            enc = MemoPCFGEncoder(V, dim, rules=rules)  # the grammar is fixed: features once per sentence
+        return Seq2SeqModel(enc, num, pooled_only=True) if family == "seq2seq" else SuiteModel(enc, family, num)
     raise NeurosymError(f"unknown encoder setting {encoder!r}; known: {', '.join(ENCODERS)}")
 
 
@@ -265,23 +216,44 @@ def device_of(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def predict(model: SuiteModel, split: Split, batch_size: int = 256) -> torch.Tensor:
-    """Argmax predictions (on the CPU), (N,) or (N, L) like the split's labels."""
+def decode_length(split: Split) -> int:
+    """How many tokens seq2seq decoding may emit on ``split``: its longest target + a margin."""
+    return target_width(split.labels) + DECODE_MARGIN
+
+
+def evaluate(model: SuiteModel | Seq2SeqModel, split: Split, batch_size: int = 256) -> tuple[torch.Tensor, float]:
+    """Predictions (on the CPU) in the labels' layout — (N,), (N, L), or (N, T') for
+    seq2seq with T' = :func:`decode_length` — and the mean cross-entropy (nats) per
+    labelled position (teacher-forced for seq2seq). Rows run shortest first (little padding)."""
     model.eval()
-    out = []
     dev = device_of(model)
+    order = torch.argsort(split.lengths, stable=True)
+    seq2seq = isinstance(model, Seq2SeqModel)
+    width = decode_length(split) if seq2seq else split.ids.shape[1]
+    parts, total, count = [], 0.0, 0
     with torch.no_grad():
         for s in range(0, len(split), batch_size):
-            part = split.subset(range(s, min(s + batch_size, len(split))))
-            pred = model(part.ids.to(dev), part.lengths.to(dev)).argmax(-1).cpu()
+            part = split.subset(order[s : s + batch_size])
+            ids, lengths, labels = part.ids.to(dev), part.lengths.to(dev), part.labels.to(dev)
+            loss, n = model.loss(ids, lengths, labels)
+            total, count = total + float(loss), count + n
+            pred = model.predict(ids, lengths, width).cpu()
             if pred.dim() == 2:
-                pred = F.pad(pred, (0, split.ids.shape[1] - pred.shape[1]))
-            out.append(pred)
-    return torch.cat(out)
+                pred = pad_to(pred, width) if seq2seq else F.pad(pred, (0, width - pred.shape[1]))
+            parts.append(pred)
+    out = torch.empty_like(torch.cat(parts))
+    out[order] = torch.cat(parts)
+    return out, total / max(1, count)
 
 
-def train(model: SuiteModel, split: Split, budget: Budget, seed: int) -> float:
-    """``budget.steps`` Adam steps on seeded minibatches; returns seconds per step."""
+def predict(model: SuiteModel | Seq2SeqModel, split: Split, batch_size: int = 256) -> torch.Tensor:
+    """Argmax (greedy for seq2seq) predictions on the CPU, in the labels' layout."""
+    return evaluate(model, split, batch_size)[0]
+
+
+def train(model: SuiteModel | Seq2SeqModel, split: Split, budget: Budget, seed: int) -> float:
+    """``budget.steps`` Adam steps on seeded minibatches (mean cross-entropy per labelled
+    position); returns seconds per step."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=budget.lr)
     gen = torch.Generator().manual_seed(seed)
@@ -291,8 +263,8 @@ def train(model: SuiteModel, split: Split, budget: Budget, seed: int) -> float:
     for _ in range(budget.steps):
         idx = torch.randint(len(split), (min(budget.batch_size, len(split)),), generator=gen)
         batch = split.subset(idx)
-        logits = model(batch.ids.to(dev), batch.lengths.to(dev))
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels.to(dev).reshape(-1), ignore_index=-100)
+        total, n = model.loss(batch.ids.to(dev), batch.lengths.to(dev), batch.labels.to(dev))
+        loss = total / max(1, n)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(params, budget.clip)
@@ -300,52 +272,129 @@ def train(model: SuiteModel, split: Split, budget: Budget, seed: int) -> float:
     return (time.perf_counter() - start) / max(1, budget.steps)
 
 
-def length_buckets(split: Split, pred: torch.Tensor, edges: int = 4) -> dict[str, float]:
-    """Accuracy by test length, ``edges`` equal-width buckets: ``{"11-15": acc, ...}``."""
-    lo, hi = int(split.lengths.min()), int(split.lengths.max())
+def length_buckets(split: Split, pred: torch.Tensor, edges: int = 4, task: Task | None = None,
+                   labels: torch.Tensor | None = None, names: Sequence[str] = ()) -> dict[str, float]:
+    """The task's headline metric (accuracy without a task) by test length, ``edges``
+    equal-width buckets of ``task.row_lengths`` (input lengths; seq2seq: target lengths):
+    ``{"11-15": score, ...}``. ``labels`` default to the split's (pass them padded like
+    ``pred`` for seq2seq)."""
+    lengths = task.row_lengths(split) if task is not None else split.lengths
+    labels = split.labels if labels is None else labels
+    lo, hi = int(lengths.min()), int(lengths.max())
     bounds = np.linspace(lo, hi + 1, edges + 1).round().astype(int)
     out = {}
     for a, b in zip(bounds[:-1], bounds[1:]):
-        keep = (split.lengths >= a) & (split.lengths < b)
+        keep = (lengths >= a) & (lengths < b)
         if bool(keep.any()):
-            out[f"{a}-{b - 1}"] = accuracy(pred[keep], split.labels[keep])
+            score = accuracy(pred[keep], labels[keep]) if task is None else task.evaluate(pred[keep], labels[keep], names)[task.metric]
+            out[f"{a}-{b - 1}"] = score
     return out
 
 
-def flops_per_token(model: SuiteModel, split: Split, n: int = 32) -> float:
-    """Forward FLOPs per real token on the first ``n`` test rows (``torch.utils.flop_counter``)."""
+def memos(model: nn.Module) -> list[FeatureMemo]:
+    """The feature memos of a model's fixed encoders."""
+    return [m.memo for m in model.modules() if isinstance(getattr(m, "memo", None), FeatureMemo)]
+
+
+def flops_per_token(model: SuiteModel | Seq2SeqModel, split: Split, n: int = 32) -> float:
+    """Forward FLOPs per real input token on the first ``n`` test rows
+    (``torch.utils.flop_counter``; memoised features are recomputed for the count)."""
     from torch.utils.flop_counter import FlopCounterMode  # lazy: only the compute table needs it
 
     part = split.subset(range(min(n, len(split))))
     counter = FlopCounterMode(display=False)
     dev = device_of(model)
-    with counter:  # not under no_grad: the module tracker needs autograd nodes (attention's expanded query)
-        model(part.ids.to(dev), part.lengths.to(dev))
+    args = (part.ids.to(dev), part.lengths.to(dev)) + ((part.labels.to(dev),) if isinstance(model, Seq2SeqModel) else ())
+    kept = memos(model)
+    for m in kept:
+        m.enabled = False
+    try:
+        with counter:  # not under no_grad: the module tracker needs autograd nodes (attention's expanded query)
+            model(*args)
+    finally:
+        for m in kept:
+            m.enabled = True
     return counter.get_total_flops() / max(1, int(part.lengths.sum()))
 
 
-def run_one(task: Task, data: TaskData, encoder: str, seed: int, budget: Budget, share: float = 1.0, device: str = "cpu") -> dict:
-    """Train and evaluate one (task, encoder, share, seed): the result record."""
-    model = build_model(task, data, encoder, budget.dim, seed).to(device)
+def run_one(task: Task, data: TaskData, encoder: str, seed: int, budget: Budget, share: float = 1.0, device: str = "cpu",
+            bank: str | None = None) -> dict:
+    """Train and evaluate one (task, encoder, share, seed): the result record
+    (``cpu_seconds``: this process's CPU time for the whole run)."""
+    cpu0 = time.process_time()
+    model = build_model(task, data, encoder, budget.dim, seed, bank).to(device)
     if hasattr(model.encoder, "rules"):  # the PCFG encoder's grammar is a plain attribute, not a buffer
         model.encoder.rules = model.encoder.rules.to(device)
     if hasattr(model.encoder, "grammar"):  # as is the prefix encoder's
         model.encoder.grammar = model.encoder.grammar.to(device)
     train_split = data.train if share >= 1.0 else data.train.fraction(share, seed)
-    record: dict = {"task": task.name, "encoder": encoder, "seed": seed, "share": share, "n_train": len(train_split)}
-    if encoder in ("regex-hard", "regex-soft") and share == 1.0:
+    record: dict = {"task": task.name, "family": task.family, "encoder": encoder, "seed": seed, "share": share, "n_train": len(train_split)}
+    t0 = time.perf_counter()
+    for memo in memos(model):  # fixed features: every distinct sentence once, shortest first
+        for split in (train_split, data.test):
+            memo.warm(split.ids.to(device), split.lengths.to(device))
+    record["setup_seconds"] = time.perf_counter() - t0
+    if encoder in ("regex-hard", "regex-soft") and share == 1.0 and task.name.startswith("tomita"):
         record["cold_start"] = accuracy(predict(model, data.test), data.test.labels)
     record["seconds_per_step"] = train(model, train_split, budget, seed)
-    pred = predict(model, data.test)
+    pred, nll = evaluate(model, data.test)
+    labels = pad_to(data.test.labels, pred.shape[1]) if task.family == "seq2seq" else data.test.labels
     record["metric"] = task.metric
-    record["scores"] = task.evaluate(pred, data.test.labels, data.label_names)
-    record["accuracy"] = accuracy(pred, data.test.labels)
+    record["scores"] = task.evaluate(pred, labels, data.label_names)
+    if task.family == "next-token":
+        record["scores"]["ppl"] = math.exp(nll)
+    record["test_nll"] = nll
+    record["accuracy"] = accuracy(pred, labels)
     if task.length_axis:
-        record["by_length"] = length_buckets(data.test, pred)
+        record["by_length"] = length_buckets(data.test, pred, task=task, labels=labels, names=data.label_names)
     record["params"] = sum(p.numel() for p in model.parameters())
     record["trainable"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     record["flops_per_token"] = flops_per_token(model, data.test)
+    record["cpu_seconds"] = time.process_time() - cpu0
     return record
+
+
+# ---------------------------------------------------------------------- regex banks from the data
+def training_pairs(data: TaskData) -> list[tuple[str, str]]:
+    """(word, tag) of every training token the vocabulary spells (``<unk>`` left out)."""
+    ids, labels = data.train.ids, data.train.labels
+    keep = labels != IGNORE
+    surfaces = data.vocab.surfaces
+    return [(surfaces[i], data.label_names[t]) for i, t in zip(ids[keep].tolist(), labels[keep].tolist()) if isinstance(surfaces[i], str)]
+
+
+def synthesise_bank(data: TaskData, seconds_per_class: float = BANK_SECONDS_PER_CLASS) -> str:
+    """The ``.regex`` bank ``neurosym synth --corpus`` writes from a tagging task's
+    training split (one pattern per tag that labels some word most often)."""
+    pairs = training_pairs(data)
+    table = Table(pairs)
+    classes = [label for label, _ in table.label_tokens.most_common() if table.weights(label)[0]]
+    return bank_text(synthesize_corpus(pairs, classes=classes, time_budget=seconds_per_class * len(classes)))
+
+
+def bank_listing(bank: str) -> list[dict]:
+    """Each pattern of a bank: ``{"class", "regex", "states", "used"}``; used when its
+    DFA has 2 .. :data:`MAX_BANK_STATES` states (1 state: the empty language)."""
+    compiled = compile_bank(parse_regex_bank(bank))
+    out = []
+    for line in bank.splitlines():
+        if not line.strip():
+            continue
+        name, pattern = line.split(":", 1)
+        q = compiled.patterns[name.strip()].num_states
+        out.append({"class": name.strip(), "regex": pattern.strip(), "states": q, "used": 1 < q <= MAX_BANK_STATES})
+    return out
+
+
+def task_bank(task: Task, data: TaskData, out_dir: Path, reuse: bool) -> str:
+    """The task's synthesised bank, cached as ``out_dir/banks/TASK.regex`` (reused when
+    ``reuse``; synthesis is time-budgeted, so a rerun may find other patterns)."""
+    path = Path(out_dir) / "banks" / f"{task.name}.regex"
+    if reuse and path.is_file():
+        return path.read_text(encoding="utf-8")
+    text = synthesise_bank(data)
+    atomic_write_bytes(path, text.encode("utf-8"))
+    return text
 
 
 # ---------------------------------------------------------------------- the suite
@@ -399,6 +448,10 @@ def reproduce(
             for share in shares:
                 for seed in range(seeds):
                     jobs.append((task, e, share, seed))
+    banks: dict[str, str] = {}
+    for name in dict.fromkeys(task.name for task, e, _, _ in jobs if e in REGEX and task.family == "tagging"):
+        datasets[name] = known[name].load(budget.n_train, budget.n_test, seed=0)
+        banks[name] = task_bank(known[name], datasets[name], out_dir, reuse=resume)
     records: list[dict] = []
     todo = []
     for task, e, share, seed in jobs:
@@ -423,7 +476,7 @@ def reproduce(
         from concurrent.futures import ProcessPoolExecutor, as_completed  # lazy: as above
 
         ctx = multiprocessing.get_context("spawn")  # no forked torch thread pools
-        args = [(t.name, data_dir, e, seed, budget, share, device) for t, e, share, seed in todo]
+        args = [(t.name, data_dir, e, seed, budget, share, device, banks.get(t.name) if e in REGEX else None) for t, e, share, seed in todo]
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             for fut in as_completed([pool.submit(_worker, *a) for a in args]):
                 finish(fut.result())
@@ -431,11 +484,11 @@ def reproduce(
         for task, e, share, seed in todo:
             if task.name not in datasets:
                 datasets[task.name] = task.load(budget.n_train, budget.n_test, seed=0)  # the data are fixed; seeds vary the models
-            finish(run_one(task, datasets[task.name], e, seed, budget, share, device))
+            finish(run_one(task, datasets[task.name], e, seed, budget, share, device, banks.get(task.name) if e in REGEX else None))
     bar.close()
     records.sort(key=lambda r: (chosen.index(r["task"]), ENCODERS.index(r["encoder"]), r["share"], r["seed"]))
     sources = {name: known[name].source for name in chosen if name not in skipped}
-    report = summarise(records, skipped, not_applicable, sources, budget, seeds)
+    report = summarise(records, skipped, not_applicable, sources, budget, seeds, {t: bank_listing(b) for t, b in banks.items()})
     atomic_write_bytes(out_dir / "results.json", json.dumps(report, indent=1).encode())
     return report
 
@@ -443,13 +496,13 @@ def reproduce(
 _WORKER_DATA: dict[str, TaskData] = {}
 
 
-def _worker(task_name: str, data_dir, encoder: str, seed: int, budget: Budget, share: float, device: str) -> dict:
+def _worker(task_name: str, data_dir, encoder: str, seed: int, budget: Budget, share: float, device: str, bank: str | None) -> dict:
     """One run in a worker process (one torch thread; its data built once per process)."""
     torch.set_num_threads(1)
     task = {t.name: t for t in all_tasks(data_dir)}[task_name]
     if task_name not in _WORKER_DATA:
         _WORKER_DATA[task_name] = task.load(budget.n_train, budget.n_test, seed=0)
-    return run_one(task, _WORKER_DATA[task_name], encoder, seed, budget, share, device)
+    return run_one(task, _WORKER_DATA[task_name], encoder, seed, budget, share, device, bank)
 
 
 def _progress(total: int, enabled: bool):
@@ -463,12 +516,16 @@ def _mean_std(xs: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
 
 
-def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources: dict, budget: Budget, seeds: int) -> dict:
-    """The report: ``tasks`` {task: {encoder: {accuracy, accuracy_std}}}, ``cold_start``
+def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources: dict, budget: Budget, seeds: int,
+              banks: dict | None = None) -> dict:
+    """The report: ``tasks`` {task: {encoder: {metric: value, metric_std, ..., seeds}}}
+    (next-token tasks add ``ppl``), ``families`` {task: family}, ``cold_start``
     {tomitaN: accuracy}, ``cold_start_soft`` (after training), ``by_length``,
     ``sample_efficiency`` {task: {encoder: {share: accuracy}}}, ``compute`` {encoder:
-    {params, flops_per_token, ms_per_step}} (medians over tasks), ``skipped``,
-    ``not_applicable``, ``sources``, ``budget``."""
+    {params, trainable, flops_per_token, ms_per_step, setup_seconds, cpu_seconds}}
+    (medians over tasks), ``cpu_seconds_total`` (every run's CPU time, summed),
+    ``banks`` {task: [{class, regex, states, used}]}, ``skipped``, ``not_applicable``,
+    ``sources``, ``budget``."""
     full = [r for r in records if r["share"] == 1.0]
     group: dict[tuple[str, str], list[dict]] = {}
     for r in full:
@@ -485,7 +542,7 @@ def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources:
         if "by_length" in rs[0]:
             by_length.setdefault(t, {})[e] = {k: float(np.mean([r["by_length"].get(k, float("nan")) for r in rs])) for k in rs[0]["by_length"]}
     cold = {t: float(np.mean([r["cold_start"] for r in rs])) for (t, e), rs in group.items() if e == "regex-hard" and "cold_start" in rs[0]}
-    soft = {t: float(np.mean([r["accuracy"] for r in rs])) for (t, e), rs in group.items() if e == "regex-soft"}
+    soft = {t: float(np.mean([r["accuracy"] for r in rs])) for (t, e), rs in group.items() if e == "regex-soft" and t in cold}
     shares: dict = {}
     for r in records:
         shares.setdefault(r["task"], {}).setdefault(r["encoder"], {}).setdefault(f"{r['share']:g}", []).append(r["accuracy"])
@@ -496,9 +553,13 @@ def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources:
         rs = [r for r in full if r["encoder"] == e]
         compute[e] = {"params": int(np.median([r["params"] for r in rs])), "trainable": int(np.median([r["trainable"] for r in rs])),
                       "flops_per_token": float(np.median([r["flops_per_token"] for r in rs])),
-                      "ms_per_step": 1000 * float(np.median([r["seconds_per_step"] for r in rs])), "tasks": len({r["task"] for r in rs})}
+                      "ms_per_step": 1000 * float(np.median([r["seconds_per_step"] for r in rs])), "tasks": len({r["task"] for r in rs}),
+                      "setup_seconds": float(np.median([r.get("setup_seconds", 0.0) for r in rs])),
+                      "cpu_seconds": float(np.median([r.get("cpu_seconds", float("nan")) for r in rs]))}
     return {
-        "tasks": tasks, "cold_start": dict(sorted(cold.items())), "cold_start_soft": dict(sorted(soft.items())),
+        "tasks": tasks, "families": {r["task"]: r.get("family", "classification") for r in records},
+        "cold_start": dict(sorted(cold.items())), "cold_start_soft": dict(sorted(soft.items())),
+        "cpu_seconds_total": float(sum(r.get("cpu_seconds", 0.0) for r in records)), "banks": banks or {},
         "by_length": by_length, "sample_efficiency": efficiency, "compute": compute, "skipped": skipped,
         "not_applicable": not_applicable, "sources": sources, "budget": asdict(budget), "seeds": seeds,
     }
@@ -529,6 +590,12 @@ def format_report(report: dict) -> str:
         metric = next(iter(row.values())).get("metric", "accuracy")
         cells = [(f"**{_fmt(row.get(e))}**" if e in row and _headline(row[e]) == best else _fmt(row.get(e))) for e in encoders]
         lines.append(f"| {t}{'' if metric == 'accuracy' else f' ({metric})'} | " + " | ".join(cells) + " |")
+    lm = {t: row for t, row in report["tasks"].items() if any("ppl" in c for c in row.values())}
+    if lm:
+        lines += ["", "## Next-token tasks: test accuracy % / perplexity (exp of the mean test cross-entropy)", "",
+                  "| task | " + " | ".join(encoders) + " |", "| --- |" + " ---: |" * len(encoders)]
+        for t, row in lm.items():
+            lines.append(f"| {t} | " + " | ".join(f"{100 * row[e]['accuracy']:.1f} / {row[e]['ppl']:.1f}" if e in row else "–" for e in encoders) + " |")
     if report["cold_start"]:
         lines += ["", "## Cold start (regex bank of the seven compiled Tomita automata)", "",
                   "| task | before training | regex-soft after training |", "| --- | ---: | ---: |"]
@@ -536,7 +603,7 @@ def format_report(report: dict) -> str:
             s = report["cold_start_soft"].get(t)
             lines.append(f"| {t} | {100 * a:.1f} | {'–' if s is None else f'{100 * s:.1f}'} |")
     if report["by_length"]:
-        lines += ["", "## Length generalisation (test accuracy % by test length; training lengths are shorter)", ""]
+        lines += ["", "## Length generalisation (test score % by test length — seq2seq: by target length; training lengths are shorter)", ""]
         for t, es in report["by_length"].items():
             keys = list(next(iter(es.values())))
             lines += [f"**{t}**", "", "| encoder | " + " | ".join(keys) + " |", "| --- |" + " ---: |" * len(keys)]
@@ -551,10 +618,23 @@ def format_report(report: dict) -> str:
             for e in [e for e in ENCODERS if e in es]:
                 lines.append(f"| {e} | " + " | ".join(f"{100 * es[e][k]:.1f}" if k in es[e] else "–" for k in keys) + " |")
             lines.append("")
+    if report.get("banks"):
+        lines += ["## Regex banks synthesised from the training splits (`neurosym synth --corpus`)", "",
+                  f"Patterns of 2 to {MAX_BANK_STATES} DFA states feed the layer; larger ones (memorised word lists) and "
+                  "empty ones (1 state) are listed but not used.", ""]
+        for t, entries in report["banks"].items():
+            lines += [f"**{t}**", "", "| class | regex | DFA states | used |", "| --- | --- | ---: | --- |"]
+            for b in entries:
+                shown = b["regex"] if len(b["regex"]) <= 120 else b["regex"][:117] + "..."
+                lines.append(f"| {b['class']} | `{shown.replace('|', chr(92) + '|')}` | {b['states']} | {'yes' if b['used'] else 'no'} |")
+            lines.append("")
     lines += ["## Compute per encoder (medians over the tasks it ran)", "",
-              "| encoder | parameters | trainable | forward FLOPs / token | ms / training step |", "| --- | ---: | ---: | ---: | ---: |"]
+              "| encoder | parameters | trainable | forward FLOPs / token | ms / training step | setup s | CPU s / run |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for e, c in report["compute"].items():
-        lines.append(f"| {e} | {c['params']:,} | {c['trainable']:,} | {c['flops_per_token']:,.0f} | {c['ms_per_step']:.1f} |")
+        lines.append(f"| {e} | {c['params']:,} | {c['trainable']:,} | {c['flops_per_token']:,.0f} | {c['ms_per_step']:.1f} | "
+                     f"{c.get('setup_seconds', 0.0):.1f} | {c.get('cpu_seconds', float('nan')):.1f} |")
+    lines += ["", FLOPS_CAPTION, "", f"CPU time of every run, summed: {report.get('cpu_seconds_total', 0.0) / 60:.1f} min."]
     lines += ["", "## Data", ""] + [f"* {t}: {s}" for t, s in report["sources"].items()]
     lines += ["", "## Skipped tasks", ""] + [f"* {t}: {r}" for t, r in report["skipped"].items()]
     if report["not_applicable"]:

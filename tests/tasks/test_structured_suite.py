@@ -4,6 +4,8 @@ records, and ``neurosym reproduce structured-suite`` on a tiny configuration."""
 from __future__ import annotations
 
 import json
+import math
+import random
 from dataclasses import replace
 
 import pytest
@@ -11,8 +13,12 @@ import torch
 from click.testing import CliRunner
 
 from neurosym.cli.main import main
+from neurosym.errors import NeurosymError
 from neurosym.experiments import structured_suite as suite
-from neurosym.tasks import Agreement, Tomita, accuracy, get_task
+from neurosym.experiments import suite_heads as heads
+from neurosym.layers.encoders import PCFGEncoder
+from neurosym.tasks import IGNORE, Agreement, Split, Task, TaskData, Tomita, accuracy, get_task
+from neurosym.vocab import Vocab
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = replace(suite.QUICK, n_train=200, n_test=100, steps=5, shares=(1.0,), share_tasks=())
@@ -117,23 +123,26 @@ def test_cli_tiny_suite_resumes_and_reports(tmp_path, monkeypatch):
     assert set(report["tasks"]) == {"tomita2", "agreement", "pos"}
     assert set(report["tasks"]["tomita2"]) == {"mean", "regex-hard", "regex-soft"}
     assert "accuracy" in report["tasks"]["pos"]["mean"]
-    assert "scan" in report["skipped"] and report["not_applicable"]["agreement"]["regex-hard"]
+    assert "translation" in report["skipped"] and report["not_applicable"]["agreement"]["regex-hard"]
     assert {p.name for p in out.iterdir()} >= {"report.md", "results.json", "heatmap.png", "length.png", "results"}
     assert "| tomita2 |" in (out / "report.md").read_text()
     files = sorted((out / "results").rglob("*.json"))
-    assert len(files) == 5  # tomita2 x 3, agreement x 1, pos x 1
-    stamps = [f.stat().st_mtime_ns for f in files]
+    assert len(files) == 7  # tomita2 x 3, agreement x 1, pos x 3 (mean and the synthesised bank hard and soft)
+    bank = out / "banks" / "pos.regex"
+    assert bank.is_file() and {b["class"] for b in report["banks"]["pos"]} >= {"PUNCT", "NOUN"}
+    assert "## Regex banks synthesised" in (out / "report.md").read_text()
+    stamps = [f.stat().st_mtime_ns for f in [*files, bank]]
     again = CliRunner().invoke(main, [*args, "--resume"])
     assert again.exit_code == 0, again.output
-    assert [f.stat().st_mtime_ns for f in files] == stamps  # reused, not retrained
+    assert [f.stat().st_mtime_ns for f in [*files, bank]] == stamps  # reused, not retrained or re-synthesised
     assert json.loads(again.stdout)["tasks"] == report["tasks"]
 
 
 def test_cli_bad_names_are_clear_errors(tmp_path):
     r = CliRunner().invoke(main, ["reproduce", "structured-suite", "--tasks", "nope", "--out-dir", str(tmp_path / "x")])
     assert r.exit_code == 2 and "unknown task 'nope'" in r.output
-    r = CliRunner().invoke(main, ["reproduce", "structured-suite", "--tasks", "scan", "--out-dir", str(tmp_path / "x")])
-    assert r.exit_code == 2 and "decoder head" in r.output
+    r = CliRunner().invoke(main, ["reproduce", "structured-suite", "--tasks", "translation", "--out-dir", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "unknown task 'translation'" in r.output and "no parallel text" in r.output
     r = CliRunner().invoke(main, ["reproduce", "structured-suite", "--tasks", "tomita1", "--encoders", "gru", "--out-dir", str(tmp_path / "x")])
     assert r.exit_code == 2 and "unknown encoder setting 'gru'" in r.output
     (tmp_path / "file").write_text("")
@@ -154,3 +163,163 @@ def test_missing_data_is_reported_as_skipped_with_its_reason(tmp_path, monkeypat
     assert "ud-english-ewt" in report["skipped"]["pos"]
     text = (tmp_path / "out" / "report.md").read_text()
     assert "* sentiment: poem-sentiment" in text and "* pos:" in text
+
+
+# ---------------------------------------------------------------------- the new families
+class Reverse(Task):
+    """A synthetic seq2seq task: the target is the source reversed (tokens a-d, 1-4 long)."""
+
+    name, family, metric = "reverse", "seq2seq", "exact_match"
+
+    def build(self, n_train=None, n_test=None, seed=0):
+        gen = torch.Generator().manual_seed(seed)
+        vocab = Vocab.words(list("abcd"))
+        targets = ["<bos>", "<eos>", *"abcd"]
+
+        def split(n):
+            lengths = torch.randint(1, 5, (n,), generator=gen)
+            ids = torch.randint(4, 8, (n, 4), generator=gen) * (torch.arange(4) < lengths[:, None])
+            labels = torch.full((n, 5), IGNORE)
+            for i, k in enumerate(lengths.tolist()):  # the reference: reverse by hand, words -> target ids
+                labels[i, :k] = torch.tensor([targets.index(vocab.tokens[t]) for t in ids[i, :k].tolist()[::-1]])
+                labels[i, k] = 1
+            return Split(ids, lengths, labels)
+
+        return TaskData(split(n_train), split(n_test), vocab, len(targets), targets, targets)
+
+    def evaluate(self, pred, labels, names=()):
+        same = [p[: list(g).index(1) + 1] == g[: list(g).index(1) + 1] for p, g in zip(pred.tolist(), labels.tolist())]
+        return {"exact_match": sum(same) / len(same)}
+
+
+def test_seq2seq_head_learns_to_reverse():
+    task = Reverse()
+    data = task.build(400, 100, seed=0)
+    rec = suite.run_one(task, data, "lstm", 0, replace(TINY, steps=250, lr=1e-2))
+    assert rec["metric"] == "exact_match" and rec["scores"]["exact_match"] >= 0.9
+    assert rec["flops_per_token"] > 0 and rec["cpu_seconds"] > 0
+
+
+def test_greedy_decoding_agrees_with_the_teacher_forced_pass():
+    task = Reverse()
+    data = task.build(8, 16, seed=1)
+    for name in ("mean", "lstm", "attention"):
+        model = suite.build_model(task, data, name, 16, seed=3).eval()
+        with torch.no_grad():
+            pred = model.predict(data.test.ids, data.test.lengths, 7)
+            assert pred.shape[0] == 16 and pred.shape[1] <= 7
+            ended = (pred == 1).any(1)
+            for row in pred[ended].tolist():  # tokens, one EOS, then IGNORE
+                k = row.index(1)
+                assert IGNORE not in row[:k] and all(x == IGNORE for x in row[k + 1 :])
+            forced = model(data.test.ids, data.test.lengths, pred.clamp_min(0)).argmax(-1)
+        keep = pred != IGNORE
+        assert torch.equal(forced[keep], pred[keep])  # step-by-step decoding = the batched pass on its own output
+
+
+def test_seq2seq_memory_of_a_pooled_only_encoder_is_one_slot():
+    enc = suite.build_encoder("mean", 8, 16)
+    model = heads.Seq2SeqModel(enc, 5, pooled_only=True)
+    mem, mask, h0 = model.memory(torch.tensor([[4, 5, 0], [6, 0, 0]]), torch.tensor([2, 1]))
+    assert mem.shape == (2, 1, 16) and mask.all() and h0.shape == (1, 2, 16)
+    with pytest.raises(NeurosymError, match="max_len >= 1"):
+        model.predict(torch.tensor([[4]]), torch.tensor([1]), 0)
+
+
+class Successor(Task):
+    """A synthetic next-token task: the label is the token after the window's last one."""
+
+    name, family = "successor", "next-token"
+
+    def build(self, n_train=None, n_test=None, seed=0):
+        gen = torch.Generator().manual_seed(seed)
+        vocab = Vocab.words([str(i) for i in range(6)])
+
+        def split(n):
+            lengths = torch.randint(1, 4, (n,), generator=gen)
+            ids = torch.randint(4, 10, (n, 3), generator=gen) * (torch.arange(3) < lengths[:, None])
+            last = ids.gather(1, (lengths - 1)[:, None])[:, 0]
+            return Split(ids, lengths, torch.where(last == 9, 4, last + 1))
+
+        return TaskData(split(n_train), split(n_test), vocab, len(vocab))
+
+
+def test_next_token_records_perplexity_as_exp_of_the_test_cross_entropy():
+    task = Successor()
+    data = task.build(300, 60, seed=0)
+    rec = suite.run_one(task, data, "rnn", 0, replace(TINY, steps=150, lr=1e-2))
+    assert rec["scores"]["accuracy"] >= 0.9 and rec["scores"]["ppl"] == pytest.approx(math.exp(rec["test_nll"]))
+    model = suite.build_model(task, data, "mean", 8, seed=0)
+    pred, nll = suite.evaluate(model, data.test, batch_size=7)
+    with torch.no_grad():
+        logits = model(data.test.ids, data.test.lengths)
+    assert nll == pytest.approx(float(torch.nn.functional.cross_entropy(logits, data.test.labels)), rel=1e-5)
+    assert torch.equal(pred, logits.argmax(-1))  # batches run shortest first, results back in row order
+
+
+# ---------------------------------------------------------------------- memoised fixed features
+def test_memoised_pcfg_features_equal_fresh_ones_and_are_computed_once():
+    task = get_task("arithmetic")
+    data = task.build(60, 30, seed=0)
+    model = suite.build_model(task, data, "pcfg-hard", 8, seed=0)
+    enc = model.encoder
+    assert isinstance(enc, heads.MemoPCFGEncoder)
+    calls = []
+    fresh = enc.memo.fn
+    enc.memo.fn = lambda ids, n: calls.append(len(ids)) or fresh(ids, n)
+    enc.memo.warm(data.train.ids, data.train.lengths, batch_size=16)
+    distinct = len({tuple(r[:n]) for r, n in zip(data.train.ids.tolist(), data.train.lengths.tolist())})
+    assert sum(calls) == distinct
+    batch = data.train.subset(range(20))
+    with torch.no_grad():
+        memo = enc.sentence_features(batch.ids, batch.lengths)
+        direct = PCFGEncoder.sentence_features(enc, batch.ids, batch.lengths)
+    assert sum(calls) == distinct and torch.allclose(memo, direct, atol=1e-5)
+    prefix = suite.build_model(task, data, "pcfg-prefix-removed", 8, seed=0)
+    with torch.no_grad():
+        first = prefix(batch.ids, batch.lengths)
+        prefix.encoder.memo.enabled = False
+        assert torch.allclose(first, prefix(batch.ids, batch.lengths), atol=1e-5)
+
+
+# ---------------------------------------------------------------------- regex banks per token
+WORDS = ["".join(random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=7)) for i in range(30)]  # a memorised list: ~150 states
+BANK = f"NUM: /[0-9]+/\nPUNCT: /[.,!?]/\nWORDS: /{'|'.join(WORDS)}/\n"
+
+
+def tagging_data():
+    vocab = Vocab.words(["the", "cat", "42", ".", "7", "dog"])
+    ids = torch.tensor([[4, 5, 6, 7], [4, 9, 8, 0]])
+    return TaskData(Split(ids, torch.tensor([4, 3]), torch.tensor([[0, 1, 2, 3], [0, 1, 2, IGNORE]])), None, vocab, 4, ["DET", "NOUN", "NUM", "PUNCT"])
+
+
+def test_bank_listing_leaves_out_large_and_empty_patterns():
+    listing = suite.bank_listing(BANK + "NONE: /[^\\s\\S]/\n")
+    used = {b["class"]: b["used"] for b in listing}
+    assert used == {"NUM": True, "PUNCT": True, "WORDS": False, "NONE": False}
+    assert [b["states"] for b in listing if b["class"] == "NONE"] == [1]
+    assert all(b["states"] > suite.MAX_BANK_STATES for b in listing if b["class"] == "WORDS")
+
+
+def test_token_regex_settings_read_each_words_spelling():
+    data = tagging_data()
+    task = get_task("pos")
+    hard = suite.build_model(task, data, "regex-hard", 8, seed=0, bank=BANK)
+    enc = hard.encoder
+    assert isinstance(enc, heads.TokenRegexEncoder) and not any(p.requires_grad for p in enc.layer.parameters())
+    feats = enc.features(data.train.ids)  # (B, L, 2): NUM, PUNCT
+    assert feats.shape == (2, 4, 2)
+    words = [data.vocab.tokens[i] for i in data.train.ids.flatten().tolist()]
+    expect = torch.tensor([[w.isdigit(), w in ".,!?"] for w in words], dtype=torch.bool).view(2, 4, 2)
+    assert torch.equal(feats > 0.5, expect)
+    soft = suite.build_model(task, data, "regex-soft", 8, seed=0, bank=BANK)
+    assert all(p.requires_grad for p in soft.encoder.layer.parameters())
+    assert torch.allclose(soft.encoder.features(data.train.ids), feats, atol=1e-6)  # per-batch words = the table
+    removed = suite.build_model(task, data, "regex-removed", 8, seed=0, bank=BANK)
+    assert not torch.allclose(removed.encoder.features(data.train.ids), feats, atol=1e-2)
+    total, n = soft.loss(data.train.ids, data.train.lengths, data.train.labels)
+    total.backward()
+    assert n == 7 and soft.encoder.layer.log_weights.grad.abs().sum() > 0
+    with pytest.raises(NeurosymError, match="bank synthesised"):
+        suite.build_model(task, data, "regex-hard", 8, seed=0)
+    assert suite.prior_of(task, "regex-others") is not None and suite.prior_of(get_task("nli"), "regex-soft") is not None
