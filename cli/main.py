@@ -637,6 +637,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
         "neurosym bench synth --methods beam,beam-posterior --json > results.json",
         "neurosym bench synth --suites corpus",
         "neurosym bench synth --suites regel --regel-split test --methods beam --time-budget 5",
+        "neurosym bench synth --suites alpharegex --methods beam,beam-alphaleaves --clock cpu",
     ),
 )
 @click.option("--methods", default="beam,evolve,reinforce", show_default=True, help="Comma-separated: beam, beam-posterior, beam-enum (no format induction), beam-alphaleaves (AlphaRegex's leaves), evolve, reinforce.")
@@ -647,12 +648,13 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
 @click.option("--regel-split", default="all", show_default=True, type=click.Choice(["all", "dev", "test"]), help="Regel: the development half (for tuning), the test half (to report), or all.")
 @click.option("--corpus-time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="corpus: seconds for all its classes together.")
 @click.option("--corpus-test", default="test", show_default=True, type=click.Choice(["dev", "test"]), help="corpus: the EWT split scored (dev for tuning).")
+@click.option("--clock", "clock_kind", default="wall", show_default=True, type=click.Choice(["wall", "cpu"]), help="Measure budgets and times in wall-clock or process CPU seconds (cpu: a busy machine buys the same search).")
 @click.option("--seed", default=0, show_default=True, help="Random seed of every search (same seed, same results but for timing).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Also write the results as JSON to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of the table.")
 def bench_synth(
     methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, regel_split: str,
-    corpus_time_budget: float, corpus_test: str, seed: int, output: Path | None, as_json: bool,
+    corpus_time_budget: float, corpus_test: str, clock_kind: str, seed: int, output: Path | None, as_json: bool,
 ) -> None:
     """Regex synthesis on the AlphaRegex and Regel problems (solved counts, seconds, F1) and
     on a corpus (UD English-EWT token classes: F1 on test tokens and unseen forms vs
@@ -665,7 +667,7 @@ def bench_synth(
         output = check_output(output, [], "results")
     results = bench_synth_command(
         methods, time_budget, regel_time_budget, regel_limit, suites, seed,
-        regel_split=regel_split, corpus_time_budget=corpus_time_budget, corpus_test=corpus_test,
+        regel_split=regel_split, corpus_time_budget=corpus_time_budget, corpus_test=corpus_test, clock_kind=clock_kind,
     )
     text = json.dumps(results, indent=1, default=str)
     if output is not None:

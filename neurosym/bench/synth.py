@@ -21,10 +21,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import statistics
 import string
-import time
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -36,7 +36,8 @@ from neurosym.errors import NeurosymError
 from neurosym.synth import regex_ast as ra
 from neurosym.compile.regex import pattern_dfa
 from neurosym.data import shared_data
-from neurosym.synth import synthesize
+from neurosym.synth import clock, synthesize
+from neurosym.synth.clock import cpu_clock
 from neurosym.synth.corpus import read_corpus, synthesize_corpus
 from neurosym.data import shared_data_dir
 from neurosym.synth.regel_split import split_of
@@ -474,10 +475,13 @@ def run(
     regel_split: str = "all",
     corpus_time_budget: float = 60.0,
     corpus_test: str = "test",
+    clock_kind: str = "wall",
 ) -> dict:
     """Run the benchmarks; returns a dict ``{"alpharegex": {method: ...}, "regel": {...},
     "corpus": {...}}`` (the corpus suite: :func:`run_corpus`, ``corpus_time_budget``
-    seconds for all its classes, scored on ``corpus_test``).
+    seconds for all its classes, scored on ``corpus_test``). ``clock_kind="cpu"``
+    measures every budget and time in process CPU seconds
+    (:func:`neurosym.synth.clock.cpu_clock`), so a loaded machine buys the same search.
 
     Raises :class:`NeurosymError` with a clear message when the shared data is absent."""
     if shared_data_dir() is None:
@@ -485,21 +489,35 @@ def run(
             "neurosym bench synth needs the shared data sets (../shared/data/alpharegex and ../shared/data/regel, "
             "or $NEUROSYM_SHARED_DATA); they are not available here"
         )
-    t0 = time.monotonic()
-    out: dict = {"time_budget": time_budget, "seed": seed, "methods": list(methods)}
+    if clock_kind not in CLOCKS:
+        raise NeurosymError(f"clock: unknown kind {clock_kind!r}; expected one of {', '.join(CLOCKS)}")
+    with cpu_clock() if clock_kind == "cpu" else contextlib.nullcontext():
+        return _run(methods, time_budget, regel_time_budget, seed, suites, regel_limit, progress, log, regel_split, corpus_time_budget, corpus_test)
+
+
+CLOCKS = ("wall", "cpu")
+
+
+def _run(methods, time_budget, regel_time_budget, seed, suites, regel_limit, progress, log, regel_split, corpus_time_budget, corpus_test) -> dict:
+    t0 = clock.now()
+    out: dict = {"time_budget": time_budget, "seed": seed, "methods": list(methods), "clock": clock.clock_name()}
     if "alpharegex" in suites:
         out["alpharegex"] = run_alpharegex(methods, time_budget, seed, progress=progress, log=log)
     if "regel" in suites:
         out["regel"] = run_regel(methods, regel_time_budget or time_budget, seed, limit=regel_limit, progress=progress, log=log, split=regel_split)
     if "corpus" in suites:
         out["corpus"] = run_corpus(time_budget=corpus_time_budget, test_split=corpus_test, log=log)
-    out["seconds"] = time.monotonic() - t0
+    out["seconds"] = clock.now() - t0
     return out
 
 
 def format_results(results: dict) -> str:
     """A plain-text table of :func:`run`'s results."""
-    lines = [f"regex synthesis (time budget {results.get('time_budget', '?')} s per problem, seed {results.get('seed', '?')})"]
+    unit = "CPU s" if results.get("clock") == "cpu" else "s"
+    lines = [
+        f"regex synthesis (time budget {results.get('time_budget', '?')} {unit} per problem, seed {results.get('seed', '?')}; "
+        f"{'budgets and times in process CPU seconds' if unit != 's' else 'wall-clock budgets and times'})"
+    ]
     if "alpharegex" in results:
         lines.append(
             "AlphaRegex: solved = accepts every positive and no negative; equivalent = same language as the paper's "
@@ -561,6 +579,40 @@ def memorised(train: Sequence[tuple[str, str]]):
     return lambda form: table.get(form, majority), majority
 
 
+SHAPE_RUN = 4  # longest run of one character kind a shape keeps
+
+
+def word_shape(form: str) -> str:
+    """A form's word shape: upper-case letters ``X``, lower-case ``x``, digits ``d``, other
+    letters ``L``, every other character itself, and runs of one kind cut to
+    ``SHAPE_RUN`` (``"Varsha"`` -> ``"Xxxxx"``, ``"12.50"`` -> ``"dd.dd"``, ``"2024-01-15"``
+    -> ``"dddd-dd-dd"``)."""
+    out: list[str] = []
+    run = 0
+    for ch in form:
+        k = "X" if ch.isupper() else "x" if ch.islower() else "d" if ch.isdigit() else "L" if ch.isalpha() else ch
+        run = run + 1 if out and out[-1] == k and k in "XxdL" else 1
+        if run <= SHAPE_RUN:
+            out.append(k)
+    return "".join(out)
+
+
+def shaped(train: Sequence[tuple[str, str]]):
+    """The word-shape baseline: a training form gets its majority label (as in
+    :func:`memorised`); an unseen form gets the majority label of the training tokens of
+    its :func:`word_shape`, an unseen shape the majority class."""
+    known, majority = memorised(train)
+    by_form = {form for form, _ in train}
+    by_shape: dict[str, Counter] = {}
+    for form, label in train:
+        by_shape.setdefault(word_shape(form), Counter())[label] += 1
+    table = {shape: c.most_common(1)[0][0] for shape, c in by_shape.items()}
+    return lambda form: known(form) if form in by_form else table.get(word_shape(form), majority)
+
+
+BASELINES = ("memorised", "shape")
+
+
 def run_corpus(
     classes: Sequence[str] = CORPUS_CLASSES,
     time_budget: float = 60.0,
@@ -574,25 +626,28 @@ def run_corpus(
     tokens (negatives: every other label's tokens), scored on ``test_split``'s tokens —
     precision, recall and F1 of "the form fullmatches the class's regex" against the
     gold label, on all test tokens and on the tokens whose form never occurs in
-    training — next to the memorised-forms baseline (:func:`memorised`). Tune on
+    training — next to the memorised-forms baseline (:func:`memorised`) and the
+    word-shape baseline (:func:`shaped`). Tune on
     ``test_split="dev"``; report ``"test"``."""
     folder = _shared("ud-english-ewt")
     train = read_corpus(folder / f"en_ewt-ud-{train_split}.conllu", label)
     test = read_corpus(folder / f"en_ewt-ud-{test_split}.conllu", label)
-    t0 = time.monotonic()
+    t0 = clock.now()
     results = synthesize_corpus(train, classes=classes, time_budget=time_budget, progress=(lambda r: log(str(r))) if log else None, **options)
-    seconds = time.monotonic() - t0
+    seconds = clock.now() - t0
     seen = {form for form, _ in train}
     predict, majority = memorised(train)
+    by_shape = shaped(train)
     rows = {}
     for res in results:
         rx = re.compile(res.pattern)
         row = {"pattern": res.pattern, "train_accuracy": res.accuracy, "train_f1": res.f1, "seconds": res.seconds, "rounds": len(res.rounds)}
         for scope in ("all", "unseen"):
             toks = [(f, lab) for f, lab in test if scope == "all" or f not in seen]
-            counts = {"regex": [0, 0, 0], "memorised": [0, 0, 0]}
+            counts = {"regex": [0, 0, 0], "memorised": [0, 0, 0], "shape": [0, 0, 0]}
             for form, gold in toks:
-                for who, guess in (("regex", rx.fullmatch(form) is not None), ("memorised", predict(form) == res.label)):
+                guesses = (("regex", rx.fullmatch(form) is not None), ("memorised", predict(form) == res.label), ("shape", by_shape(form) == res.label))
+                for who, guess in guesses:
                     truth = gold == res.label
                     c = counts[who]
                     c[0] += guess and truth
@@ -615,12 +670,15 @@ def run_corpus(
 
 
 def format_corpus(res: dict) -> str:
-    """The corpus table: F1 (P/R) of the regexes and of memorisation, all test tokens and unseen forms."""
+    """The corpus table: F1 (P/R) of the regexes, of memorisation and of word shapes, on all
+    test tokens and on unseen forms."""
     lines = [
         f"UD English-EWT, {res['train']} ({res['train_tokens']} tokens) -> {res['test']} ({res['test_tokens']} tokens, "
         f"{res['unseen_test_tokens']} with a form unseen in {res['train']}); memorised = majority label of the training form, "
-        f"unseen -> {res['majority_class']}; synthesis {res['seconds']:.0f} s",
-        f"  {'class':6s} {'gold':>5s} {'regex F1 (P/R)':>20s} {'memorised F1 (P/R)':>20s} | {'unseen':>6s} {'regex F1 (P/R)':>20s} {'memorised F1 (P/R)':>20s}",
+        f"unseen -> {res['majority_class']}; shape = memorised, an unseen form the majority label of its word shape; "
+        f"synthesis {res['seconds']:.0f} s",
+        f"  {'class':6s} {'gold':>5s} {'regex F1 (P/R)':>18s} {'memorised':>18s} {'shape':>18s} | "
+        f"{'unseen':>6s} {'regex F1 (P/R)':>18s} {'memorised':>18s} {'shape':>18s}",
     ]
 
     def cell(x: dict) -> str:
@@ -629,8 +687,8 @@ def format_corpus(res: dict) -> str:
     for lab, row in res["classes"].items():
         a, u = row["all"], row["unseen"]
         lines.append(
-            f"  {lab:6s} {a['tokens']:5d} {cell(a['regex']):>20s} {cell(a['memorised']):>20s} | "
-            f"{u['tokens']:6d} {cell(u['regex']):>20s} {cell(u['memorised']):>20s}"
+            f"  {lab:6s} {a['tokens']:5d} {cell(a['regex']):>18s} {cell(a['memorised']):>18s} {cell(a['shape']):>18s} | "
+            f"{u['tokens']:6d} {cell(u['regex']):>18s} {cell(u['memorised']):>18s} {cell(u['shape']):>18s}"
         )
     for lab, row in res["classes"].items():
         p = row["pattern"]
@@ -656,6 +714,7 @@ def bench_synth_command(
     regel_split: str = "all",
     corpus_time_budget: float = 60.0,
     corpus_test: str = "test",
+    clock_kind: str = "wall",
 ) -> dict:
     """``neurosym bench synth``: check the comma-separated options and the shared data the
     chosen suites need (a NeurosymError before any work), then :func:`run`."""
@@ -671,6 +730,8 @@ def bench_synth_command(
         raise NeurosymError(f"--regel-split: unknown split {regel_split!r}; expected one of {', '.join(REGEL_SPLITS)}")
     if corpus_test not in ("dev", "test"):
         raise NeurosymError(f"--corpus-test: unknown split {corpus_test!r}; expected dev or test")
+    if clock_kind not in CLOCKS:
+        raise NeurosymError(f"--clock: unknown clock {clock_kind!r}; expected one of {', '.join(CLOCKS)}")
     for suite in ss:
         for parts in BENCH_SUITES[suite]:
             try:
@@ -682,7 +743,7 @@ def bench_synth_command(
                 ) from None
     return run(
         methods=ms, time_budget=time_budget, regel_time_budget=regel_time_budget, seed=seed, suites=ss, regel_limit=regel_limit,
-        log=log, regel_split=regel_split, corpus_time_budget=corpus_time_budget, corpus_test=corpus_test,
+        log=log, regel_split=regel_split, corpus_time_budget=corpus_time_budget, corpus_test=corpus_test, clock_kind=clock_kind,
     )
 
 
@@ -703,6 +764,8 @@ __all__ = [
     "run_corpus",
     "format_corpus",
     "memorised",
+    "shaped",
+    "word_shape",
     "load_alpharegex_reference",
     "binary_strings",
 ]

@@ -18,10 +18,10 @@ with Python's ``re.fullmatch``.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from neurosym.synth import clock
 from neurosym.compile.regex import compile_regex
 from neurosym.errors import NeurosymError
 from neurosym.synth import beam, evolve, regex_ast, reinforce
@@ -45,7 +45,7 @@ class SynthResult:
             (+ a tie-break for the fraction of rejected positives).
         solved: accepts every positive and no negative (compiled DFA and ``re.fullmatch`` agree).
         size: AST size (binary-tree nodes).
-        seconds: wall-clock time.
+        seconds: time taken, on the synthesis clock (wall-clock time unless inside :func:`neurosym.synth.clock.cpu_clock`).
         method: the method used.
         distances: edit distance of each positive to the language (0 = accepted).
         accepted_negatives: the negatives the regex accepts.
@@ -141,10 +141,10 @@ def synthesize(
         raise NeurosymError(f"unknown synthesis method {method!r}; expected one of {', '.join(METHODS)}")
     if time_budget <= 0:
         raise NeurosymError("time_budget must be positive")
-    t0 = time.monotonic()
+    t0 = clock.now()
     search = {"beam": beam.search, "evolve": evolve.search, "reinforce": reinforce.search}[method]
     node, info = search(pos, neg, time_budget=time_budget, seed=seed, lam=lam, progress=progress, leaves=leaves, **options)
-    seconds = time.monotonic() - t0
+    seconds = clock.now() - t0
     ev = score_on_examples(node, pos, neg, lam)
     return SynthResult(
         pattern=ev["pattern"],

@@ -22,11 +22,11 @@ probable one under a size prior and a size-principle likelihood
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
+from neurosym.synth import clock
 from neurosym.errors import NeurosymError
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.bestfirst import SMALL_ALPHABET, BestFirst, weighted_leaves
@@ -104,13 +104,13 @@ class Progress:
 
             fmt = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s {postfix}"
             self.bar = tqdm(total=round(total, 1), desc=desc, bar_format=fmt, leave=False)
-        self.t0 = time.monotonic()
+        self.t0 = clock.now()
         self.shown = 0.0
 
     def tick(self, postfix: str | None = None) -> None:
         if self.bar is None:
             return
-        now = round(min(time.monotonic() - self.t0, self.bar.total), 1)
+        now = round(min(clock.now() - self.t0, self.bar.total), 1)
         if now > self.shown:
             self.bar.update(now - self.shown)
             self.shown = now
@@ -150,7 +150,7 @@ def local_beam(
     beam = sorted(pool, key=scorer)[:beam_width]
     best = beam[0]
     seen = set(pool)
-    while time.monotonic() < t_end and not scorer.solved(best):
+    while clock.now() < t_end and not scorer.solved(best):
         cands: list[ra.Node] = []
         for r in beam:
             nb = [x for x in edits(r, list(leaves)) if x not in seen and ra.size(x) <= max_size]
@@ -164,7 +164,7 @@ def local_beam(
         for x in cands:
             seen.add(x)
             scored.append((scorer(x), ra.size(x), ra.to_pattern(x), x))
-            if time.monotonic() > t_end:
+            if clock.now() > t_end:
                 break
         merged = {x: s for s, _, _, x in scored}
         for r in beam:
@@ -223,11 +223,11 @@ def collect(bf: BestFirst, time_budget: float, window: float, limit: int, progre
     out: list[ra.Node] = []
     for cost, node in bf.solutions(time_budget, progress=progress):
         if not out:
-            now = time.monotonic()
+            now = clock.now()
             bf.max_cost = cost + window
             bf.deadline = min(bf.deadline, now + max(0.5, 0.25 * (bf.deadline - now)))
         out.append(node)
-        if len(out) >= limit or time.monotonic() > bf.deadline:
+        if len(out) >= limit or clock.now() > bf.deadline:
             break
     return out
 
@@ -267,7 +267,7 @@ def search(
         found_format = induce_format(positives, negatives)
         if found_format is not None and compression(found_format, positives) <= FORMAT_RATIO:
             return found_format.node, {"phase": "format", "granularity": found_format.granularity, "bits": found_format.bits}
-    t0 = time.monotonic()
+    t0 = clock.now()
     t_end = t0 + time_budget
     weighted = [(x, ALPHAREGEX_COSTS["L"]) for x in leaves] if leaves is not None else weighted_leaves(positives, negatives)
     leaves = [x for x, _ in weighted]

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import os
 import string
-import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from neurosym.synth import clock
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.infix import InfixSpace
 from neurosym.synth.simplify import simplify
@@ -59,25 +59,71 @@ _CLASSES = [
 
 
 SMALL_ALPHABET = 4
-# Memory bounds. The frontier is bounded by the memory the search adds to the process:
-# when its resident memory has grown by MAX_SEARCH_MB since the search began, the
-# frontier's size at that moment becomes its bound, and from then on a full frontier
-# drops its dearer half (the search is then no longer exhaustive). 512 MB leaves the
-# AlphaRegex problems exhaustive (no7's unbounded search adds about 0.32 GB) while a
-# search on text, which grew past 1 GB in 60 s, stops growing near it. `max_frontier`
-# bounds the states directly. The evaluation caches are cleared past MAX_MEMO entries.
+# Memory bound. The search's tables are sized from a byte budget, MAX_SEARCH_MB, before
+# the search starts: each table gets a share and holds at most share / (bytes per entry)
+# entries. Bytes per entry are estimates for 64-bit CPython, measured with a deep
+# sys.getsizeof over the tables after 40,000 expansions of the hex-colour search (151
+# infixes; tests/synth/test_corpus.py) and rounded up; n is the number of infixes, the
+# length of every evaluation vector.
 MAX_SEARCH_MB = 512
-MAX_MEMO = 500_000
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+STATE_BYTES = 400  # a frontier state: its heap item, new tuples and seen-table slot (measured 386)
+CLOSED_BYTES = 300  # an expanded state kept in the seen table (measured about 270)
+CLASS_BYTES = 450  # an equivalence class besides its vector and key of n bytes each (measured 430)
+EVAL_BYTES = 400  # an evaluation-memo entry besides its two vectors of n bytes (measured 380)
+MADE_BYTES = 110  # a (operator, class ids) -> class entry (measured 103)
+# shares of the budget: frontier and seen states, classes, evaluation memo, made memo
+SHARES = {"frontier": 0.55, "classes": 0.25, "eval": 0.15, "made": 0.05}
+MAX_MEMO = 500_000  # the most entries of each memo, whatever the budget
 
 
-def resident_mb() -> float | None:
-    """This process's resident memory in MB (Linux ``/proc/self/statm``), else ``None``."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            return int(f.read().split()[1]) * _PAGE / 2**20
-    except (OSError, ValueError, IndexError):
-        return None
+@dataclass(frozen=True)
+class MemoryBound:
+    """How many entries each table of a :class:`BestFirst` search may hold.
+
+    ``frontier``: states in the priority queue (a full queue drops its dearer half);
+    ``seen``: states in the duplicate table (past it, it is rebuilt from the queue,
+    forgetting expanded states); ``classes``: observational-equivalence classes (past it,
+    a complete subtree with a new vector is pruned); ``eval`` and ``made``: memo entries
+    (a full memo is cleared).
+    """
+
+    frontier: int
+    seen: int
+    classes: int
+    eval: int
+    made: int
+
+    @classmethod
+    def from_budget(cls, mb: float, n_infixes: int, redundancy: bool = False) -> "MemoryBound":
+        """The bound that keeps the estimated size of every table within ``mb`` MB."""
+        budget = mb * 2**20
+        vec = n_infixes + 112  # a numpy bool vector of n elements
+        class_bytes = CLASS_BYTES + vec + n_infixes + 33  # vector, bytes key, AST, cost
+        if redundancy:  # (W, P, U): up to 1 + 2 * MAX_SPLITS more vectors
+            class_bytes += (1 + 2 * MAX_SPLITS) * vec
+        frontier = int(SHARES["frontier"] * budget / (STATE_BYTES + CLOSED_BYTES))
+        return cls(
+            frontier=max(64, frontier),
+            seen=max(128, 2 * frontier),
+            classes=max(1024, int(SHARES["classes"] * budget / class_bytes)),
+            eval=max(1024, min(MAX_MEMO, int(SHARES["eval"] * budget / (EVAL_BYTES + 2 * vec)))),
+            made=max(1024, min(MAX_MEMO, int(SHARES["made"] * budget / MADE_BYTES))),
+        )
+
+    def estimated_mb(self, n_infixes: int, redundancy: bool = False) -> float:
+        """The estimated size of the tables when all are full, in MB."""
+        vec = n_infixes + 112
+        class_bytes = CLASS_BYTES + vec + n_infixes + 33 + ((1 + 2 * MAX_SPLITS) * vec if redundancy else 0)
+        total = (
+            self.frontier * STATE_BYTES
+            + (self.seen - self.frontier) * CLOSED_BYTES
+            + self.classes * class_bytes
+            + self.eval * (EVAL_BYTES + 2 * vec)
+            + self.made * MADE_BYTES
+        )
+        return total / 2**20
+
+
 DOT_COST = 4  # text alphabets, in half-bases: `.` costs 2 base
 ANY_STRING_COST = 2  # `.*` costs 1 base
 
@@ -140,12 +186,15 @@ class BestFirst:
         ops: the operators to use, a subset of ``"*+?.|"`` (``.`` = concatenation).
         costs: per-node costs ``{"*", "+", "?", ".", "|", "L", "H"}`` (default all 1).
         redundancy: also apply AlphaRegex's redundancy test.
-        max_frontier: the most states the priority queue holds; past it the dearer half
-            is dropped (memory stays bounded; the search is then no longer exhaustive).
-            Default: no bound until the process's resident memory has grown by
-            ``max_search_mb`` since the search began, then the frontier's size at that moment.
-        max_search_mb: see ``max_frontier``.
-        max_memo: the most entries each of the evaluation caches holds before it is cleared.
+        max_search_mb: the memory budget of the search's tables, in MB: every table's
+            size is fixed from it before the search starts (:class:`MemoryBound`), so
+            their estimated total stays within it. When a table is full the search is
+            no longer exhaustive: a full frontier drops its dearer half, a full class
+            table prunes subtrees with a new vector.
+        max_frontier: the most states the priority queue holds (default: from the budget).
+        max_memo: the most entries each memo holds before it is cleared (default: from
+            the budget).
+        max_classes: the most observational-equivalence classes (default: from the budget).
     """
 
     def __init__(
@@ -157,19 +206,28 @@ class BestFirst:
         costs: dict | None = None,
         redundancy: bool = False,
         max_frontier: int | None = None,
-        max_memo: int = MAX_MEMO,
+        max_memo: int | None = None,
         max_search_mb: float = MAX_SEARCH_MB,
+        max_classes: int | None = None,
     ):
         self.redundancy = redundancy
-        self.max_frontier = max_frontier
-        self.max_memo = max_memo
-        self.max_search_mb = max_search_mb
-        self.pruned = 0  # states dropped from a full frontier
-        self.splits: list[tuple] = []  # per class: (W, P, U) of AlphaRegex's redundancy test
-        self._split_memo: dict[tuple, tuple] = {}
         self.positives = list(positives)
         self.negatives = list(negatives)
         self.space = sp = InfixSpace(self.positives + self.negatives)
+        bound = MemoryBound.from_budget(max_search_mb, sp.n, redundancy)
+        if max_frontier is not None:
+            bound = replace(bound, frontier=max(2, max_frontier), seen=max(4, 2 * max_frontier))
+        if max_memo is not None:
+            bound = replace(bound, eval=max_memo, made=max_memo)
+        if max_classes is not None:
+            bound = replace(bound, classes=max_classes)
+        self.bound = bound
+        self.pruned = 0  # states dropped from a full frontier
+        self.class_drops = 0  # subtrees pruned because the class table was full
+        self.peak_frontier = 0  # the most states the frontier held
+        self.peak_seen = 0
+        self.splits: list[tuple] = []  # per class: (W, P, U) of AlphaRegex's redundancy test
+        self._split_memo: dict[tuple, tuple] = {}
         self.pos = sp.ids(self.positives)
         self.neg = sp.ids(self.negatives)
         self.ops = ops
@@ -206,10 +264,14 @@ class BestFirst:
                 return None  # a cheaper equivalent exists: searched elsewhere
             if self.cost[j] > cost:
                 self.cost[j], self.ast[j], self.root[j] = cost, ast, root
-                if splits is not None:
+                if self.redundancy and splits is not None:
                     self.splits[j] = splits
             return ("C", j)
-        self.splits.append(splits if splits is not None else (vec, [vec], [vec]))
+        if len(self.vecs) >= self.bound.classes and root != "L":
+            self.class_drops += 1
+            return None  # the class table is full: a subtree with a new vector is pruned
+        if self.redundancy:
+            self.splits.append(splits if splits is not None else (vec, [vec], [vec]))
         j = len(self.vecs)
         self.by_key[key] = j
         self.vecs.append(vec)
@@ -235,7 +297,7 @@ class BestFirst:
                 return None
             return ("C", j)
         out = self._build(tag, ids, cost)
-        if len(self._made) > self.max_memo:
+        if len(self._made) >= self.bound.made:
             self._made.clear()
         self._made[key] = -1 if out is None else out[1]
         return out
@@ -334,7 +396,7 @@ class BestFirst:
                 r = (sp.concat(o1, o2), sp.concat(u1, u2))
             else:
                 r = (o1 | o2, u1 | u2)
-        if len(self._eval_memo) > self.max_memo:
+        if len(self._eval_memo) >= self.bound.eval:
             self._eval_memo.clear()
         self._eval_memo[p] = r
         return r
@@ -380,7 +442,7 @@ class BestFirst:
             return r
         kids = [(self._eval(k)[0], self._splits(k)) for k in p[1:]]
         r = self._combine(tag, self._eval(p)[0], kids)
-        if len(self._split_memo) > 300_000:
+        if len(self._split_memo) >= self.bound.eval:
             self._split_memo.clear()
         self._split_memo[p] = r
         return r
@@ -420,15 +482,16 @@ class BestFirst:
         """Yield ``(cost, regex)`` for consistent regexes in order of cost (one per
         observational-equivalence class), until the budget or the costs run out.
 
-        The caller may tighten ``self.deadline`` (a ``time.monotonic()`` value) and
+        The caller may tighten ``self.deadline`` (a ``clock.now()`` value) and
         ``self.max_cost`` between solutions."""
-        self.deadline = time.monotonic() + time_budget
+        self.deadline = clock.now() + time_budget
         self.max_cost = max_cost
-        rss0 = resident_mb()
+        bound = self.bound
         counter = itertools.count()
         done: set[int] = set()
         heap = [(self.op_cost["H"], 1, next(counter), HOLE)]
         seen: dict[tuple, int] = {HOLE: self.op_cost["H"]}
+        self._heap, self._seen = heap, seen
         last_cost = 0
         while heap:
             cost, h, _, p = heapq.heappop(heap)
@@ -440,7 +503,7 @@ class BestFirst:
             if seen.get(p, cost) < cost:
                 continue
             self.expanded += 1
-            if cost > self.max_cost or (self.expanded % 256 == 0 and time.monotonic() > self.deadline):
+            if cost > self.max_cost or (self.expanded % 256 == 0 and clock.now() > self.deadline):
                 return
             if progress is not None and cost != last_cost:
                 progress.set_postfix_str(f"cost {cost}, {self.expanded} states")
@@ -460,17 +523,27 @@ class BestFirst:
                         continue
                 if self.redundancy and self.redundant(q):
                     continue
+                if len(heap) >= bound.frontier:  # full: keep the cheaper half
+                    heap = self._evict(heap)
+                    seen = {item[3]: item[0] for item in heap}
+                    self._heap, self._seen = heap, seen
+                    if c > heap[-1][0]:  # dearer than every state kept: it would go first
+                        self.pruned += 1
+                        continue
+                if len(seen) >= bound.seen:  # full: forget expanded states (they may be expanded again)
+                    seen = {item[3]: item[0] for item in heap}
+                    self._seen = seen
                 seen[q] = c
                 heapq.heappush(heap, (c, h + dh, next(counter), q))
-            if self.max_frontier is None and self.expanded % 1024 == 0:
-                rss = resident_mb()
-                if rss is not None and rss0 is not None and rss - rss0 > self.max_search_mb:
-                    self.max_frontier = max(10_000, len(heap) - 1)  # the memory this frontier took is the budget
-            if self.max_frontier is not None and len(heap) > self.max_frontier:  # keep the cheaper half
-                keep = heapq.nsmallest(self.max_frontier // 2, heap)
-                self.pruned += len(heap) - len(keep)
-                heap = keep  # a sorted list is a heap
-                seen = {item[3]: item[0] for item in heap}
+            self.peak_frontier = max(self.peak_frontier, len(heap))
+            self.peak_seen = max(self.peak_seen, len(seen))
+
+    def _evict(self, heap: list) -> list:
+        """The cheaper half of a full frontier (ties: fewer holes, then older), as a
+        sorted list, which is a heap; the rest is dropped and counted in ``pruned``."""
+        keep = heapq.nsmallest(max(1, self.bound.frontier // 2), heap)
+        self.pruned += len(heap) - len(keep)
+        return keep
 
 
-__all__ = ["BestFirst", "MAX_MEMO", "MAX_SEARCH_MB", "default_leaves", "resident_mb", "weighted_leaves"]
+__all__ = ["BestFirst", "MAX_MEMO", "MAX_SEARCH_MB", "MemoryBound", "default_leaves", "weighted_leaves"]

@@ -25,12 +25,12 @@ wrong, and a wrong one costs 1 per token).
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from neurosym.synth import clock
 from neurosym.compile.regex import compile_bank, pattern_dfa
 from neurosym.dsl.regex import parse_regex_bank
 from neurosym.errors import NeurosymError
@@ -280,7 +280,7 @@ def learn_class(
     """The counter-example loop for one class; returns the best pattern on the full set
     (misclassified tokens + ``lam`` per unit of AST size; default ``LAM`` scaled by
     the corpus's tokens / ``LAM_TOKENS``, at most ``LAM``) and the rounds."""
-    t_end = time.monotonic() + time_budget
+    t_end = clock.now() + time_budget
     if lam is None:
         lam = LAM * min(1.0, table.tokens / LAM_TOKENS)
     pos, neg = table.weights(label)
@@ -292,7 +292,7 @@ def learn_class(
     history: list[Round] = []
     best: tuple[float, str] | None = None
     for _ in range(max(1, rounds)):
-        t0 = time.monotonic()
+        t0 = clock.now()
         sp = {f: pos[f] for f in sample_pos}
         sn = {f: neg[f] for f in sample_neg}
         cands = []
@@ -304,10 +304,10 @@ def learn_class(
             cands.append((full + lam * ra.size(node), full, pattern, rx))
         score, full, pattern, rx = min(cands, key=lambda c: (c[0], len(c[2])))
         sample_err = _errors(rx, sp, sn)
-        history.append(Round(pattern, len(sp), len(sn), sample_err, full, time.monotonic() - t0))
+        history.append(Round(pattern, len(sp), len(sn), sample_err, full, clock.now() - t0))
         if best is None or score < best[0]:
             best = (score, pattern)
-        if time.monotonic() > t_end:
+        if clock.now() > t_end:
             break
         in_sample = set(sample_pos) | set(sample_neg)
         missed = sorted((f for f in pos if f not in in_sample and not rx.fullmatch(f)), key=lambda f: (-pos[f], f))
@@ -349,11 +349,11 @@ def synthesize_corpus(
     per_class = time_budget / max(1, len(labels))
     out: list[ClassResult] = []
     for lab in labels:
-        t0 = time.monotonic()
+        t0 = clock.now()
         pattern, history = learn_class(table, lab, per_class, **options)
         rx = re.compile(pattern)
         tp, fp, fn, tn = table.confusion(lab, lambda f: rx.fullmatch(f) is not None)
-        res = ClassResult(lab, names[lab], pattern, tp, fp, fn, tn, table.label_forms[lab], table.label_tokens[lab], time.monotonic() - t0, history)
+        res = ClassResult(lab, names[lab], pattern, tp, fp, fn, tn, table.label_forms[lab], table.label_tokens[lab], clock.now() - t0, history)
         out.append(res)
         if progress is not None:
             progress(res)

@@ -12,11 +12,11 @@ an individual satisfies every example.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
+from neurosym.synth import clock
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.beam import Progress, Scorer, seeds
 from neurosym.synth.bestfirst import default_leaves
@@ -102,7 +102,7 @@ def search(
     """Run the ``evolve`` method; returns ``(best regex, info)``. It stops when solved, at
     the time budget, or after ``max_generations`` (then the result depends on ``seed``
     alone, not on the machine's speed)."""
-    t_end = time.monotonic() + time_budget
+    t_end = clock.now() + time_budget
     rng = np.random.default_rng(seed)
     leaves = list(leaves) if leaves is not None else default_leaves(positives, negatives)
     scorer = Scorer(positives, negatives, lam)
@@ -114,13 +114,13 @@ def search(
     generations = 0
     try:
         fit = [scorer(x) for x in pop]
-        while time.monotonic() < t_end and (max_generations is None or generations < max_generations):
+        while clock.now() < t_end and (max_generations is None or generations < max_generations):
             order = np.argsort(fit, kind="stable")
             best = pop[int(order[0])]
             if scorer.solved(best):
                 break
             nxt = [pop[int(i)] for i in order[:elite]]
-            while len(nxt) < population and time.monotonic() < t_end:
+            while len(nxt) < population and clock.now() < t_end:
                 if rng.random() < p_crossover:
                     child = crossover(_select(pop, fit, rng, tournament), _select(pop, fit, rng, tournament), rng)
                 else:
@@ -130,7 +130,7 @@ def search(
                     continue
                 nxt.append(child)
             pop = nxt
-            fit = [scorer(x) if time.monotonic() < t_end else float("inf") for x in pop]
+            fit = [scorer(x) if clock.now() < t_end else float("inf") for x in pop]
             generations += 1
             bar.tick(f"gen {generations} best {min(fit):.2f}")
     finally:

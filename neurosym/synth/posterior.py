@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import math
 import string
-import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from neurosym.synth import clock
 from neurosym.errors import NeurosymError
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.dfa_cache import compiled_dfa
@@ -247,7 +247,7 @@ def refine(
     for _ in range(max_steps):
         improved = False
         for x in shrinking_edits(best, seen):
-            if t_end is not None and time.monotonic() > t_end:
+            if t_end is not None and clock.now() > t_end:
                 return best
             s = posterior(x)
             if s > best_score + 1e-9:
@@ -273,7 +273,7 @@ def choose(
         s = post(x)
         if best is None or s > best_score + 1e-9:
             best, best_score = x, s
-        if t_end is not None and time.monotonic() > t_end:
+        if t_end is not None and clock.now() > t_end:
             break
     return best if best is not None else simplify(candidates[0])
 

@@ -11,12 +11,12 @@ when a sample satisfies every example.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import torch
 from torch import nn
 
+from neurosym.synth import clock
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.beam import Progress, Scorer
 from neurosym.synth.bestfirst import default_leaves
@@ -104,7 +104,7 @@ def search(
     baseline_decay: float = 0.9,
 ) -> tuple[ra.Node, dict]:
     """Run the ``reinforce`` method; returns ``(best regex, info)``."""
-    t_end = time.monotonic() + time_budget
+    t_end = clock.now() + time_budget
     leaves = list(leaves) if leaves is not None else default_leaves(positives, negatives)
     vocab: list = list(leaves) + [op for op, _ in OPS]
     arity = torch.tensor([0] * len(leaves) + [a for _, a in OPS])
@@ -121,7 +121,7 @@ def search(
     steps = 0
     bar = Progress(progress, time_budget, "synth reinforce")
     try:
-        while time.monotonic() < t_end:
+        while clock.now() < t_end:
             h = torch.zeros(batch, policy.hidden)
             prev = torch.full((batch,), n_tok, dtype=torch.long)
             pending = torch.ones(batch, dtype=torch.long)

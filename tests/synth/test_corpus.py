@@ -1,6 +1,5 @@
 """Corpus mode (issue 19): readers, the counter-example loop, written banks, format induction."""
 
-import itertools
 import json
 import os
 import re
@@ -16,7 +15,7 @@ from neurosym.cli.main import main
 from neurosym.compile.regex import pattern_dfa
 from neurosym.data import shared_data_dir
 from neurosym.errors import NeurosymError
-from neurosym.synth import synthesize
+from neurosym.synth import clock, synthesize
 from neurosym.synth import corpus as sc
 from neurosym.synth import generalise as gen
 from neurosym.synth.bestfirst import BestFirst
@@ -215,28 +214,86 @@ def test_format_induction_stays_out_of_small_alphabets_and_weak_evidence():
 # ---------------------------------------------------------------------- bounded best-first
 
 
-def test_best_first_frontier_is_bounded(monkeypatch):
-    pos = ["#a3f", "#FFF", "#09c", "#1a2B3c", "#ffffff", "#00ff7F", "#c0ffee", "#abc"]
-    neg = ["#ab", "#abcd", "a3f", "#ggg", "#12345", "#1234567", "##abc", "#ab-cd"]
-    bf = BestFirst(pos, neg, max_frontier=2000, max_memo=2000)
-    for _ in bf.solutions(3.0):
-        break
-    assert bf.pruned > 0 and bf.expanded > 0
-    # by default the bound comes from the memory the search adds to the process: here a
-    # resident size that grows 10 MB per reading (real growth depends on what the test
-    # process freed before, so it is simulated)
-    from neurosym.synth import bestfirst as bestfirst_module
+HEX_POS = ["#a3f", "#FFF", "#09c", "#1a2B3c", "#ffffff", "#00ff7F", "#c0ffee", "#abc"]
+HEX_NEG = ["#ab", "#abcd", "a3f", "#ggg", "#12345", "#1234567", "##abc", "#ab-cd"]
 
-    readings = itertools.count()
-    monkeypatch.setattr(bestfirst_module, "resident_mb", lambda: 100.0 + 10.0 * next(readings))
-    bf = BestFirst(pos, neg, max_search_mb=5)
-    assert bf.max_frontier is None
-    for _ in bf.solutions(3.0):
+
+def _expand_until(bf: BestFirst, expansions: int) -> None:
+    """Run ``bf``'s search for exactly ``expansions`` expansions (not a time budget)."""
+    orig = bf._expand
+
+    class Enough(Exception):
         pass
-    assert bf.expanded >= 1024 and bf.max_frontier is not None and bf.max_frontier >= 10_000
-    # a small frontier still finds easy solutions
-    bf2 = BestFirst(["0", "00", "000"], ["1", "01"], max_frontier=50)
-    assert bf2.search(5.0) is not None
+
+    def expand(p, ctx):
+        if bf.expanded >= expansions:
+            raise Enough
+        return orig(p, ctx)
+
+    bf._expand = expand
+    try:
+        for _ in bf.solutions(600.0):
+            pass
+    except Enough:
+        pass
+
+
+def test_best_first_tables_never_exceed_their_bounds():
+    """The frontier, the seen table, the class table and the memos stay within the sizes
+    fixed before the search (the test counts entries, not the process's memory)."""
+    bf = BestFirst(HEX_POS, HEX_NEG, max_frontier=500, max_memo=300, max_classes=400)
+    assert bf.bound.frontier == 500 and bf.bound.seen == 1000 and bf.bound.classes == 400
+    evals, made = [], []
+    orig = bf._eval
+
+    def spy(p):
+        r = orig(p)
+        evals.append(len(bf._eval_memo))
+        made.append(len(bf._made))
+        return r
+
+    bf._eval = spy
+    _expand_until(bf, 1200)
+    assert bf.expanded == 1200
+    assert bf.pruned > 0 and bf.class_drops > 0  # every bound was reached ...
+    assert 0 < bf.peak_frontier <= 500 and len(bf._heap) <= 500  # ... and none exceeded
+    assert bf.peak_seen <= 1000
+    assert len(bf.vecs) <= 400 + len(bf.leaf_ids)
+    assert max(evals) <= 300 and max(made) <= 300
+
+
+def test_eviction_keeps_the_cheapest_states():
+    bf = BestFirst(HEX_POS, HEX_NEG, max_frontier=10)
+    heap = [(c, h, i, ("H", i)) for i, (c, h) in enumerate([(9, 1), (3, 2), (7, 1), (3, 1), (5, 5), (1, 9), (8, 0), (2, 2), (6, 1), (4, 4), (10, 1)])]
+    dropped_before = bf.pruned
+    keep = bf._evict(heap)
+    assert keep == sorted(heap)[:5]  # the cheaper half, ties broken by fewer holes
+    assert bf.pruned - dropped_before == len(heap) - 5
+    assert max(k[0] for k in keep) <= min(d[0] for d in heap if d not in keep)
+
+
+def test_memory_bound_is_derived_from_the_budget_before_the_search():
+    from neurosym.synth.bestfirst import MAX_SEARCH_MB, MemoryBound
+
+    for n in (20, 151, 2000):
+        for mb in (64, MAX_SEARCH_MB, 2048):
+            b = MemoryBound.from_budget(mb, n)
+            assert b.estimated_mb(n) <= mb * 1.001
+            assert b.seen == 2 * b.frontier
+        assert MemoryBound.from_budget(1024, n).frontier > MemoryBound.from_budget(256, n).frontier
+    # longer vectors (more infixes) leave room for fewer classes and memo entries
+    assert MemoryBound.from_budget(512, 2000).classes < MemoryBound.from_budget(512, 20).classes
+    # redundancy data costs classes
+    assert MemoryBound.from_budget(512, 151, redundancy=True).classes < MemoryBound.from_budget(512, 151).classes
+    bf = BestFirst(HEX_POS, HEX_NEG, max_search_mb=8)
+    assert bf.bound == MemoryBound.from_budget(8, bf.space.n)
+
+
+def test_a_bounded_search_still_finds_easy_solutions():
+    bf = BestFirst(["0", "00", "000"], ["1", "01"], max_frontier=50, max_classes=64)
+    assert bf.search(5.0) is not None
+    bf = BestFirst(HEX_POS[:3], ["#ab", "a3f"], max_search_mb=4)
+    assert bf.search(20.0) is not None
 
 
 # ---------------------------------------------------------------------- the Regel split
@@ -293,6 +350,7 @@ def test_ud_ewt_regexes_beat_memorised_forms_on_unseen_forms():
     for label in ("NUM", "PUNCT", "SYM"):
         unseen = res["classes"][label]["unseen"]
         assert unseen["regex"]["f1"] > unseen["memorised"]["f1"], (label, unseen)
+        assert {"memorised", "shape"} <= set(unseen) and 0.0 <= unseen["shape"]["f1"] <= 1.0
         pattern = res["classes"][label]["pattern"]
         dfa, rx = pattern_dfa(pattern), re.compile(pattern)
         for form in {f for f, _ in sc.read_conllu(EWT / "en_ewt-ud-test.conllu")}:
@@ -305,6 +363,18 @@ def test_ud_ewt_regexes_beat_memorised_forms_on_unseen_forms():
 def test_memorised_baseline():
     predict, majority = bench.memorised([("a", "X"), ("a", "Y"), ("a", "Y"), ("b", "X"), ("c", "X")])
     assert majority == "X" and predict("a") == "Y" and predict("b") == "X" and predict("zzz") == "X"
+
+
+def test_word_shape_baseline():
+    assert bench.word_shape("Varsha") == "Xxxxx" and bench.word_shape("12.50") == "dd.dd"
+    assert bench.word_shape("2024-01-15") == "dddd-dd-dd" and bench.word_shape("123456") == "dddd"
+    assert bench.word_shape("É!") == "X!" and bench.word_shape("") == ""
+    train = [("12", "NUM"), ("345", "NUM"), ("1st", "ADJ"), ("Bob", "PROPN"), ("bob", "VERB"), ("the", "DET"), ("the", "DET"), ("a", "DET"), ("x", "NOUN")]
+    predict = bench.shaped(train)
+    assert predict("bob") == "VERB"  # a training form keeps its own majority label
+    assert predict("77") == "NUM" and predict("678") == "NUM"  # unseen forms: the label of their shape
+    assert predict("Zoe") == "PROPN" and predict("2nd") == "ADJ"
+    assert predict("@@") == "DET"  # an unseen shape: the majority class
 
 
 def test_binary_strings_and_the_alpharegex_reference_reader(tmp_path):
@@ -336,6 +406,27 @@ def test_bench_synth_option_checks():
         bench.bench_synth_command("beam", suites="regel", regel_split="train")
     with pytest.raises(NeurosymError, match="--corpus-test: unknown split 'train'"):
         bench.bench_synth_command("beam", suites="corpus", corpus_test="train")
+    with pytest.raises(NeurosymError, match="--clock: unknown clock 'sundial'"):
+        bench.bench_synth_command("beam", suites="alpharegex", clock_kind="sundial")
+
+
+def test_cpu_clock_measures_budgets_in_cpu_seconds():
+    assert clock.clock_name() == "wall"
+    with clock.cpu_clock():
+        assert clock.clock_name() == "cpu"
+        t0, c0 = time.monotonic(), clock.now()
+        time.sleep(0.2)  # sleeping costs wall time, not CPU time
+        assert time.monotonic() - t0 >= 0.2 and clock.now() - c0 < 0.1
+        res = synthesize(["0", "10", "110"], ["", "1", "01"], time_budget=5)
+        assert res.solved and res.seconds < 5
+    assert clock.clock_name() == "wall"
+
+
+@pytest.mark.skipif(SHARED is None or not (SHARED / "alpharegex").is_dir(), reason="needs the shared data set alpharegex (../shared/data)")
+def test_bench_synth_reports_its_clock():
+    res = bench.run(("beam",), time_budget=5, suites=(), clock_kind="cpu")
+    assert res["clock"] == "cpu" and "CPU seconds" in bench.format_results(res)
+    assert "wall-clock" in bench.format_results(bench.run(("beam",), time_budget=5, suites=()))
 
 
 def test_bench_synth_corpus_needs_the_treebank(monkeypatch, tmp_path):

@@ -71,7 +71,7 @@ def test_printing_escapes_and_classes():
 @pytest.mark.parametrize(
     "pattern, printed",
     [
-        ("[0-9]{3}-[0-9]{3}-[0-9]{4}", "[0-9]{3}-[0-9]{3}-[0-9]{4}"),
+        ("[0-9]{3}-[0-9]{3}-[0-9]{4}x?y?z?", "[0-9]{3}-[0-9]{3}-[0-9]{4}x?y?z?"),
         ("[0-9][0-9][0-9]", "[0-9]{3}"),
         ("x{3,}", "x{3,}"),
         ("xxx*", "xx+"),  # runs shorter than three stay written out
@@ -181,7 +181,25 @@ def test_compiled_dfa_cache_agrees_with_compile_regex():
         assert d.accepts(s) == auto.char_dfa.accepts(s) == bool(re.fullmatch("(01)*", s))
     cache("0")
     cache("1")
-    assert len(cache._d) == 2  # LRU bound
+    assert len(cache) == 2  # LRU bound
+    assert cache("1") is cache("1") and "(01)*" not in cache._d  # the least recently used went
+
+
+def test_compiled_dfa_cache_is_bounded_in_bytes():
+    from neurosym.synth.dfa_cache import dfa_bytes
+
+    probe = DFACache()
+    sizes = {p: dfa_bytes(probe(p)) for p in ["a", "ab", "abc", "abcd", "[0-9]{3}-[0-9]{4}x?y?z?"]}
+    budget = sizes["abcd"] + sizes["abc"]  # room for the last two of the first four
+    cache = DFACache(max_mb=budget / 2**20)
+    for p in ["a", "ab", "abc", "abcd"]:
+        cache(p)
+        assert cache.bytes <= budget and cache.bytes == sum(size for _, size in cache._d.values())
+    assert list(cache._d) == ["abc", "abcd"]
+    assert sizes["[0-9]{3}-[0-9]{4}x?y?z?"] > budget
+    big = cache("[0-9]{3}-[0-9]{4}x?y?z?")  # larger than the whole budget: returned, not kept
+    assert big.accepts("555-1234") and "[0-9]{3}-[0-9]{4}x?y?z?" not in cache._d
+    assert list(cache._d) == ["abc", "abcd"] and cache.bytes <= budget
 
 
 @settings(max_examples=100, deadline=None)
