@@ -13,7 +13,8 @@ variant adds is timed:
   (cosine, T = 0.1, lam = 0.5, the hidden-state fast path), the recipe's ``kl-T0.1``;
 * ``idea-gating``: the baseline LM with the tied idea head and gate as its output layer
   (:class:`~neurosym.lm.idea.IdeaOutput`, default :class:`~neurosym.lm.idea.IdeaConfig`),
-  its loss CE of the gated logits + the idea BCE (stop words: the 50 most frequent tokens of the batch).
+  its loss CE of the gated logits + the idea BCE (stop words: the 50 most frequent tokens of the batch),
+  computed as the recipe does (:func:`~neurosym.lm.idea.idea_training_loss`: the fused objective).
 
 A step is forward, loss, backward and the AdamW update. Steps are interleaved across the
 variants (a load change on a shared machine hits all alike) and timed in **process CPU
@@ -36,7 +37,7 @@ from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
 from neurosym.errors import NeurosymError
 from neurosym.experiments.semantic_kl import RECIPE_DATA, RECIPE_OPTIM, ModelSection
 from neurosym.lm.fusion import build_fusion_lm
-from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_loss, stop_word_ids
+from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_training_loss, stop_word_ids
 from neurosym.lm.losses import aux_bce
 from neurosym.lm.model import CausalLM, LMConfig
 from neurosym.lm.semantic_kl import semantic_kl_terms
@@ -79,9 +80,7 @@ def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Ten
         stop = stop_word_ids(ids, idea.stop_words, V, exclude=(0,))
 
         def loss() -> torch.Tensor:
-            out = model(ids)
-            ce = F.cross_entropy(out.logits.reshape(-1, V).float(), targets.reshape(-1))
-            return ce + idea.weight * idea_loss(out.extras["idea"], targets, idea.window, 0, stop, idea.pos_weight)
+            return idea_training_loss(model, ids, targets, stop, 0)[0]  # the recipe's fused CE(gated) + weight * BCE
     else:
         raise NeurosymError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     return model, loss

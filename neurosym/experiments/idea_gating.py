@@ -56,7 +56,9 @@ from neurosym.dsl.lexicon import read_lexicon
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.files import atomic_write
 from neurosym.lm.config import Config
-from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_loss, idea_parameters, idea_perplexities, matched_d_ff, stop_word_ids, xray
+from neurosym.lm.idea import (
+    IdeaConfig, IdeaOutput, idea_parameters, idea_perplexities, idea_training_loss, matched_d_ff, stop_word_ids, xray,
+)
 from neurosym.lm.metrics import evaluate, floor_ppl
 from neurosym.lm.model import CausalLM, LMConfig
 from neurosym.lm.train import Trainer, earlier_run, interleaved_step_seconds, param_groups, seed_all
@@ -361,16 +363,15 @@ class IdeaGatingTask:
         return out
 
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
-        out = model(batch["ids"])
         targets = batch["targets"]
+        if isinstance(getattr(model, "output", None), IdeaOutput):
+            # CE of the gated logits + idea_weight * idea BCE, fused (lm.idea.idea_objective: the same value and
+            # gradient as F.cross_entropy(gated) + weight * idea_loss(...), in a fraction of the passes over (B, L, V))
+            total, ce, bce = idea_training_loss(model, batch["ids"], targets, self.stop_ids.to(targets.device), self.pad_id)
+            return total, {"ce": float(ce), "idea_bce": float(bce)}
+        out = model(batch["ids"])
         ce = F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]).float(), targets.reshape(-1), ignore_index=self.pad_id)
-        logs = {"ce": float(ce.detach())}
-        if "idea" not in out.extras:
-            return ce, logs
-        m = self.model_cfg
-        bce = idea_loss(out.extras["idea"], targets, m.idea_window, self.pad_id, self.stop_ids.to(targets.device), m.idea_pos_weight)
-        logs["idea_bce"] = float(bce.detach())
-        return ce + m.idea_weight * bce, logs
+        return ce, {"ce": float(ce.detach())}
 
     def evaluate(self, model) -> dict[str, float]:
         if isinstance(getattr(model, "output", None), IdeaOutput):

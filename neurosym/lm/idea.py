@@ -25,6 +25,12 @@ padding), V the vocabulary, K the window.
 * **Ramp**: alpha grows linearly from 0 to ``alpha`` over ``ramp_steps`` training
   forward passes (counted in a buffer, so checkpoints resume it exactly).
 
+* **Training loss** :func:`idea_objective` (and :func:`idea_training_loss`, the recipe's):
+  ``CE(log_softmax(logits + gate)) + weight * BCE`` fused into one pass over row blocks of
+  (B, L, V), value and gradient together, ``sigmoid(z)`` computed once; equal to the
+  unfused formulas up to float rounding (tests compare values and gradients in float32 and
+  float64).
+
 :class:`IdeaOutput` plugs all of it into :class:`~neurosym.lm.model.CausalLM` as its
 ``output`` layer: it returns the gated logits and ``extras = {"idea": z, "ungated":
 logits}``.
@@ -221,6 +227,132 @@ def ramped_alpha(alpha: float, step: int, ramp_steps: int) -> float:
     return alpha if ramp_steps <= 0 else alpha * min(1.0, step / ramp_steps)
 
 
+# ---------------------------------------------------------------------- the fused training objective
+class _IdeaObjective(torch.autograd.Function):
+    """CE of the gated logits plus ``weight`` times the idea BCE, value and gradient in one
+    pass over row blocks of (N, V) (see :func:`idea_objective`). The gradients with
+    respect to ``logits`` and ``z`` are formed in the forward pass, block by block while the
+    block's intermediates are still in cache, and saved; the backward pass scales them by
+    the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, z: Tensor, targets: Tensor, tokens: Tensor, first: Tensor, keep_col: Tensor,
+                alpha: float, beta: float, eps: float, outside: bool, weight: float, pos_weight: float, block: int):
+        N, V = logits.shape
+        cdt = torch.promote_types(torch.promote_types(logits.dtype, z.dtype), torch.float32)  # float32, or float64 for float64 inputs
+        keep_row = targets != -1  # (N,) rows with a real next token (the caller maps pad to -1)
+        n_ce = int(keep_row.sum())
+        kept_cols = int(keep_col.sum())
+        n_bce = n_ce * kept_cols
+        col = keep_col.to(cdt)  # (V,)
+        g_logits = torch.empty(N, V, dtype=cdt, device=logits.device)
+        g_z = torch.empty(N, V, dtype=cdt, device=logits.device)
+        ce_sum = logits.new_zeros((), dtype=torch.float64)
+        neg_sum = logits.new_zeros((), dtype=torch.float64)
+        ce_scale = 1.0 / n_ce if n_ce else 0.0
+        bce_scale = weight / n_bce if n_bce else 0.0
+        t_all = targets.clamp(min=0)
+        for a in range(0, N, block):
+            b = min(a + block, N)
+            zc = z[a:b].to(cdt)
+            rows = keep_row[a:b]
+            rowf = rows.to(cdt)[:, None]  # (n, 1)
+            gl, gz = g_logits[a:b], g_z[a:b]  # this block's gradients are written in place
+            # the gate, the same operations in the same order as idea_gate (so the same values)
+            s = torch.sigmoid(zc)
+            s_eps = s + eps
+            gate = s_eps.log()
+            keep = torch.empty_like(s)  # 1.0 where the clamp lets the gradient through (a float comparison: a bool mask costs 5x)
+            if outside:
+                torch.ge(gate, beta, out=keep)
+                gate.clamp_(min=beta).mul_(alpha)
+            else:
+                gate.mul_(alpha)
+                torch.ge(gate, beta, out=keep)
+                gate.clamp_(min=beta)
+            torch.add(gate, logits[a:b].to(cdt), out=gl)  # the gated logits
+            # CE of the gated logits: lse - gated[t]; gradient (softmax - onehot) / n_ce
+            t = t_all[a:b, None]
+            picked = gl.gather(-1, t)  # (n, 1)
+            top = gl.amax(dim=-1, keepdim=True)
+            total_exp = gl.sub_(top).exp_().sum(dim=-1, keepdim=True)  # gl now holds exp(gated - max)
+            ce_sum += ((top + total_exp.log() - picked).squeeze(-1) * rows).sum(dtype=torch.float64)
+            gl.mul_(rowf * ce_scale / total_exp)  # softmax / n_ce on kept rows, 0 on padding
+            gl.scatter_add_(-1, t, -rowf * ce_scale)
+            # dz = dCE/dgated * alpha s (1 - s) / (s + eps) where the clamp lets it through (as _Gate.backward) ...
+            d = torch.addcmul(s, s, s, value=-1.0).div_(s_eps)  # s (1 - s) / (s + eps)
+            torch.mul(d, gl, out=gz).mul_(keep).mul_(alpha)
+            # ... + the BCE's, every kept entry as if y = 0: value softplus(z), gradient s
+            neg_sum += (F.softplus(zc) @ col * rowf.squeeze(-1)).sum(dtype=torch.float64)
+            gz.addcmul_(s, rowf * col, value=bce_scale)
+        # the positives (gathered from the (N, K) windows): y (p softplus(-z) - softplus(z)),
+        # gradient y (p (s - 1) - s)
+        safe = tokens.clamp(max=V - 1)
+        on = first & keep_col[safe] & keep_row[:, None]  # (N, K)
+        zp = z.gather(-1, safe).to(cdt)
+        sp = torch.sigmoid(zp)
+        pos_sum = ((pos_weight * F.softplus(-zp) - F.softplus(zp)) * on).sum(dtype=torch.float64)
+        g_z.scatter_add_(-1, safe, (pos_weight * (sp - 1) - sp) * on * bce_scale)
+        ce = ce_sum * ce_scale
+        bce = (neg_sum + pos_sum) / n_bce if n_bce else neg_sum * 0.0
+        ctx.save_for_backward(g_logits, g_z)
+        ctx.dtypes = (logits.dtype, z.dtype)
+        total = (ce + weight * bce).to(cdt)
+        ce, bce = ce.to(cdt), bce.to(cdt)
+        ctx.mark_non_differentiable(ce, bce)
+        return total, ce, bce
+
+    @staticmethod
+    def backward(ctx, grad: Tensor, _ce, _bce):
+        g_logits, g_z = ctx.saved_tensors
+        if not torch.equal(grad, torch.ones_like(grad)):  # the usual case (loss.backward()) needs no pass
+            g_logits, g_z = g_logits * grad, g_z * grad
+        return (g_logits.to(ctx.dtypes[0]), g_z.to(ctx.dtypes[1])) + (None,) * 11
+
+
+def idea_objective(
+    logits: Tensor, z: Tensor, targets: Tensor, *, alpha: float, window: int, pad_id: int = 0, beta: float = -2.0,
+    eps: float = 1e-6, variant: GateVariant = "published", weight: float = 1.0, stop_ids: Tensor | Sequence[int] | None = None,
+    pos_weight: float | None = None, block_elements: int = 1 << 18,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The training loss of an idea-gated LM, fused: ``(total, ce, bce)`` with
+
+    ``ce = F.cross_entropy(logits + idea_gate(z, alpha, beta, eps, variant), targets, ignore_index=pad_id)``,
+    ``bce = idea_loss(z, targets, window, pad_id, stop_ids, pos_weight)``, ``total = ce + weight * bce``
+    (equal to those naive formulas up to float rounding; tests check values and gradients).
+
+    logits, z: (B, L, V) ungated next-token logits and idea logits (any float dtype;
+    computed in float32); targets (B, L) with ``pad_id`` at padding. ``total`` carries the
+    gradient to ``logits`` and ``z``; ``ce`` and ``bce`` are detached (for logging).
+
+    Why fused: the naive path makes some thirty passes over (B, L, V) arrays too large for
+    the cache (sigmoid, log, clamp, add, log-softmax, softplus and their autograd
+    backward each read and write all of it). Here the rows are taken in blocks of about
+    ``block_elements`` entries; each block's gate, gated log-softmax, CE gradient, gate
+    derivative and BCE gradient are computed while it is in cache, and ``sigmoid(z)`` is
+    computed once for the gate, its derivative and the BCE gradient. The BCE's positives
+    come from the sparse (B, L, K) windows (:func:`window_tokens`): no dense target.
+    ``ce`` is 0 (with no gradient) when every target is padding (``F.cross_entropy``
+    would give nan)."""
+    if logits.shape != z.shape or logits.dim() != 3 or targets.shape != logits.shape[:2]:
+        raise NeurosymError(f"idea_objective: expected logits and z (B, L, V) and targets (B, L), got "
+                            f"{tuple(logits.shape)}, {tuple(z.shape)}, {tuple(targets.shape)}")
+    if variant not in GATE_VARIANTS:
+        raise NeurosymError(f"idea_objective: variant must be one of {', '.join(GATE_VARIANTS)}, got {variant!r}")
+    B, L, V = logits.shape
+    keep_col = torch.ones(V, dtype=torch.bool, device=z.device)
+    keep_col[pad_id] = False
+    if stop_ids is not None and len(stop_ids):
+        keep_col[torch.as_tensor(stop_ids, dtype=torch.long, device=z.device)] = False
+    tokens, first = window_tokens(targets, window, pad_id, V)
+    flat_targets = torch.where(targets == pad_id, -1, targets.long()).reshape(-1)
+    block = max(1, block_elements // V)
+    return _IdeaObjective.apply(
+        logits.reshape(B * L, V), z.reshape(B * L, V), flat_targets, tokens.reshape(B * L, -1), first.reshape(B * L, -1), keep_col,
+        float(alpha), float(beta), float(eps), variant == "outside", float(weight), 1.0 if pos_weight is None else float(pos_weight), block,
+    )
+
+
 # ---------------------------------------------------------------------- modules
 class IdeaHead(nn.Module):
     """hidden (B, L, D) -> idea logits z (B, L, V): ``Linear(D, H)``, GELU, then
@@ -278,6 +410,32 @@ class IdeaOutput(nn.Module):
         if self.training:
             self.steps += 1
         return gated, {"idea": z, "ungated": logits}
+
+
+def idea_training_loss(
+    model: nn.Module, ids: Tensor, targets: Tensor, stop_ids: Tensor | Sequence[int] | None, pad_id: int, **inputs,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One training forward pass of a :class:`~neurosym.lm.model.CausalLM` whose output
+    layer is an :class:`IdeaOutput`, and its loss through :func:`idea_objective`:
+    ids, targets (B, L) -> ``(total, ce, bce)`` (``ce``, ``bce`` detached).
+
+    The forward pass runs with the gate deferred (``output.gated = False``: the model returns
+    the ungated logits and the idea logits), and the fused objective gates, takes the CE
+    of the gated logits and the idea BCE (weight, window, gate and ``pos_weight`` from the
+    output's :class:`IdeaConfig`) at the alpha this forward pass had on the ramp. Equal
+    to ``F.cross_entropy(model(ids).logits, ...) + weight * idea_loss(...)`` up to rounding."""
+    output = getattr(model, "output", None)
+    if not isinstance(output, IdeaOutput):
+        raise NeurosymError("idea_training_loss: the model has no idea gate (its output layer is not an IdeaOutput)")
+    alpha = output.alpha  # before this forward pass counts its step, as the gate inside forward would use
+    gated, output.gated = output.gated, False
+    try:
+        out = model(ids, **inputs)
+    finally:
+        output.gated = gated
+    c = output.config
+    return idea_objective(out.logits, out.extras["idea"], targets, alpha=alpha, window=c.window, pad_id=pad_id, beta=c.beta,
+                          eps=c.eps, variant=c.variant, weight=c.weight, stop_ids=stop_ids, pos_weight=c.pos_weight)
 
 
 def idea_parameters(d_model: int, vocab_size: int, hidden: int, tied: bool) -> int:
@@ -342,6 +500,6 @@ def xray(model: nn.Module, ids: Sequence[int], k: int = 10) -> dict[str, list[tu
 
 
 __all__ = [
-    "GATE_VARIANTS", "IdeaConfig", "IdeaHead", "IdeaOutput", "idea_gate", "idea_loss", "idea_parameters", "idea_perplexities",
-    "idea_targets", "matched_d_ff", "ramped_alpha", "stop_word_ids", "window_tokens", "xray",
+    "GATE_VARIANTS", "IdeaConfig", "IdeaHead", "IdeaOutput", "idea_gate", "idea_loss", "idea_objective", "idea_parameters",
+    "idea_perplexities", "idea_targets", "idea_training_loss", "matched_d_ff", "ramped_alpha", "stop_word_ids", "window_tokens", "xray",
 ]

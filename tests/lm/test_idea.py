@@ -11,8 +11,8 @@ import torch
 
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm.idea import (
-    IdeaConfig, IdeaOutput, idea_gate, idea_loss, idea_parameters, idea_perplexities, idea_targets, matched_d_ff,
-    ramped_alpha, stop_word_ids, xray,
+    IdeaConfig, IdeaOutput, idea_gate, idea_loss, idea_objective, idea_parameters, idea_perplexities, idea_targets,
+    idea_training_loss, matched_d_ff, ramped_alpha, stop_word_ids, xray,
 )
 from neurosym.lm.model import CausalLM, LMConfig
 
@@ -222,3 +222,106 @@ def test_gate_values_and_gradient_equal_the_formula_under_autograd(variant):
     (ref * w).sum().backward()
     assert torch.allclose(z1.grad, z2.grad, atol=1e-12)
     assert torch.autograd.gradcheck(lambda z: idea_gate(z, alpha, beta, eps, variant), (z1.detach()[:1, :2].clone().requires_grad_(True),))
+
+
+def naive_objective(logits, z, targets, *, alpha, beta, eps, variant, K, pad, stop, weight, pos_weight):
+    """The training loss written out densely, every step under autograd: the gate by its
+    formula, CE of the renormalised gated logits, masked BCE against naive multi-hot targets."""
+    V = logits.shape[-1]
+    gate = torch.log(torch.sigmoid(z) + eps)
+    gate = torch.clamp(alpha * gate, min=beta) if variant == "published" else alpha * torch.clamp(gate, min=beta)
+    ce = torch.nn.functional.cross_entropy((logits + gate).reshape(-1, V), targets.reshape(-1), ignore_index=pad)
+    y = naive_targets(targets, V, K, pad).to(z.dtype)
+    keep = (targets != pad)[..., None].to(z.dtype) * torch.tensor([0.0 if v == pad or v in stop else 1.0 for v in range(V)], dtype=z.dtype)
+    pos = None if pos_weight is None else torch.tensor(pos_weight, dtype=z.dtype)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(z, y, weight=keep.expand_as(y), pos_weight=pos, reduction="sum") / keep.sum()
+    return ce + weight * bce, ce, bce
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("variant", ["published", "outside"])
+@pytest.mark.parametrize("seed", range(3))
+def test_fused_objective_equals_the_naive_loss_and_gradients(dtype, variant, seed):
+    g = torch.Generator().manual_seed(seed)
+    B, L, V, pad = 3, 13, 29, [0, 5, 0][seed]
+    K = int(torch.randint(1, 9, (1,), generator=g))
+    targets = torch.randint(0, V, (B, L), generator=g)
+    targets[targets == pad] = (pad + 1) % V
+    targets[1, 8:] = pad  # right padding
+    targets[2, :] = torch.randint(1, 4, (L,), generator=g)  # many repeats inside a window
+    stop = [2, 9]
+    kw = dict(alpha=[0.5, 0.8, 0.0][seed], beta=[-2.0, -1.0, -2.0][seed], eps=1e-6, variant=variant)
+    weight, pw = [1.0, 0.3, 2.0][seed], [None, 2.5, None][seed]
+    l1 = (3 * torch.randn(B, L, V, generator=g, dtype=dtype)).requires_grad_(True)
+    z1 = (4 * torch.randn(B, L, V, generator=g, dtype=dtype)).requires_grad_(True)
+    l2, z2 = l1.detach().clone().requires_grad_(True), z1.detach().clone().requires_grad_(True)
+    # blocks of 2 rows at V = 29: several blocks, the last one short
+    total, ce, bce = idea_objective(l1, z1, targets, window=K, pad_id=pad, weight=weight, stop_ids=stop, pos_weight=pw, block_elements=58, **kw)
+    ref, ref_ce, ref_bce = naive_objective(l2, z2, targets, K=K, pad=pad, stop=stop, weight=weight, pos_weight=pw, **kw)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-13)
+    assert total.dtype == dtype and not ce.requires_grad and not bce.requires_grad
+    torch.testing.assert_close(total, ref, **tol)
+    torch.testing.assert_close(ce, ref_ce.detach(), **tol)
+    torch.testing.assert_close(bce, ref_bce.detach(), **tol)
+    w = torch.tensor(1.7, dtype=dtype)  # an upstream gradient other than 1 goes through the scaling branch
+    (w * total).backward()
+    (w * ref).backward()
+    torch.testing.assert_close(l1.grad, l2.grad, **tol)
+    torch.testing.assert_close(z1.grad, z2.grad, **tol)
+    assert z1.grad.abs().sum() > 0 and l1.grad.abs().sum() > 0
+
+
+def test_fused_objective_blocks_do_not_change_the_result_and_stop_words_get_no_gradient():
+    g = torch.Generator().manual_seed(11)
+    B, L, V = 2, 9, 23
+    targets = torch.randint(1, V, (B, L), generator=g)
+    logits, z = torch.randn(B, L, V, generator=g), 3 * torch.randn(B, L, V, generator=g)
+    results = []
+    for block in (1, 23 * 3, 23 * 100):
+        zz = z.clone().requires_grad_(True)
+        total, _, _ = idea_objective(logits, zz, targets, alpha=0.0, window=4, stop_ids=[3, 7], block_elements=block)
+        total.backward()
+        results.append((total.detach(), zz.grad))
+    for total, grad in results[1:]:
+        torch.testing.assert_close(total, results[0][0], rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(grad, results[0][1], rtol=1e-6, atol=1e-9)
+    # alpha = 0: the gate passes no gradient, so z's gradient is the BCE's alone, zero on stop words and pad
+    grad = results[0][1]
+    assert torch.all(grad[..., [0, 3, 7]] == 0) and torch.all(grad[..., [1, 2, 4]].abs().sum() > 0)
+
+
+def test_fused_objective_errors():
+    with pytest.raises(NeurosymError, match="expected logits and z"):
+        idea_objective(torch.zeros(2, 3, 5), torch.zeros(2, 3, 4), torch.zeros(2, 3, dtype=torch.long), alpha=0.5, window=2)
+    with pytest.raises(NeurosymError, match="variant"):
+        idea_objective(torch.zeros(2, 3, 5), torch.zeros(2, 3, 5), torch.ones(2, 3, dtype=torch.long), alpha=0.5, window=2, variant="x")
+    with pytest.raises(NeurosymError, match="no idea gate"):
+        idea_training_loss(CausalLM(LMConfig(vocab_size=5, d_model=8, n_layers=1, n_heads=2, d_ff=8)), torch.ones(1, 3, dtype=torch.long),
+                           torch.ones(1, 3, dtype=torch.long), None, 0)
+
+
+def test_training_loss_equals_the_unfused_recipe_loss_and_keeps_the_ramp():
+    torch.manual_seed(0)
+    V, pad = 31, 0
+    cfg = IdeaConfig(window=5, hidden=16, ramp_steps=4, weight=0.6, pos_weight=1.5)
+    m1 = CausalLM(LMConfig(vocab_size=V, d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.0, max_len=12), output=IdeaOutput(16, V, cfg))
+    m2 = CausalLM(LMConfig(vocab_size=V, d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.0, max_len=12), output=IdeaOutput(16, V, cfg))
+    m2.load_state_dict(m1.state_dict())
+    ids = torch.randint(1, V, (3, 12))
+    targets = torch.randint(1, V, (3, 12))
+    targets[0, 9:] = pad
+    stop = torch.tensor([4, 5])
+    for _ in range(3):  # the ramp moves: each training forward pass counts a step in both models
+        total, ce, bce = idea_training_loss(m1, ids, targets, stop, pad)
+        out = m2(ids)
+        ref_ce = torch.nn.functional.cross_entropy(out.logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad)
+        ref = ref_ce + cfg.weight * idea_loss(out.extras["idea"], targets, cfg.window, pad, stop, cfg.pos_weight)
+        torch.testing.assert_close(total, ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ce, ref_ce.detach(), rtol=1e-5, atol=1e-6)
+        m1.zero_grad()
+        m2.zero_grad()
+        total.backward()
+        ref.backward()
+        for (name, p1), p2 in zip(m1.named_parameters(), m2.parameters()):
+            torch.testing.assert_close(p1.grad, p2.grad, rtol=1e-4, atol=1e-6, msg=name)
+    assert int(m1.output.steps) == int(m2.output.steps) == 3 and m1.output.gated  # the gate is back on after the loss
