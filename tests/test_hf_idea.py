@@ -1,6 +1,7 @@
 """Idea gating on a randomly initialised GPT-2 built from a config (neurosym/hf_idea.py):
 parameter counts, the gated logits, the loss and its gradients, and generation through
-the logits processor against a hand-written greedy loop. No download."""
+the logits processor against a hand-written greedy loop; LoRA adapters through peft
+(skipped without peft). No download."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ transformers = pytest.importorskip("transformers", reason="the hf extra (transfo
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from neurosym.errors import NeurosymError  # noqa: E402
-from neurosym.hf_idea import IdeaGatedLM, IdeaGateLogitsProcessor  # noqa: E402
+from neurosym.hf_idea import IdeaGatedLM, IdeaGateLogitsProcessor, LoraSettings  # noqa: E402
 from neurosym.lm.idea import IdeaConfig, idea_gate, idea_parameters  # noqa: E402
 
 V, D = 50, 32
@@ -96,3 +97,65 @@ def test_processor_reads_left_padded_prompts_like_unpadded_ones():
 def test_errors():
     with pytest.raises(NeurosymError, match="IdeaGatedLM"):
         IdeaGateLogitsProcessor(gpt2())
+
+
+def _peft():
+    return pytest.importorskip("peft", reason="peft (the hf extra) is not installed: LoRA is untested here")
+
+
+def test_lora_trains_adapters_and_the_head_and_leaves_the_base_weights():
+    _peft()
+    r = 4
+    m = IdeaGatedLM(gpt2(), IdeaConfig(hidden=8, alpha=0.5), lora=LoraSettings(r=r, alpha=8, dropout=0.0))
+    plain = IdeaGatedLM(gpt2(), IdeaConfig(hidden=8, alpha=0.5))
+    plain.head.load_state_dict(m.head.state_dict())
+    ids = torch.randint(1, V, (3, 9))
+    m.eval()
+    with torch.no_grad():  # the adapters' B matrices start at zero: the wrapped model computes what the base did
+        assert torch.allclose(m(ids).logits, plain.eval()(ids).logits, atol=1e-5)
+    trainable = {n: p for n, p in m.named_parameters() if p.requires_grad}
+    lora = {n: p for n, p in trainable.items() if "lora_" in n}
+    # peft's default target on GPT-2 is c_attn (D -> 3D) in each of the 2 layers: A (r, D) and B (3D, r)
+    assert sum(p.numel() for p in lora.values()) == 2 * (r * D + 3 * D * r)
+    assert sum(p.numel() for n, p in trainable.items() if n.startswith("head.")) == idea_parameters(D, V, 8, True)
+    assert set(trainable) == set(lora) | {n for n in trainable if n.startswith("head.")}
+    frozen = {n: p.detach().clone() for n, p in m.named_parameters() if not p.requires_grad}
+    assert frozen  # the base's own weights
+    opt = torch.optim.AdamW(trainable.values(), lr=1e-2)
+    m.train()
+    losses = []
+    for _ in range(8):
+        opt.zero_grad()
+        out = m(ids, labels=ids)
+        out.loss.backward()
+        assert all(p.grad is not None for n, p in lora.items() if "lora_B" in n)  # B gets a gradient at once (A's is 0 while B = 0)
+        opt.step()
+        losses.append(float(out.loss.detach()))
+    assert losses[-1] < losses[0]
+    assert all(torch.equal(p, frozen[n]) for n, p in m.named_parameters() if n in frozen)
+    assert any(p.abs().sum() > 0 for n, p in lora.items() if "lora_B" in n)  # the adapters moved
+
+
+def test_lora_model_generates_through_the_processor():
+    _peft()
+    m = IdeaGatedLM(gpt2(), IdeaConfig(hidden=16, alpha=0.5), lora=LoraSettings(r=2, dropout=0.0)).eval()
+    with torch.no_grad():
+        m.head.out.weight.mul_(2000)
+    prompt = torch.randint(1, V, (2, 4))
+    gen = m.base.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=5, do_sample=False,
+                          logits_processor=[IdeaGateLogitsProcessor(m)], pad_token_id=0, eos_token_id=None)
+    ids = prompt.clone()
+    with torch.no_grad():
+        for _ in range(5):
+            ids = torch.cat([ids, m(ids).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(gen, ids)
+
+
+def test_lora_errors():
+    _peft()
+    with pytest.raises(NeurosymError, match="conflict"):
+        IdeaGatedLM(gpt2(), lora=LoraSettings(), freeze_base=True)
+    with pytest.raises(NeurosymError, match="LoRA on GPT2LMHeadModel"):
+        IdeaGatedLM(gpt2(), lora=LoraSettings(target_modules=["no_such_module"]))
+    with pytest.raises(NeurosymError, match="LoraSettings.r"):
+        LoraSettings(r=0)
