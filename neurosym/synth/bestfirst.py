@@ -62,9 +62,10 @@ SMALL_ALPHABET = 4
 # Memory bound. The search's tables are sized from a byte budget, MAX_SEARCH_MB, before
 # the search starts: each table gets a share and holds at most share / (bytes per entry)
 # entries. Bytes per entry are estimates for 64-bit CPython, measured with a deep
-# sys.getsizeof over the tables after 40,000 expansions of the hex-colour search (151
-# infixes; tests/synth/test_corpus.py) and rounded up; n is the number of infixes, the
-# length of every evaluation vector.
+# sys.getsizeof over the tables after 40,000 expansions of the hex-colour search (8
+# positives, 7 negatives, 151 infixes: docs/synth.md's memory table) and rounded up;
+# n is the number of infixes, the length of every evaluation vector. docs/synth.md has
+# the resident memory this gives.
 MAX_SEARCH_MB = 512
 STATE_BYTES = 400  # a frontier state: its heap item, new tuples and seen-table slot (measured 386)
 CLOSED_BYTES = 300  # an expanded state kept in the seen table (measured about 270)
