@@ -392,7 +392,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
 @reproduce.command(
     name="structured-suite",
     epilog=examples(
-        "neurosym reproduce structured-suite --quick --jobs 2         # every task, every encoder, ~40 min on 2 busy cores",
+        "neurosym reproduce structured-suite --quick --jobs 2         # every task, every encoder: 23 min of CPU time (~12 min on 2 idle cores)",
         "neurosym reproduce structured-suite --tasks tomita3,dyck2 --encoders lstm,regex-hard,regex-soft",
         "neurosym reproduce structured-suite --full --gpu --seeds 3 --resume --json > suite.json",
     ),
@@ -413,7 +413,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
 def reproduce_structured_suite(tasks: str | None, encoders: str | None, quick: bool, seeds: int | None, steps: int | None, data_dir: Path | None,
                                threads: int, jobs: int, gpu: bool, out_dir: Path, resume: bool, as_json: bool) -> None:
     """Every task of the structured-LM suite learned by every encoder (the regex and PCFG
-    priors hard, soft and removed) at one budget: a task x encoder accuracy table, the
+    priors hard, soft and removed) at one budget: a task x encoder table of each task's metric, the
     Tomita cold start, length generalisation, sample efficiency (1/10/100%) and compute,
     written to OUT_DIR/report.md, plots and results.json."""
     from neurosym.experiments import structured_suite as suite  # lazy: --help must not load torch and every subsystem

@@ -588,7 +588,7 @@ def format_report(report: dict) -> str:
     for t, row in report["tasks"].items():
         best = max(_headline(v) for v in row.values())
         metric = next(iter(row.values())).get("metric", "accuracy")
-        cells = [(f"**{_fmt(row.get(e))}**" if e in row and _headline(row[e]) == best else _fmt(row.get(e))) for e in encoders]
+        cells = [(f"**{_fmt(row.get(e))}**" if e in row and _headline(row[e]) == best > 0 else _fmt(row.get(e))) for e in encoders]
         lines.append(f"| {t}{'' if metric == 'accuracy' else f' ({metric})'} | " + " | ".join(cells) + " |")
     lm = {t: row for t, row in report["tasks"].items() if any("ppl" in c for c in row.values())}
     if lm:
@@ -647,7 +647,7 @@ def format_report(report: dict) -> str:
 
 
 def plot_report(report: dict, out_dir: str | Path) -> list[Path]:
-    """heatmap.png (task x encoder accuracy), length.png and efficiency.png curves."""
+    """heatmap.png (task x encoder test score), length.png and efficiency.png curves."""
     import matplotlib  # lazy: only the plots need it
 
     matplotlib.use("Agg")
@@ -672,7 +672,7 @@ def plot_report(report: dict, out_dir: str | Path) -> list[Path]:
             for j in range(len(encoders)):
                 if not np.isnan(grid[i, j]):
                     ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7, color="w" if grid[i, j] < 75 else "k")
-        fig.colorbar(im, ax=ax, label="test accuracy % (NER: entity F1)")
+        fig.colorbar(im, ax=ax, label="test score % (the task's metric: accuracy, F1, UAS, exact match)")
         fig.tight_layout()
         paths.append(out_dir / "heatmap.png")
         fig.savefig(paths[-1], dpi=120)
