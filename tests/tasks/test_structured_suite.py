@@ -323,3 +323,16 @@ def test_token_regex_settings_read_each_words_spelling():
     with pytest.raises(NeurosymError, match="bank synthesised"):
         suite.build_model(task, data, "regex-hard", 8, seed=0)
     assert suite.prior_of(task, "regex-others") is not None and suite.prior_of(get_task("nli"), "regex-soft") is not None
+
+
+def test_length_buckets_score_each_bucket_with_the_tasks_metric():
+    task = Reverse()
+    data = task.build(4, 40, seed=2)
+    labels = data.test.labels
+    pred = labels.clone()
+    wrong = data.test.lengths >= 3  # rows of length 3-4 get their first target token wrong
+    pred[wrong, 0] = (pred[wrong, 0] - 1) % 4 + 2
+    buckets = suite.length_buckets(data.test, pred, edges=2, task=task, labels=labels)
+    assert buckets == {"1-2": 1.0, "3-4": 0.0}
+    tokens = suite.length_buckets(data.test, pred, edges=2)  # no task: token accuracy
+    assert tokens["1-2"] == 1.0 and 0 < tokens["3-4"] < 1
