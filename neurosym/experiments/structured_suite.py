@@ -79,6 +79,7 @@ from neurosym.experiments.suite_heads import (
 from neurosym.files import atomic_write_bytes
 from neurosym.layers.encoders import build_encoder
 from neurosym.layers.wfsa import RegexLayer
+from neurosym.synth.clock import cpu_clock
 from neurosym.synth.corpus import Table, bank_text, synthesize_corpus
 from neurosym.tasks import IGNORE, NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks, tomita_bank
 from neurosym.tasks.generated import AGREEMENT_FILE, ARITH_FILE
@@ -365,11 +366,13 @@ def training_pairs(data: TaskData) -> list[tuple[str, str]]:
 
 def synthesise_bank(data: TaskData, seconds_per_class: float = BANK_SECONDS_PER_CLASS) -> str:
     """The ``.regex`` bank ``neurosym synth --corpus`` writes from a tagging task's
-    training split (one pattern per tag that labels some word most often)."""
+    training split (one pattern per tag that labels some word most often), with a budget
+    of ``seconds_per_class`` CPU seconds per tag."""
     pairs = training_pairs(data)
     table = Table(pairs)
     classes = [label for label, _ in table.label_tokens.most_common() if table.weights(label)[0]]
-    return bank_text(synthesize_corpus(pairs, classes=classes, time_budget=seconds_per_class * len(classes)))
+    with cpu_clock():  # a CPU-second budget: the same search on a busy machine as on an idle one
+        return bank_text(synthesize_corpus(pairs, classes=classes, time_budget=seconds_per_class * len(classes)))
 
 
 def bank_listing(bank: str) -> list[dict]:
