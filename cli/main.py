@@ -392,7 +392,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
 @reproduce.command(
     name="structured-suite",
     epilog=examples(
-        "neurosym reproduce structured-suite --quick --jobs 2         # every task, every encoder: 23 min of CPU time (~12 min on 2 idle cores)",
+        "neurosym reproduce structured-suite --quick --jobs 2         # every task, every encoder: 9 min on 2 idle cores",
         "neurosym reproduce structured-suite --tasks tomita3,dyck2 --encoders lstm,regex-hard,regex-soft",
         "neurosym reproduce structured-suite --full --gpu --seeds 3 --resume --json > suite.json",
     ),
