@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import gzip
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -257,6 +257,33 @@ class TaggedSentence:
     upos: tuple[str, ...]
 
 
+def conllu_sentences(lines: Iterable[str], source: str | Path = "<text>") -> Iterator[list[tuple[int, list[str]]]]:
+    """The sentences of CoNLL-U lines, each a list of ``(line number, 10 columns)`` of its
+    syntactic words: comments, multiword ranges ``n-m`` and empty nodes ``n.m`` skipped;
+    a blank line ends a sentence. A word line without 10 TAB-separated columns or with a
+    non-numeric ID is a NeurosymError naming ``source`` and the line."""
+    words: list[tuple[int, list[str]]] = []
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\r")
+        if not line:
+            if words:
+                yield words
+                words = []
+            continue
+        if line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise NeurosymError(f"{source}:{n}: a CoNLL-U word line has 10 tab-separated columns, this one has {len(cols)}")
+        if "-" in cols[0] or "." in cols[0]:
+            continue
+        if not cols[0].isdigit():
+            raise NeurosymError(f"{source}:{n}: bad word ID {cols[0]!r}")
+        words.append((n, cols))
+    if words:
+        yield words
+
+
 def parse_tagged(text: str, source: str = "<text>") -> list[TaggedSentence]:
     """Sentences of CoNLL-U text (10 TAB-separated columns) or of ``FORM<TAB>UPOS`` lines;
     sentences end at blank lines; in CoNLL-U (told by its first word line) ``#`` lines are
@@ -315,6 +342,7 @@ def majority_upos(sentences: Iterable[TaggedSentence]) -> dict[str, str]:
 
 
 __all__ = [
+    "conllu_sentences",
     "BpeVocab",
     "CORPORA",
     "EOS",

@@ -33,6 +33,7 @@ from pathlib import Path
 from neurosym.synth import clock
 from neurosym.compile.regex import compile_bank, pattern_dfa
 from neurosym.dsl.regex import parse_regex_bank
+from neurosym.data.text import conllu_sentences
 from neurosym.errors import NeurosymError
 from neurosym.files import atomic_write_bytes
 from neurosym.synth import regex_ast as ra
@@ -64,19 +65,7 @@ def read_conllu(path: str | Path, label: str = "UPOS") -> list[tuple[str, str]]:
     if col not in CONLLU_COLUMNS:
         raise NeurosymError(f"{path}: unknown CoNLL-U column {label!r}; expected one of {', '.join(CONLLU_COLUMNS)}")
     k = CONLLU_COLUMNS.index(col)
-    out: list[tuple[str, str]] = []
-    for lineno, line in enumerate(_lines(path), 1):
-        if not line or line.startswith("#"):
-            continue
-        cols = line.split("\t")
-        if len(cols) != 10:
-            raise NeurosymError(f"{path}:{lineno}: a CoNLL-U word line has 10 tab-separated columns, this one has {len(cols)}")
-        if "-" in cols[0] or "." in cols[0]:
-            continue
-        if not cols[0].isdigit():
-            raise NeurosymError(f"{path}:{lineno}: bad word ID {cols[0]!r}")
-        out.append((cols[1], cols[k]))
-    return out
+    return [(cols[1], cols[k]) for sentence in conllu_sentences(_lines(path), path) for _, cols in sentence]
 
 
 def read_tsv(path: str | Path) -> list[tuple[str, str]]:

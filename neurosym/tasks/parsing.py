@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from neurosym.data.text import read_text
+from neurosym.data.text import conllu_sentences, read_text
 from neurosym.errors import NeurosymError
 from neurosym.tasks.base import IGNORE, Task, TaskData, accuracy, sample_rows, span_f1, tagging_split, word_vocab
 
@@ -42,27 +42,14 @@ def read_conllu_heads(path: Path) -> list[tuple[list[str], list[int]]]:
     (multiword ranges ``n-m`` and empty nodes ``n.m`` skipped); heads are 1-based word
     numbers, 0 for the root. A malformed line is a NeurosymError naming file and line."""
     out: list[tuple[list[str], list[int]]] = []
-    forms: list[str] = []
-    heads: list[int] = []
-    for n, line in enumerate(read_text(path).split("\n"), 1):
-        line = line.rstrip("\r")
-        if not line:
-            if forms:
-                out.append((forms, heads))
-                forms, heads = [], []
-            continue
-        if line.startswith("#"):
-            continue
-        cols = line.split("\t")
-        if len(cols) != 10:
-            raise NeurosymError(f"{path}:{n}: expected 10 TAB-separated CoNLL-U columns, got {len(cols)}")
-        if "-" in cols[0] or "." in cols[0]:
-            continue
-        if not cols[0].isdigit() or int(cols[0]) != len(forms) + 1 or not cols[6].isdigit():
-            raise NeurosymError(f"{path}:{n}: expected word number {len(forms) + 1} and a numeric HEAD, got ID {cols[0]!r} HEAD {cols[6]!r}")
-        forms.append(cols[1])
-        heads.append(int(cols[6]))
-    if forms:
+    for sentence in conllu_sentences(read_text(path).split("\n"), path):
+        forms: list[str] = []
+        heads: list[int] = []
+        for n, cols in sentence:
+            if int(cols[0]) != len(forms) + 1 or not cols[6].isdigit():
+                raise NeurosymError(f"{path}:{n}: expected word number {len(forms) + 1} and a numeric HEAD, got ID {cols[0]!r} HEAD {cols[6]!r}")
+            forms.append(cols[1])
+            heads.append(int(cols[6]))
         out.append((forms, heads))
     for forms, heads in out:
         if max(heads) > len(forms):
