@@ -185,7 +185,7 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int, b
             randomise(layer, seed)
         if encoder == "regex-hard":
             layer.requires_grad_(False)
-        return SuiteModel(TokenRegexEncoder(data.vocab, dim, layer), family, num)
+        return SuiteModel(TokenRegexEncoder(data.vocab, dim, layer, forms=data.forms), family, num)
     if encoder in REGEX:
         bank_ = tomita_bank(data.vocab)
         own = f"T{task.name.removeprefix('tomita')}"
@@ -329,17 +329,20 @@ def run_one(task: Task, data: TaskData, encoder: str, seed: int, budget: Budget,
     if hasattr(model.encoder, "grammar"):  # as is the prefix encoder's
         model.encoder.grammar = model.encoder.grammar.to(device)
     train_split = data.train if share >= 1.0 else data.train.fraction(share, seed)
+    test_split = data.test
+    if isinstance(model.encoder, TokenRegexEncoder) and data.forms is not None:  # it reads form ids (spellings of unseen words too)
+        train_split, test_split = as_forms(train_split), as_forms(test_split)
     record: dict = {"task": task.name, "family": task.family, "encoder": encoder, "seed": seed, "share": share, "n_train": len(train_split)}
     t0 = time.perf_counter()
     for memo in memos(model):  # fixed features: every distinct sentence once, shortest first
-        for split in (train_split, data.test):
+        for split in (train_split, test_split):
             memo.warm(split.ids.to(device), split.lengths.to(device))
     record["setup_seconds"] = time.perf_counter() - t0
     if encoder in ("regex-hard", "regex-soft") and share == 1.0 and task.name.startswith("tomita"):
-        record["cold_start"] = accuracy(predict(model, data.test), data.test.labels)
+        record["cold_start"] = accuracy(predict(model, test_split), test_split.labels)
     record["seconds_per_step"] = train(model, train_split, budget, seed)
-    pred, nll = evaluate(model, data.test)
-    labels = pad_to(data.test.labels, pred.shape[1]) if task.family == "seq2seq" else data.test.labels
+    pred, nll = evaluate(model, test_split)
+    labels = pad_to(test_split.labels, pred.shape[1]) if task.family == "seq2seq" else test_split.labels
     record["metric"] = task.metric
     record["scores"] = task.evaluate(pred, labels, data.label_names)
     if task.family == "next-token":
@@ -347,19 +350,28 @@ def run_one(task: Task, data: TaskData, encoder: str, seed: int, budget: Budget,
     record["test_nll"] = nll
     record["accuracy"] = accuracy(pred, labels)
     if task.length_axis:
-        record["by_length"] = length_buckets(data.test, pred, task=task, labels=labels, names=data.label_names)
+        record["by_length"] = length_buckets(test_split, pred, task=task, labels=labels, names=data.label_names)
     record["params"] = sum(p.numel() for p in model.parameters())
     record["trainable"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    record["flops_per_token"] = flops_per_token(model, data.test)
+    record["flops_per_token"] = flops_per_token(model, test_split)
     record["cpu_seconds"] = time.process_time() - cpu0
     return record
 
 
+def as_forms(split: Split) -> Split:
+    """The split with its form ids in place of its word ids (see :class:`TokenRegexEncoder`)."""
+    return Split(split.forms, split.lengths, split.labels, split.forms)
+
+
 # ---------------------------------------------------------------------- regex banks from the data
 def training_pairs(data: TaskData) -> list[tuple[str, str]]:
-    """(word, tag) of every training token the vocabulary spells (``<unk>`` left out)."""
-    ids, labels = data.train.ids, data.train.labels
-    keep = labels != IGNORE
+    """(word, tag) of every training token: its surface form when the task keeps forms,
+    else the word the vocabulary spells (``<unk>`` left out)."""
+    keep = data.train.labels != IGNORE
+    labels = data.train.labels
+    if data.forms is not None:
+        return [(data.forms[i], data.label_names[t]) for i, t in zip(data.train.forms[keep].tolist(), labels[keep].tolist())]
+    ids = data.train.ids
     surfaces = data.vocab.surfaces
     return [(surfaces[i], data.label_names[t]) for i, t in zip(ids[keep].tolist(), labels[keep].tolist()) if isinstance(surfaces[i], str)]
 

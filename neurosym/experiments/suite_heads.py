@@ -19,6 +19,7 @@ suite's training and evaluation loops are written once.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -305,10 +306,10 @@ class PCFGPrefixEncoder(Encoder):
 
 
 # ---------------------------------------------------------------------- regex features per token
-def spellings(words: Vocab, chars: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each word's surface as character ids of ``chars`` (unknown characters -> its
-    ``<unk>``; special words spell nothing): (V, Lc) long, 0-padded, and lengths (V,)."""
-    rows = [chars.encode(s) if s else [] for s in (w if isinstance(w, str) else "" for w in words.surfaces)]
+def spellings(surfaces: Sequence[str | None], chars: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each surface as character ids of ``chars`` (unknown characters -> its ``<unk>``;
+    None and "" spell nothing): (W, Lc) long, 0-padded, and lengths (W,)."""
+    rows = [chars.encode(s) if s else [] for s in (w if isinstance(w, str) else "" for w in surfaces)]
     lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
     out = torch.zeros(len(rows), max(1, int(lengths.max())), dtype=torch.long)
     for i, r in enumerate(rows):  # building only: once per vocabulary
@@ -318,34 +319,41 @@ def spellings(words: Vocab, chars: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class TokenRegexEncoder(Encoder):
-    """Per-token regex features for tagging: every word's spelling is run through a
-    character-level :class:`RegexLayer` (K automata) -> acceptance probabilities (V, K),
-    read by token id, mapped to D and added to a learned word embedding.
+    """Per-token regex features for tagging: every token's spelling is run through a
+    character-level :class:`RegexLayer` (K automata) -> acceptance probabilities (K,),
+    mapped to D and added to a learned word embedding.
 
-    A frozen layer (the *hard* prior) gives fixed features, computed once for the whole
-    vocabulary; a trainable one runs on the distinct words of each batch only.
-    Token states only (``tokens``); the pooled vector is their mean.
+    Its input ids are *form* ids (``Split.forms`` over ``TaskData.forms``): every surface
+    of the task, test words unseen in training included, so the regexes read the
+    spelling of a word the embedding only knows as ``<unk>``; ``word_of_form`` (F,) maps
+    each form to its word id for the embedding. Without a form table (``forms=None``) the
+    ids are word ids and the spellings those of ``words``. A frozen layer (the *hard*
+    prior) gives fixed features, computed once for every form; a trainable one runs on
+    the distinct forms of each batch only. Token states only; the pooled vector is their mean.
     """
 
-    def __init__(self, words: Vocab, dim: int, layer: RegexLayer, padding_idx: int | None = 0):
+    def __init__(self, words: Vocab, dim: int, layer: RegexLayer, padding_idx: int | None = 0, forms: Sequence[str] | None = None):
         super().__init__(dim, padding_idx, False, "mean")
         if layer.vocab.kind != "char":
             raise NeurosymError(f"the token regex encoder needs a character-level RegexLayer, got a {layer.vocab.kind!r} one")
         self.layer = layer
-        chars, lengths = spellings(words, layer.vocab)
+        surfaces = list(words.surfaces) if forms is None else list(forms)
+        chars, lengths = spellings(surfaces, layer.vocab)
+        word_of_form = torch.arange(len(words)) if forms is None else torch.tensor([words.id(f) if f else 0 for f in forms], dtype=torch.long)
         self.register_buffer("chars", chars, persistent=False)
         self.register_buffer("char_lengths", lengths, persistent=False)
+        self.register_buffer("word_of_form", word_of_form, persistent=False)
         self.embed = nn.Embedding(len(words), dim, padding_idx=padding_idx)
         self.proj = nn.Linear(layer.num_automata, dim)
         self._table: torch.Tensor | None = None
 
-    def word_features(self, words: torch.Tensor) -> torch.Tensor:
-        """(U,) word ids -> (U, K) acceptance probabilities of their spellings."""
-        n = self.char_lengths[words]
-        return self.layer.accept_prob(self.chars[words, : max(1, int(n.max()))], n)
+    def word_features(self, forms: torch.Tensor) -> torch.Tensor:
+        """(U,) form ids -> (U, K) acceptance probabilities of their spellings."""
+        n = self.char_lengths[forms]
+        return self.layer.accept_prob(self.chars[forms, : max(1, int(n.max()))], n)
 
     def features(self, ids: torch.Tensor) -> torch.Tensor:
-        """(B, L) ids -> (B, L, K)."""
+        """(B, L) form ids -> (B, L, K)."""
         if not any(p.requires_grad for p in self.layer.parameters()):
             if self._table is None or self._table.device != ids.device:
                 with torch.no_grad():
@@ -357,7 +365,7 @@ class TokenRegexEncoder(Encoder):
     def tokens(self, ids, lengths=None):
         mask = self.mask(ids, lengths)
         ids = self.clean(ids, mask)
-        states = self.embed(ids) + self.proj(self.features(ids))
+        states = self.embed(self.word_of_form[ids]) + self.proj(self.features(ids))
         return states * mask.unsqueeze(-1), mask
 
 

@@ -53,6 +53,9 @@ class Split:
     ids: torch.Tensor
     lengths: torch.Tensor
     labels: torch.Tensor
+    forms: torch.Tensor | None = None
+    """(N, L) long ids into :attr:`TaskData.forms` (every surface string, unknown words
+    included; 0 at padding), for encoders that read spellings; None when not kept."""
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -66,7 +69,8 @@ class Split:
         if labels.dim() == 2:  # tagging: L columns; seq2seq: up to the last target column used
             used = torch.nonzero((labels != IGNORE).any(0)).flatten()
             labels = labels[:, : max(L, int(used[-1]) + 1 if len(used) else 1)]
-        return Split(self.ids[index, :L], lengths, labels)
+        forms = None if self.forms is None else self.forms[index, :L]
+        return Split(self.ids[index, :L], lengths, labels, forms)
 
     def fraction(self, share: float, seed: int = 0) -> "Split":
         """A fixed-seed random ``share`` of the rows (at least one)."""
@@ -88,6 +92,8 @@ class TaskData:
     num_classes: int
     label_names: list[str] = field(default_factory=list)
     target_vocab: Vocab | list[str] | None = None
+    forms: list[str] | None = None
+    """Tagging tasks: the surface of every form id of the splits' ``forms`` ("" = 0, padding)."""
 
 
 def encode(sequences: Sequence[Sequence[str]], vocab: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,12 +141,19 @@ def classification_split(sequences: Sequence[Sequence[str]], labels: Sequence[in
     return Split(ids, lengths, torch.tensor(list(labels), dtype=torch.long))
 
 
-def tagging_split(sequences: Sequence[Sequence[str]], tags: Sequence[Sequence[int]], vocab: Vocab, max_len: int | None = None) -> Split:
-    """A tagging :class:`Split` (sequences and their tags cut to ``max_len``)."""
+def tagging_split(sequences: Sequence[Sequence[str]], tags: Sequence[Sequence[int]], vocab: Vocab, max_len: int | None = None,
+                  forms: dict[str, int] | None = None) -> Split:
+    """A tagging :class:`Split` (sequences and their tags cut to ``max_len``). With a
+    ``forms`` table (surface -> form id, ``{"": 0}`` to start; shared by the train and
+    test splits, new surfaces appended), the split also keeps each token's form id."""
     seqs = [list(s)[:max_len] if max_len else list(s) for s in sequences]
     tags = [list(t)[: len(s)] for t, s in zip(tags, seqs)]
     ids, lengths = encode(seqs, vocab)
-    return Split(ids, lengths, pad_tags(tags, ids.shape[1]))
+    form_ids = None
+    if forms is not None:
+        rows = [[forms.setdefault(w, len(forms)) for w in s] for s in seqs]
+        form_ids = torch.from_numpy(fill_rows(rows, lengths.numpy(), 0))
+    return Split(ids, lengths, pad_tags(tags, ids.shape[1]), form_ids)
 
 
 def sample_rows(n_total: int, n: int | None, seed: int) -> np.ndarray:

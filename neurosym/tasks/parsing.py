@@ -139,9 +139,11 @@ class DependencyArcs(Task):
         train = [train[i] for i in sample_rows(len(train), n_train, seed)]
         test = [test[i] for i in sample_rows(len(test), n_test, seed + 1)]
         vocab = word_vocab([[w.lower() for w in f[: self.max_len]] for f, _ in train], self.max_vocab, min_count=2)
-        mk = lambda rows: tagging_split([[w.lower() for w in f] for f, _ in rows], [encode_heads(h, self.k).tolist() for _, h in rows], vocab, self.max_len)  # noqa: E731
+        forms = {"": 0}
+        mk = lambda rows: tagging_split([[w.lower() for w in f] for f, _ in rows], [encode_heads(h, self.k).tolist() for _, h in rows], vocab, self.max_len, forms)  # noqa: E731
         names = offset_names(self.k)
-        return TaskData(mk(train), mk(test), vocab, len(names), names)
+        train_split, test_split = mk(train), mk(test)
+        return TaskData(train_split, test_split, vocab, len(names), names, forms=list(forms))
 
 
 # ---------------------------------------------------------------------- trees
@@ -496,8 +498,10 @@ class _GUMTask(Task):
         names = sorted({g for _, tags in train + test for g in tags})
         index = {g: i for i, g in enumerate(names)}
         vocab = word_vocab([f[: self.max_len] for f, _ in train], self.max_vocab, min_count=2)
-        mk = lambda rs: tagging_split([f for f, _ in rs], [[index[g] for g in tags] for _, tags in rs], vocab, self.max_len)  # noqa: E731
-        return TaskData(mk(train), mk(test), vocab, len(names), names)
+        forms = {"": 0}
+        mk = lambda rs: tagging_split([f for f, _ in rs], [[index[g] for g in tags] for _, tags in rs], vocab, self.max_len, forms)  # noqa: E731
+        train_split, test_split = mk(train), mk(test)
+        return TaskData(train_split, test_split, vocab, len(names), names, forms=list(forms))
 
 
 class Chunking(_GUMTask):

@@ -70,8 +70,10 @@ class _RealTask(Task):
         names = sorted({t for _, tags in train + test for t in tags})
         index = {t: i for i, t in enumerate(names)}
         vocab = word_vocab([[w.lower() for w in f[: self.max_len]] for f, _ in train], self.max_vocab, min_count=2)
-        mk = lambda rows: tagging_split([[w.lower() for w in f] for f, _ in rows], [[index[t] for t in g] for _, g in rows], vocab, self.max_len)  # noqa: E731
-        return TaskData(mk(train), mk(test), vocab, len(names), names)
+        forms = {"": 0}
+        mk = lambda rows: tagging_split([[w.lower() for w in f] for f, _ in rows], [[index[t] for t in g] for _, g in rows], vocab, self.max_len, forms)  # noqa: E731
+        train_split, test_split = mk(train), mk(test)
+        return TaskData(train_split, test_split, vocab, len(names), names, forms=list(forms))
 
 
 class POSTagging(_RealTask):

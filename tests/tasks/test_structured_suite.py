@@ -18,6 +18,7 @@ from neurosym.experiments import structured_suite as suite
 from neurosym.experiments import suite_heads as heads
 from neurosym.layers.encoders import PCFGEncoder
 from neurosym.tasks import IGNORE, Agreement, Split, Task, TaskData, Tomita, accuracy, get_task
+from neurosym.tasks.base import tagging_split
 from neurosym.vocab import Vocab
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -336,3 +337,24 @@ def test_length_buckets_score_each_bucket_with_the_tasks_metric():
     assert buckets == {"1-2": 1.0, "3-4": 0.0}
     tokens = suite.length_buckets(data.test, pred, edges=2)  # no task: token accuracy
     assert tokens["1-2"] == 1.0 and 0 < tokens["3-4"] < 1
+
+
+def test_token_regex_reads_the_spelling_of_words_unseen_in_training():
+    """With a form table the regexes see a test word the vocabulary only knows as <unk>."""
+    vocab = Vocab.words(["the", "cat", "42", "."])
+    forms = {"": 0}
+    tags = [[0, 1, 2, 3], [0, 1, 2, 3]]
+    train = tagging_split([["the", "cat", "42", "."], ["the", "cat", "42", "."]], tags, vocab, forms=forms)
+    test = tagging_split([["the", "gnu", "1999", "!"]], tags[:1], vocab, forms=forms)
+    data = TaskData(train, test, vocab, 4, ["DET", "NOUN", "NUM", "PUNCT"], forms=list(forms))
+    assert data.forms == ["", "the", "cat", "42", ".", "gnu", "1999", "!"]
+    assert test.ids.tolist() == [[4, vocab.unk, vocab.unk, vocab.unk]] and test.forms.tolist() == [[1, 5, 6, 7]]
+    assert torch.equal(test.subset([0]).forms, test.forms)
+    model = suite.build_model(get_task("pos"), data, "regex-hard", 8, seed=0, bank=BANK)
+    enc = model.encoder
+    assert enc.word_of_form.tolist() == [0, 4, 5, 6, 7, vocab.unk, vocab.unk, vocab.unk]
+    feats = enc.features(suite.as_forms(test).ids)[0] > 0.5  # (L, 2): NUM, PUNCT
+    assert feats.tolist() == [[False, False], [False, False], [True, False], [False, True]]
+    assert suite.training_pairs(data)[:4] == [("the", "DET"), ("cat", "NOUN"), ("42", "NUM"), (".", "PUNCT")]
+    states, _ = enc.tokens(suite.as_forms(test).ids, test.lengths)
+    assert states.shape == (1, 4, 8)
