@@ -41,6 +41,13 @@ DECODE_MARGIN = 5
 
 
 # ---------------------------------------------------------------------- heads
+def summed_ce(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Cross-entropy of logits (..., C) against labels (...) summed over the positions
+    that are not ``IGNORE``, and how many there are."""
+    flat = labels.reshape(-1)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), flat, ignore_index=IGNORE, reduction="sum"), int((flat != IGNORE).sum())
+
+
 class SuiteModel(nn.Module):
     """An encoder and a linear head: (B, L) ids -> (B, C) logits (``classification``,
     ``next-token``) or (B, L, C) (``tagging``)."""
@@ -60,9 +67,7 @@ class SuiteModel(nn.Module):
 
     def loss(self, ids: torch.Tensor, lengths: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
         """Summed cross-entropy over the labelled positions and their count."""
-        logits = self(ids, lengths)
-        flat = labels.reshape(-1)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), flat, ignore_index=IGNORE, reduction="sum"), int((flat != IGNORE).sum())
+        return summed_ce(self(ids, lengths), labels)
 
     def predict(self, ids: torch.Tensor, lengths: torch.Tensor, max_len: int = 0) -> torch.Tensor:
         """Argmax labels, (B,) or (B, L)."""
@@ -118,9 +123,8 @@ class Seq2SeqModel(nn.Module):
         return self.readout(h, mem, mask)
 
     def loss(self, ids: torch.Tensor, lengths: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
-        logits = self(ids, lengths, labels)
-        flat = labels.reshape(-1)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), flat, ignore_index=IGNORE, reduction="sum"), int((flat != IGNORE).sum())
+        """Summed teacher-forced cross-entropy over the target tokens and their count."""
+        return summed_ce(self(ids, lengths, labels), labels)
 
     def predict(self, ids: torch.Tensor, lengths: torch.Tensor, max_len: int = 0) -> torch.Tensor:
         """Greedy decoding of up to ``max_len`` tokens: (B, max_len) in the targets' layout
