@@ -444,6 +444,25 @@ def reproduce_structured_suite(tasks: str | None, encoders: str | None, quick: b
         click.echo(suite.format_report(report))
 
 
+class MethodChoice(click.Choice):
+    """``neurosym synth --method``: the methods of the registry :mod:`neurosym.synth.methods`,
+    read each time the option is parsed or shown, so a method registered after this
+    module was imported is offered too."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from neurosym.synth.methods import method_names  # lazy: the registry, not the searches (no torch)
+
+        return method_names()
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ assigns the choices; ours are the registry's
+        pass
+
+
 def _read_examples(path: Path | None) -> list[str]:
     """One example per line (a blank line is the empty string)."""
     if path is None:
@@ -474,7 +493,7 @@ def _read_examples(path: Path | None) -> list[str]:
 @click.option("--label", default=None, help="--corpus CoNLL-U: the label column (UPOS, XPOS, DEPREL, ...; default UPOS).")
 @click.option("--classes", default=None, help="--corpus: comma-separated labels to learn (default: every label).")
 @click.option(
-    "--method", type=click.Choice(["beam", "evolve", "reinforce"]), default="beam", show_default=True,
+    "--method", type=MethodChoice(), default="beam", show_default=True,
     help="The search: best-first with pruning (AlphaRegex-style), evolution, or REINFORCE.",
 )
 @click.option(
@@ -505,6 +524,7 @@ def synth(
     With --corpus, one regex per class of a labelled corpus, each checked on every example."""
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     from neurosym.synth import synthesize, write_to_bank  # lazy: --help must not load torch and every subsystem
+    from neurosym.synth.methods import get_method, method_names  # lazy: as above
     if old_time_budget is not None:
         if corpus_file is None:
             click.echo("note: --time is deprecated; use --time-budget", err=True)
@@ -526,9 +546,10 @@ def synth(
     if output is not None:
         check_output(output, [f for f in (pos_file, neg_file) if f is not None], "bank")
     pos, neg = _read_examples(pos_file), _read_examples(neg_file)
-    if select != "first" and method != "beam":
-        raise NeurosymError("--select applies to --method beam only")
-    options = {"select": select} if method == "beam" else {}
+    with_select = [m for m in method_names() if "select" in get_method(m).options]
+    if select != "first" and method not in with_select:
+        raise NeurosymError(f"--select applies to --method {' or '.join(with_select)} only")
+    options = {"select": select} if method in with_select else {}
     res = synthesize(pos, neg, method=method, time_budget=time_budget, seed=seed, lam=lam, progress=not as_json, **options)
     if output is not None:
         write_to_bank(output, name, res.pattern)
@@ -660,7 +681,8 @@ def bench_synth(
     on a corpus (UD English-EWT token classes: F1 on test tokens and unseen forms vs
     memorised forms). Needs the shared data sets alpharegex, regel and ud-english-ewt
     (../shared/data beside the checkout, or $NEUROSYM_SHARED_DATA)."""
-    from neurosym.bench.synth import bench_synth_command, format_results  # lazy: --help must not load torch and every subsystem
+    from neurosym.bench.synth import bench_synth_command  # lazy: --help must not load torch and every subsystem
+    from neurosym.bench.synth_report import format_results  # lazy: as above
     from neurosym.files import atomic_write_bytes, check_output  # lazy: --help must not load torch and every subsystem
 
     if output is not None:
