@@ -250,7 +250,8 @@ def search(
     beta: float = BETA,
     formats: bool | None = None,
 ) -> tuple[ra.Node, dict]:
-    """Run the ``beam`` method; returns ``(best regex, info)``.
+    """Run the ``beam`` method; returns ``(best regex, info)``
+    (a :class:`~neurosym.synth.methods.Search`, registered in :mod:`neurosym.synth.methods`).
 
     ``open_ends`` (default: text alphabets with ``select="first"``) applies
     :func:`generalize` to the result.
