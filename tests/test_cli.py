@@ -160,7 +160,8 @@ def _all_commands(group, prefix=()):
 
 def test_every_help_is_fast_and_loads_no_heavy_subsystem():
     """Issue 14.5: every `--help` (each command and subcommand) runs without torch, numpy or
-    any neurosym subsystem, and in a fresh process well under a second (measured 0.08-0.12 s
+    any neurosym subsystem (bar the registry of synthesis methods, which `synth --method`
+    lists and which imports nothing heavy), and in a fresh process well under a second (measured 0.08-0.12 s
     per command on 2 busy cores; the bound is generous for loaded machines)."""
     commands = [" ".join(c) for c in _all_commands(main)]
     assert {"check", "compile", "inspect", "sample", "train", "plot", "synth", "reproduce semantic-fusion", "bench synth"} <= set(commands)
@@ -174,7 +175,8 @@ def test_every_help_is_fast_and_loads_no_heavy_subsystem():
         "        assert e.code in (0, None), c\n"
         "heavy = ('torch', 'numpy', 'scipy', 'matplotlib', 'tqdm', 'safetensors', 'lark', 'networkx')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith('neurosym.') and m not in\n"
-        "             ('neurosym.errors', 'neurosym.version', 'neurosym.cli', 'neurosym.cli.main')))\n"
+        "             ('neurosym.errors', 'neurosym.version', 'neurosym.synth', 'neurosym.synth.methods')\n"
+        "             and not m.startswith('neurosym.cli')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[-1] == "[]"

@@ -115,7 +115,7 @@ def test_benchmarks_without_the_shared_data_say_what_they_need(no_shared_data, a
     "args, expected",
     [
         (["bench", "synth", "--suites", "alpharegx"], "--suites: unknown suite(s) alpharegx; expected some of alpharegex, regel"),
-        (["bench", "synth", "--methods", "bean"], "--methods: unknown method(s) bean; expected some of beam, beam-posterior, evolve, reinforce"),
+        (["bench", "synth", "--methods", "bean"], "--methods: unknown method(s) bean; expected some of beam, evolve, reinforce, beam-posterior, beam-enum, beam-alphaleaves"),
         (["bench", "inside", "--device", "gpu0"], '--device: expected "cpu", "cuda" or "cuda:N", got \'gpu0\''),
         (["bench", "synth", "--json", "out.json"], "unexpected extra argument (out.json)"),  # --json is a flag now; the file is -o
     ],

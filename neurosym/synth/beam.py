@@ -47,7 +47,7 @@ ALPHAREGEX_COSTS = {"L": 20, "|": 30, ".": 5, "*": 20, "?": 20, "+": 25, "H": 50
 # the enumerator: its consistent regex of shortest description is returned at once if it
 # compresses the positives to at most FORMAT_RATIO of their literal description length
 # (it found shared structure), else the enumerator runs as before. Tuned on the
-# development half of Regel's problems only (neurosym/synth/regel_split.py, 5 s per
+# development half of Regel's problems only (neurosym/bench/regel_split.py, 5 s per
 # problem): equivalent to the ground truth 39/118 without formats, 10/118 with formats
 # always first, 40/118 with a ratio of 0.5 or 0.6 (0.7: 34, 1.0: 14); 0.6, the larger
 # of the two tied values, is kept.
@@ -250,7 +250,8 @@ def search(
     beta: float = BETA,
     formats: bool | None = None,
 ) -> tuple[ra.Node, dict]:
-    """Run the ``beam`` method; returns ``(best regex, info)``.
+    """Run the ``beam`` method; returns ``(best regex, info)``
+    (a :class:`~neurosym.synth.methods.Search`, registered in :mod:`neurosym.synth.methods`).
 
     ``open_ends`` (default: text alphabets with ``select="first"``) applies
     :func:`generalize` to the result.

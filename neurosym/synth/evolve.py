@@ -99,9 +99,10 @@ def search(
     max_size: int = 40,
     max_generations: int | None = None,
 ) -> tuple[ra.Node, dict]:
-    """Run the ``evolve`` method; returns ``(best regex, info)``. It stops when solved, at
-    the time budget, or after ``max_generations`` (then the result depends on ``seed``
-    alone, not on the machine's speed)."""
+    """Run the ``evolve`` method; returns ``(best regex, info)`` (a
+    :class:`~neurosym.synth.methods.Search`, registered in :mod:`neurosym.synth.methods`).
+    It stops when solved, at the time budget, or after ``max_generations`` (then the
+    result depends on ``seed`` alone, not on the machine's speed)."""
     t_end = clock.now() + time_budget
     rng = np.random.default_rng(seed)
     leaves = list(leaves) if leaves is not None else default_leaves(positives, negatives)

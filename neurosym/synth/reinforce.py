@@ -103,7 +103,8 @@ def search(
     entropy: float = 0.01,
     baseline_decay: float = 0.9,
 ) -> tuple[ra.Node, dict]:
-    """Run the ``reinforce`` method; returns ``(best regex, info)``."""
+    """Run the ``reinforce`` method; returns ``(best regex, info)``
+    (a :class:`~neurosym.synth.methods.Search`, registered in :mod:`neurosym.synth.methods`)."""
     t_end = clock.now() + time_budget
     leaves = list(leaves) if leaves is not None else default_leaves(positives, negatives)
     vocab: list = list(leaves) + [op for op, _ in OPS]

@@ -11,6 +11,9 @@ from click.testing import CliRunner
 
 import neurosym
 from neurosym.bench import synth as bench
+from neurosym.bench import synth_corpus as corpus_bench
+from neurosym.bench import synth_problems as problems
+from neurosym.bench import synth_report as report
 from neurosym.cli.main import main
 from neurosym.compile.regex import pattern_dfa
 from neurosym.data import shared_data_dir
@@ -19,7 +22,7 @@ from neurosym.synth import clock, synthesize
 from neurosym.synth import corpus as sc
 from neurosym.synth import generalise as gen
 from neurosym.synth.bestfirst import BestFirst
-from neurosym.synth.regel_split import DEV, TEST, make_split
+from neurosym.bench.regel_split import DEV, TEST, make_split
 
 SHARED = shared_data_dir()
 EWT = SHARED / "ud-english-ewt" if SHARED is not None else None
@@ -349,7 +352,7 @@ def test_cli_synth_corpus(tmp_path):
 @pytest.mark.slow
 @needs_ewt
 def test_ud_ewt_regexes_beat_memorised_forms_on_unseen_forms():
-    res = bench.run_corpus(classes=("NUM", "PUNCT", "SYM"), time_budget=60, test_split="test")
+    res = corpus_bench.run_corpus(classes=("NUM", "PUNCT", "SYM"), time_budget=60, test_split="test")
     for label in ("NUM", "PUNCT", "SYM"):
         unseen = res["classes"][label]["unseen"]
         assert unseen["regex"]["f1"] > unseen["memorised"]["f1"], (label, unseen)
@@ -364,16 +367,16 @@ def test_ud_ewt_regexes_beat_memorised_forms_on_unseen_forms():
 
 
 def test_memorised_baseline():
-    predict, majority = bench.memorised([("a", "X"), ("a", "Y"), ("a", "Y"), ("b", "X"), ("c", "X")])
+    predict, majority = corpus_bench.memorised([("a", "X"), ("a", "Y"), ("a", "Y"), ("b", "X"), ("c", "X")])
     assert majority == "X" and predict("a") == "Y" and predict("b") == "X" and predict("zzz") == "X"
 
 
 def test_word_shape_baseline():
-    assert bench.word_shape("Varsha") == "Xxxxx" and bench.word_shape("12.50") == "dd.dd"
-    assert bench.word_shape("2024-01-15") == "dddd-dd-dd" and bench.word_shape("123456") == "dddd"
-    assert bench.word_shape("É!") == "X!" and bench.word_shape("") == ""
+    assert corpus_bench.word_shape("Varsha") == "Xxxxx" and corpus_bench.word_shape("12.50") == "dd.dd"
+    assert corpus_bench.word_shape("2024-01-15") == "dddd-dd-dd" and corpus_bench.word_shape("123456") == "dddd"
+    assert corpus_bench.word_shape("É!") == "X!" and corpus_bench.word_shape("") == ""
     train = [("12", "NUM"), ("345", "NUM"), ("1st", "ADJ"), ("Bob", "PROPN"), ("bob", "VERB"), ("the", "DET"), ("the", "DET"), ("a", "DET"), ("x", "NOUN")]
-    predict = bench.shaped(train)
+    predict = corpus_bench.shaped(train)
     assert predict("bob") == "VERB"  # a training form keeps its own majority label
     assert predict("77") == "NUM" and predict("678") == "NUM"  # unseen forms: the label of their shape
     assert predict("Zoe") == "PROPN" and predict("2nd") == "ADJ"
@@ -381,20 +384,20 @@ def test_word_shape_baseline():
 
 
 def test_binary_strings_and_the_alpharegex_reference_reader(tmp_path):
-    xs = bench.binary_strings(3)
+    xs = problems.binary_strings(3)
     assert len(xs) == 15 and len(set(xs)) == 15 and "" in xs and "101" in xs
     ref = tmp_path / "reference.tsv"
     ref.write_text("# header\nno1_a\t0(0+1)*\t0(0|1)*\n")
-    assert bench.load_alpharegex_reference(ref) == {"no1_a": "0(0|1)*"}
+    assert problems.load_alpharegex_reference(ref) == {"no1_a": "0(0|1)*"}
     ref.write_text("no1_a\t0(0+1)*\n")
     with pytest.raises(NeurosymError, match=r"reference\.tsv:1: expected 3 tab-separated columns"):
-        bench.load_alpharegex_reference(ref)
+        problems.load_alpharegex_reference(ref)
 
 
 def test_alpharegex_rows_carry_equivalence_and_f1(tmp_path, monkeypatch):
     ref = tmp_path / "reference.tsv"
     ref.write_text("no1_start_with_0\t0(0+1)*\t0(0|1)*\n")
-    read = bench.load_alpharegex_reference
+    read = problems.load_alpharegex_reference
     monkeypatch.setattr(bench, "load_alpharegex_reference", lambda: read(ref))
     problem = {"name": "no1_start_with_0", "positives": ["0", "00", "01", "010"], "negatives": ["", "1", "10", "11"], "has_x": True}
     out = bench.run_alpharegex(("beam", "beam-alphaleaves"), time_budget=5, problems=[problem])
@@ -428,8 +431,8 @@ def test_cpu_clock_measures_budgets_in_cpu_seconds():
 @pytest.mark.skipif(SHARED is None or not (SHARED / "alpharegex").is_dir(), reason="needs the shared data set alpharegex (../shared/data)")
 def test_bench_synth_reports_its_clock():
     res = bench.run(("beam",), time_budget=5, suites=(), clock_kind="cpu")
-    assert res["clock"] == "cpu" and "CPU seconds" in bench.format_results(res)
-    assert "wall-clock" in bench.format_results(bench.run(("beam",), time_budget=5, suites=()))
+    assert res["clock"] == "cpu" and "CPU seconds" in report.format_results(res)
+    assert "wall-clock" in report.format_results(bench.run(("beam",), time_budget=5, suites=()))
 
 
 def test_bench_synth_corpus_needs_the_treebank(monkeypatch, tmp_path):
@@ -444,7 +447,7 @@ def test_bench_synth_corpus_needs_the_treebank(monkeypatch, tmp_path):
 @pytest.mark.skipif(not HAVE_REGEL, reason="needs the shared data set regel (../shared/data)")
 def test_run_regel_keeps_one_half(monkeypatch):
     seen = []
-    monkeypatch.setattr(bench, "_synthesize", lambda p, *a: seen.append(p["name"]) or synthesize(p["positives"], p["negatives"], time_budget=1))
+    monkeypatch.setattr(bench, "synthesize_problem", lambda p, *a: seen.append(p["name"]) or synthesize(p["positives"], p["negatives"], time_budget=1))
     out = bench.run_regel(("beam",), time_budget=1, limit=3, split="test")
     assert out["split"] == "test" and len(seen) == 3 and all(n in TEST for n in seen)
 
@@ -472,7 +475,7 @@ def test_loops_and_counts(positives, expected):
     rx = re.compile(c.pattern)
     assert all(rx.fullmatch(s) for s in positives)
     assert pattern_dfa(c.pattern).accepts(positives[0])
-    from neurosym.bench.synth import equivalent
+    from neurosym.bench.synth_score import equivalent
 
     assert equivalent(pattern_dfa(c.pattern), pattern_dfa(expected)), c.pattern
 

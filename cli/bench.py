@@ -1,0 +1,170 @@
+"""``neurosym bench ...``: the benchmarks that print ours against a reference in one run
+(compile, inside, synth, wfsa, decode, train)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from neurosym.cli.options import examples, json_option, output_option, seed_option, threads_option
+from neurosym.errors import NeurosymError
+
+
+@click.group(epilog=examples("neurosym bench wfsa", "neurosym bench inside --sizes 16,32 --json", "neurosym bench synth --suites alpharegex --time-budget 10"))
+def bench() -> None:
+    """Benchmarks that print ours vs a reference in one run. ``compile`` and ``synth``
+    need the shared data sets (../shared/data beside the checkout, or
+    $NEUROSYM_SHARED_DATA); ``inside`` and ``wfsa`` need none."""
+
+
+@bench.command(name="compile", epilog=examples("neurosym bench compile", "neurosym bench compile --words 1000 --bpe-size 8000 --json"))
+@click.option("--words", "n_words", default=5000, show_default=True, help="Size of the word list.")
+@click.option("--bpe-size", default=32000, show_default=True, help="Byte-level BPE vocabulary size.")
+@click.option("--reference-timeout", default=900.0, show_default=True, help="Seconds before the interegular reference is abandoned.")
+@json_option()
+def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json: bool) -> None:
+    """Word list as a trie vs an interegular alternation; token index over a BPE vocabulary.
+    Needs the shared data sets wikitext-2 and ud-english-ewt (../shared/data beside the
+    checkout, or $NEUROSYM_SHARED_DATA)."""
+    from neurosym.bench import compile as bench_compile_module  # lazy: --help must not load torch and every subsystem
+    results = bench_compile_module.run(n_words=n_words, bpe_size=bpe_size, reference_timeout=reference_timeout, progress=not as_json)
+    click.echo(json.dumps(results, indent=2) if as_json else bench_compile_module.format_results(results))
+
+
+@bench.command(name="inside", epilog=examples("neurosym bench inside", "neurosym bench inside --lengths 20 --sizes 16,32 --repeats 5 --json"))
+@click.option("--batch", default=8, show_default=True, type=click.IntRange(min=1), help="Sentences per batch.")
+@click.option("--lengths", default="20,40", show_default=True, help="Comma-separated sentence lengths.")
+@click.option("--sizes", default="16,32,64", show_default=True, help="Comma-separated N = T.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Timed runs per configuration (the median is reported).")
+@click.option("--device", default="cpu", show_default=True, help='Torch device of both implementations: "cpu", "cuda" or "cuda:N".')
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds before a run is abandoned.")
+@click.option("--memory-cap-gb", default=20.0, show_default=True, help="Address-space cap per process (at most 75% of available memory).")
+@threads_option(None, "Torch threads per process (default: torch's).")
+@json_option()
+def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str, timeout: float, memory_cap_gb: float, threads: int | None, as_json: bool) -> None:
+    """Inside algorithm forward+backward: ours vs pytorch-struct's SentCFG (seconds, ratio, peak memory)."""
+    from neurosym.bench import inside as bench_inside_module  # lazy: --help must not load torch and every subsystem
+    def ints(text: str, what: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(x) for x in text.split(","))
+        except ValueError:
+            raise NeurosymError(f"--{what}: expected comma-separated integers, got {text!r}") from None
+
+    results = bench_inside_module.run(
+        batch=batch, lengths=ints(lengths, "lengths"), sizes=ints(sizes, "sizes"), repeats=repeats, device=device,
+        timeout=timeout, memory_cap_gb=memory_cap_gb, threads=threads, progress=not as_json,
+    )
+    click.echo(json.dumps(results, indent=2) if as_json else bench_inside_module.format_results(results))
+
+
+@bench.command(
+    name="synth",
+    epilog=examples(
+        "neurosym bench synth --suites alpharegex --time-budget 60",
+        "neurosym bench synth --suites regel --regel-limit 50 --time-budget 5 -o regel.json",
+        "neurosym bench synth --methods beam,beam-posterior --json > results.json",
+        "neurosym bench synth --suites corpus",
+        "neurosym bench synth --suites regel --regel-split test --methods beam --time-budget 5",
+        "neurosym bench synth --suites alpharegex --methods beam,beam-alphaleaves --clock cpu",
+    ),
+)
+@click.option("--methods", default="beam,evolve,reinforce", show_default=True, help="Comma-separated: beam, beam-posterior, beam-enum (no format induction), beam-alphaleaves (AlphaRegex's leaves), evolve, reinforce.")
+@click.option("--time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds per problem.")
+@click.option("--regel-time-budget", default=None, type=click.FloatRange(min=0, min_open=True), help="Seconds per Regel problem (default: --time-budget).")
+@click.option("--regel-limit", default=None, type=click.IntRange(min=1), help="Only the first N Regel problems.")
+@click.option("--suites", "--suite", "suites", default="alpharegex,regel", show_default=True, help="Comma-separated problem sets: alpharegex, regel, corpus (UD English-EWT token classes).")
+@click.option("--regel-split", default="all", show_default=True, type=click.Choice(["all", "dev", "test"]), help="Regel: the development half (for tuning), the test half (to report), or all.")
+@click.option("--corpus-time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="corpus: seconds for all its classes together.")
+@click.option("--corpus-test", default="test", show_default=True, type=click.Choice(["dev", "test"]), help="corpus: the EWT split scored (dev for tuning).")
+@click.option("--clock", "clock_kind", default="wall", show_default=True, type=click.Choice(["wall", "cpu"]), help="Measure budgets and times in wall-clock or process CPU seconds (cpu: a busy machine buys the same search).")
+@seed_option("Random seed of every search (same seed, same results but for timing).")
+@output_option("Also write the results as JSON to this file.")
+@json_option("Print the results as JSON instead of the table.")
+def bench_synth(
+    methods: str, time_budget: float, regel_time_budget: float | None, regel_limit: int | None, suites: str, regel_split: str,
+    corpus_time_budget: float, corpus_test: str, clock_kind: str, seed: int, output: Path | None, as_json: bool,
+) -> None:
+    """Regex synthesis on the AlphaRegex and Regel problems (solved counts, seconds, F1) and
+    on a corpus (UD English-EWT token classes: F1 on test tokens and unseen forms vs
+    memorised forms). Needs the shared data sets alpharegex, regel and ud-english-ewt
+    (../shared/data beside the checkout, or $NEUROSYM_SHARED_DATA)."""
+    from neurosym.bench.synth import bench_synth_command  # lazy: --help must not load torch and every subsystem
+    from neurosym.bench.synth_report import format_results  # lazy: as above
+    from neurosym.files import atomic_write_bytes, check_output  # lazy: --help must not load torch and every subsystem
+
+    if output is not None:
+        output = check_output(output, [], "results")
+    results = bench_synth_command(
+        methods, time_budget, regel_time_budget, regel_limit, suites, seed,
+        regel_split=regel_split, corpus_time_budget=corpus_time_budget, corpus_test=corpus_test, clock_kind=clock_kind,
+    )
+    text = json.dumps(results, indent=1, default=str)
+    if output is not None:
+        atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)
+    click.echo(text if as_json else format_results(results))
+
+
+@bench.command(name="wfsa", epilog=examples("neurosym bench wfsa", "neurosym bench wfsa --threads 2 --json"))
+@threads_option(None, "Torch threads (default: torch's).")
+@json_option()
+def bench_wfsa(threads: int | None, as_json: bool) -> None:
+    """RegexLayer over 100 regexes on a 64 x 128 batch: tokens/s forward and forward+backward,
+    and the ratio to a dense matmul recurrence with as many weights."""
+    from neurosym.bench import wfsa as bench_wfsa_module  # lazy: --help must not load torch and every subsystem
+    results = bench_wfsa_module.run(progress=not as_json, threads=threads)
+    click.echo(json.dumps(results, indent=2) if as_json else bench_wfsa_module.format_results(results))
+
+
+@bench.command(
+    name="decode",
+    epilog=examples("neurosym bench decode", "neurosym bench decode --words 1000 --skip-generation --json", "neurosym bench decode --skip-index --batch 8"),
+)
+@click.option("--words", "n_words", default=5000, show_default=True, type=click.IntRange(min=1), help="Size of the word-list pattern.")
+@click.option("--bpe-size", default=32000, show_default=True, type=click.IntRange(min=300), help="Byte-level BPE vocabulary size.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Index builds and generation runs per measurement (the median is reported).")
+@click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Rows decoded together in the generation part.")
+@threads_option(1, "Torch threads in the generation part.")
+@click.option("--skip-index", is_flag=True, help="Skip the index comparison with outlines-core and XGrammar.")
+@click.option("--skip-generation", is_flag=True, help="Skip the generation timings (processor chain, KV cache).")
+@json_option()
+def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, skip_index: bool, skip_generation: bool, as_json: bool) -> None:
+    """Constrained decoding: the token index side by side with outlines-core and XGrammar
+    (build seconds, index memory, µs per mask over real strings, mask agreement), and per
+    generated token the processor chain and the KV cache against the model's forward.
+    The index part needs the shared data sets wikitext-2 and ud-english-ewt and the
+    `bench` extra (pip install 'neurosym[bench]'); a missing engine is reported, not fatal."""
+    from neurosym.bench import decode as bench_decode_module  # lazy: --help must not load torch and every subsystem
+    from neurosym.data import shared_data  # lazy: as above
+
+    results: dict = {}
+    if not skip_index:
+        shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")  # a clear error before any work
+        results["index"] = bench_decode_module.run(n_words=n_words, bpe_size=bpe_size, repeats=repeats, progress=not as_json)
+    if not skip_generation:
+        results["generation"] = bench_decode_module.bench_generation(batch=batch, repeats=repeats, threads=threads)
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        parts = [bench_decode_module.format_results(results["index"])] if "index" in results else []
+        parts += [bench_decode_module.format_generation(results["generation"])] if "generation" in results else []
+        click.echo("\n\n".join(parts))
+
+
+@bench.command(name="train", epilog=examples("neurosym bench train", "neurosym bench train --repeats 40 --threads 2 --json"))
+@click.option("--repeats", default=20, show_default=True, type=click.IntRange(min=1), help="Timed steps per variant (interleaved; best and median reported).")
+@threads_option(1)
+@click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Windows per batch.")
+@json_option()
+def bench_train(repeats: int, threads: int, batch: int, as_json: bool) -> None:
+    """Time per training step of the baseline LM, the semantic-fusion model, semantic KL and
+    idea gating at the same size on one batch of WikiText-2 windows, in process CPU time,
+    as ratios to the baseline (docs/semantic_kl.md)."""
+    from neurosym.bench import train as bench_train_module  # lazy: --help must not load torch and every subsystem
+
+    results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch)
+    click.echo(json.dumps(results, indent=2) if as_json else bench_train_module.format_results(results))
+
+
+__all__ = ["bench", "bench_compile", "bench_decode", "bench_inside", "bench_synth", "bench_train", "bench_wfsa"]

@@ -1,0 +1,133 @@
+"""``neurosym check``, ``compile``, ``inspect`` and ``sample``: the commands on grammar
+files (and compiled artifacts), each through the registry of file kinds :mod:`neurosym.kinds`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from neurosym.cli.options import examples, json_option, limits, samples_option, seed_option, with_limits
+from neurosym.errors import NeurosymError
+
+
+@click.command(epilog=examples("neurosym check grammars/dates.regex", "neurosym check --json grammars/*.fsg grammars/*.pcfg lexicons/sentiment.lex"))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@with_limits
+@json_option()
+def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: bool) -> None:
+    """Parse and compile FILES; report each one's errors (exit 2 if any)."""
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
+    results, failed = [], False
+    for f in files:
+        try:
+            obj = kinds.load(f, None, limits(max_states, time_limit))
+            summary = kinds.summary(obj)
+            empty = summary.get("patterns", summary.get("features", 1)) == 0
+            results.append({"file": str(f), "ok": True, **summary, "warnings": ["the file defines nothing"] if empty else []})
+        except NeurosymError as err:
+            failed = True
+            results.append({"file": str(f), "ok": False, "error": str(err)})
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            if r["ok"]:
+                click.echo(f"{r['file']}: ok ({r['what']})")
+                for w in r["warnings"]:
+                    click.echo(f"{r['file']}: warning: {w}", err=True)
+            else:
+                click.echo(r["error"], err=True)
+    if failed:
+        sys.exit(2)
+
+
+@click.command(
+    name="compile",
+    epilog=examples(
+        "neurosym compile grammars/dates.regex -o dates.safetensors",
+        "neurosym compile grammars/dates.regex --vocab tokenizer.json -o dates-bpe.safetensors",
+        "neurosym compile grammars/clause.fsg -o clause.safetensors",
+        "python -c \"import neurosym; print(neurosym.load('clause.safetensors'))\"",
+    ),
+)
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--vocab", "vocab_spec", default=None, help="'bytes', a tokenizers .json file, or a word-per-line file. Default: the bank's characters.")
+@click.option("-o", "--output", type=click.Path(), required=True, help="Output .safetensors file.")
+@with_limits
+@json_option("Machine-readable summary.")
+def compile_cmd(file: Path, vocab_spec: str | None, output: str, max_states: int, time_limit: float, as_json: bool) -> None:
+    """Compile FILE to a tensor artifact (written atomically); ``neurosym.load(OUTPUT)``
+    gives the compiled object back, and ``neurosym inspect OUTPUT`` describes it."""
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
+    from neurosym.compile.artifact import save  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
+    from neurosym.vocab import load_vocab  # lazy: --help must not load torch and every subsystem
+    output = check_output(output, [file] + ([vocab_spec] if vocab_spec and Path(vocab_spec).exists() else []), "artifact")
+    vocab = load_vocab(vocab_spec) if vocab_spec else None
+    obj = kinds.load(file, vocab, limits(max_states, time_limit))
+    save(obj, output)
+    summary = {"file": str(file), "output": str(output), **kinds.summary(obj)}
+    click.echo(json.dumps(summary) if as_json else f"wrote {output}: {summary['what']}")
+
+
+@click.command(
+    epilog=examples(
+        "neurosym inspect grammars/dates.regex --pattern DATE -n 3",
+        "neurosym inspect grammars/clause.fsg --draw clause.png",
+        "neurosym inspect clause.safetensors        # an artifact: what its source shows",
+        "neurosym inspect lexicons/sentiment.lex --word good --word awful",
+    ),
+)
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--pattern", "names", multiple=True, help="Regex banks: only these patterns (repeatable).")
+@click.option("--word", "words", multiple=True, help="Lexicons: show these words in the term tables (repeatable).")
+@samples_option()
+@seed_option("Random seed of the samples (same seed, same samples).")
+@click.option("--draw", type=click.Path(path_type=Path), default=None, help="Draw the automaton or FSG to out.png/.svg/.pdf or out.dot.")
+@with_limits
+@json_option("Machine-readable report.")
+def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], n: int, seed: int, draw: Path | None, max_states: int, time_limit: float, as_json: bool) -> None:
+    """Describe FILE: a regex bank (states, classes, samples), an FSG (entropy,
+    perplexity floor, cycles, samples), a PCFG (rule counts, consistency, CNF, sample
+    trees), a lexicon (features, classes, term tables), or a compiled artifact of any of
+    them (.safetensors; an FSG artifact reports what its source does, bar the grammar as
+    written)."""
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
+    if draw is not None:
+        check_output(draw, [file], "drawing")
+    options = kinds.InspectOptions(tuple(names), tuple(words), n, seed, draw, limits(max_states, time_limit))
+    report, text, drawn = kinds.inspect(file, options)
+    click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else text)
+    if drawn is not None and not as_json:
+        click.echo(f"drew {file} to {drawn}")
+
+
+@click.command(
+    epilog=examples(
+        "neurosym sample grammars/clause.fsg -n 3 --seed 1",
+        "neurosym sample grammars/arith.pcfg -n 2 --trees",
+        "neurosym sample grammars/dates.regex --pattern DATE --json",
+    ),
+)
+@click.argument("file", type=click.Path(path_type=Path))
+@samples_option(10)
+@seed_option()
+@click.option("--max-len", default=60, show_default=True, type=click.IntRange(min=0), help="Longest sample in tokens (longer draws are redrawn).")
+@click.option("--trees", is_flag=True, help="PCFGs: print bracketed derivation trees instead of sentences.")
+@click.option("--pattern", "pattern", default=None, help="Regex banks: the pattern to sample (default: the first).")
+@with_limits
+@json_option("A JSON list instead of one sample per line.")
+def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: str | None, max_states: int, time_limit: float, as_json: bool) -> None:
+    """Draw samples from FILE (-n of them): sentences of an FSG, its compiled artifact or a
+    PCFG (from the grammar's own distribution), or strings of a regex bank's pattern
+    (uniform random walks)."""
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
+    out = kinds.sample(file, kinds.SampleOptions(n, seed, max_len, trees, pattern, limits(max_states, time_limit)))
+    click.echo(json.dumps(out, ensure_ascii=False) if as_json else "\n".join(out))
+
+
+__all__ = ["check", "compile_cmd", "inspect", "sample"]

@@ -1,0 +1,100 @@
+"""``neurosym train``, ``plot``, ``eval`` and ``generate``: the commands that make a trained
+run and read one back (a run folder or a checkpoint)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from neurosym.cli.options import examples, json_option, output_option, resume_option, samples_option, seed_option
+
+
+@click.command(
+    epilog=examples(
+        "neurosym train configs/semantic_fusion.toml",
+        "neurosym train configs/semantic_fusion.toml --resume      # after a kill or Ctrl-C",
+        'torchrun --nproc_per_node=2 "$(which neurosym)" train configs/semantic_fusion.toml   # DDP',
+    ),
+)
+@click.argument("config", type=click.Path(path_type=Path))
+@resume_option("Continue the run from its last checkpoint (exactly).")
+def train(config: Path, resume: bool) -> None:
+    """Train from a TOML CONFIG (its [run] task names what to train). Under torchrun,
+    trains with distributed data parallel."""
+    from neurosym.lm.train import train_from_file  # lazy: --help must not load torch and every subsystem
+    result = train_from_file(config, resume=resume)
+    figures = ", ".join(f"{k} {v:.4g}" for k, v in result.eval.items() if isinstance(v, float))
+    click.echo(f"{result.run_dir}: {result.steps} steps, final loss {result.loss:.4f}" + (f"; {figures}" if figures else ""))
+
+
+@click.command(epilog=examples("neurosym plot runs/semantic-fusion", "neurosym plot runs/semantic-fusion -o curves.svg"))
+@click.argument("run", type=click.Path(path_type=Path))
+@output_option("Image file: .png, .svg or .pdf (default RUN/curves.png).")
+def plot(run: Path, output: Path | None) -> None:
+    """Plot a run's metrics (train loss, learning rate, evaluation metrics)."""
+    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
+    from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
+
+    if output is not None:
+        check_output(output, [], "plot")
+    click.echo(f"wrote {plot_run(run, output)}")
+
+
+
+@click.command(
+    name="eval",
+    epilog=examples(
+        "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0",
+        "neurosym eval runs/semantic-fusion/semantic-fusion-baseline-seed0 -n 200 --seed 0 --json > baseline.json",
+        "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0 --settings soft,paper --alpha 0",
+    ),
+)
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option("--settings", default="soft,soft-mask,hard,paper", show_default=True,
+              help="Comma-separated decoding settings: soft (control input only), soft-mask (+ grammar mask), "
+              "hard (+ the requested polarity's adjectives and punctuation only), paper (hard + class mixture).")
+@samples_option(200, "Samples per request and setting.", least=1)
+@seed_option("Random seed (same seed, same samples; the same draws for any run).")
+@click.option("--alpha", default=0.3, show_default=True, type=click.FloatRange(min=0, max=1),
+              help="Weight of the uniform class mixture in the paper setting (0: the model's own distribution).")
+@json_option("The report as JSON.")
+def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, as_json: bool) -> None:
+    """Decode a trained semantic-fusion RUN (a run folder or a checkpoint) for every request
+    (polarity pos/neg x punctuation) under each setting and print polarity and punctuation
+    accuracy, grammaticality, distinct-2, the held-out adjective hit rate next to the
+    sampler's own share, and the intended-vs-realised confusion matrices."""
+    from neurosym.experiments.control import PaperSampler, evaluate_run, format_eval  # lazy: --help must not load torch and every subsystem
+    names = tuple(s.strip() for s in settings.split(",") if s.strip())
+    report = evaluate_run(run, settings=names, n=n, seed=seed, paper=PaperSampler(alpha=alpha))
+    click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else format_eval(report))
+
+
+@click.command(
+    name="generate",
+    epilog=examples(
+        "neurosym generate runs/semantic-fusion --grammar grammars/clause.fsg -n 3",
+        'neurosym generate runs/semantic-fusion/last.pt --grammar grammars/clause.fsg --prompt "Bob cooks" --top-p 0.9 --json',
+        "neurosym generate runs/semantic-fusion --grammar grammars/email.regex:LABEL --temperature 0.7 --seed 1",
+    ),
+)
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option("--grammar", required=True, help="A .regex bank (FILE or FILE:NAME, default its first pattern), an .fsg grammar, or a word list.")
+@click.option("--prompt", default=None, help="Text every sample starts with (it must be in the grammar's language so far).")
+@samples_option(5, "How many samples.")
+@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Sampling temperature.")
+@click.option("--top-p", default=1.0, show_default=True, type=click.FloatRange(min=0, max=1, min_open=True), help="Nucleus sampling mass (1: off).")
+@seed_option()
+@click.option("--max-len", default=40, show_default=True, type=click.IntRange(min=1), help="Most tokens generated per sample (end included); the model's context may cap it.")
+@json_option("A JSON list of samples.")
+def generate_cmd(run: Path, grammar: str, prompt: str | None, n: int, temperature: float, top_p: float, seed: int, max_len: int, as_json: bool) -> None:
+    """Sample from a trained RUN (a run folder or a checkpoint) constrained to a grammar:
+    each sample with its grammar log-probability (an FSG's exact log P; n/a for regexes
+    and word lists) and the model's log-probability of the generated tokens."""
+    from neurosym.decode.run import format_samples, generate_from_run  # lazy: --help must not load torch and every subsystem
+    rows = generate_from_run(run, grammar, prompt=prompt, n=n, temperature=temperature, top_p=top_p, seed=seed, max_len=max_len)
+    click.echo(json.dumps(rows, indent=2, ensure_ascii=False) if as_json else format_samples(rows))
+
+
+__all__ = ["eval_cmd", "generate_cmd", "plot", "train"]

@@ -1,0 +1,79 @@
+"""The plain-text tables of ``neurosym bench synth``: :func:`format_results` for a whole run
+(AlphaRegex, Regel and the corpus suite) and :func:`format_corpus` for the corpus suite."""
+
+from __future__ import annotations
+
+
+def format_results(results: dict) -> str:
+    """A plain-text table of :func:`run`'s results."""
+    unit = "CPU s" if results.get("clock") == "cpu" else "s"
+    lines = [
+        f"regex synthesis (time budget {results.get('time_budget', '?')} {unit} per problem, seed {results.get('seed', '?')}; "
+        f"{'budgets and times in process CPU seconds' if unit != 's' else 'wall-clock budgets and times'})"
+    ]
+    if "alpharegex" in results:
+        lines.append(
+            "AlphaRegex: solved = accepts every positive and no negative; equivalent = same language as the paper's "
+            "reported regex; F1 on every string of length <= 10 not among the examples, labelled by that regex"
+        )
+        lines.append(f"  {'method':16s} {'solved':>8s} {'equivalent':>11s} {'mean F1':>8s} {'median s':>9s} {'max s':>8s}")
+        for m, r in results["alpharegex"].items():
+            eq = f"{r['equivalent']:>4d}/{r['with_reference']:<3d}" if r.get("with_reference") else "       -"
+            f1 = f"{r['mean_f1']:8.3f}" if r.get("with_reference") else "       -"
+            lines.append(
+                f"  {m:16s} {r['solved']:>4d}/{r['problems']:<3d} {eq:>11s} {f1} {r['median_seconds']:9.2f} {r['max_seconds']:8.2f}"
+            )
+    if "regel" in results:
+        rg = results["regel"]
+        lines.append(
+            f"Regel (examples only; split {rg.get('split', 'all')}; {rg['usable']} problems without and/not, {rg['skipped']} skipped): "
+            "consistent = every example right, equivalent = same DFA as the ground truth"
+        )
+        lines.append(f"  {'method':14s} {'consistent':>11s} {'equivalent':>11s} {'success':>8s} {'mean F1':>8s} {'median s':>9s}")
+        for m, r in rg.items():
+            if not isinstance(r, dict):
+                continue
+            lines.append(
+                f"  {m:14s} {r['solved']:>5d}/{r['problems']:<5d} {r['equivalent']:>5d}/{r['problems']:<5d} "
+                f"{100 * r['success_rate']:7.1f}% {r['mean_f1']:8.3f} {r['median_seconds']:9.2f}"
+            )
+            for suite, b in r.get("by_suite", {}).items():
+                lines.append(
+                    f"    {suite:12s} {b['solved']:>5d}/{b['problems']:<5d} {b['equivalent']:>5d}/{b['problems']:<5d} "
+                    f"{100 * b['equivalent'] / max(b['problems'], 1):7.1f}% {b['mean_f1']:8.3f}"
+                )
+    if "corpus" in results:
+        lines.append(format_corpus(results["corpus"]))
+    if "seconds" in results:
+        lines.append(f"total {results['seconds']:.0f} s")
+    return "\n".join(lines)
+
+
+def format_corpus(res: dict) -> str:
+    """The corpus table: F1 (P/R) of the regexes, of memorisation and of word shapes, on all
+    test tokens and on unseen forms."""
+    lines = [
+        f"UD English-EWT, {res['train']} ({res['train_tokens']} tokens) -> {res['test']} ({res['test_tokens']} tokens, "
+        f"{res['unseen_test_tokens']} with a form unseen in {res['train']}); memorised = majority label of the training form, "
+        f"unseen -> {res['majority_class']}; shape = memorised, an unseen form the majority label of its word shape; "
+        f"synthesis {res['seconds']:.0f} s",
+        f"  {'class':6s} {'gold':>5s} {'regex F1 (P/R)':>18s} {'memorised':>18s} {'shape':>18s} | "
+        f"{'unseen':>6s} {'regex F1 (P/R)':>18s} {'memorised':>18s} {'shape':>18s}",
+    ]
+
+    def cell(x: dict) -> str:
+        return f"{x['f1']:.3f} ({x['precision']:.2f}/{x['recall']:.2f})"
+
+    for lab, row in res["classes"].items():
+        a, u = row["all"], row["unseen"]
+        lines.append(
+            f"  {lab:6s} {a['tokens']:5d} {cell(a['regex']):>18s} {cell(a['memorised']):>18s} {cell(a['shape']):>18s} | "
+            f"{u['tokens']:6d} {cell(u['regex']):>18s} {cell(u['memorised']):>18s} {cell(u['shape']):>18s}"
+        )
+    for lab, row in res["classes"].items():
+        p = row["pattern"]
+        lines.append(f"  {lab}: /{p if len(p) <= 100 else p[:97] + '...'}/")
+    return "\n".join(lines)
+
+
+__all__ = ["format_corpus", "format_results"]
