@@ -41,7 +41,7 @@ from neurosym.compile.fsg import load_fsg
 from neurosym.compile.regex import compile_regex, literal_alternatives, parse_pattern
 from neurosym.compile.token_index import vocab_trie
 from neurosym.data import shipped_file, shared_data
-from neurosym.dsl import ir
+from neurosym.dsl import regex_ir
 from neurosym.decode import FSGPrior, GrammarMask, Nucleus, RepetitionPenalty, Temperature
 from neurosym.dsl.regex import read_regex_bank
 from neurosym.errors import NeurosymError
@@ -82,26 +82,26 @@ def ascii_shorthands(pattern: str) -> str:
     return "".join(out)
 
 
-def flat_regex(bank: ir.Bank, name: str) -> str:
+def flat_regex(bank: regex_ir.Bank, name: str) -> str:
     """One bank pattern as a single regex string (references inlined, ASCII shorthands)."""
 
-    def expr(e: ir.Expr, stack: tuple[str, ...]) -> str:
-        if isinstance(e, ir.Regex):
+    def expr(e: regex_ir.Expr, stack: tuple[str, ...]) -> str:
+        if isinstance(e, regex_ir.Regex):
             return f"(?:{ascii_shorthands(e.pattern)})"
-        if isinstance(e, ir.Literal):
+        if isinstance(e, regex_ir.Literal):
             return re.escape(e.text)
-        if isinstance(e, ir.Words):
+        if isinstance(e, regex_ir.Words):
             return "(?:" + "|".join(re.escape(w) for w in e.words) + ")"
-        if isinstance(e, ir.Ref):
+        if isinstance(e, regex_ir.Ref):
             rule = bank.resolve(e)
             if rule.flags:
                 raise NeurosymError(f"bench decode: {rule.name} has flags {rule.flags!r}; pick a pattern without flags")
             return f"(?:{expr(rule.expr, stack + (rule.name,))})"
-        if isinstance(e, ir.Seq):
+        if isinstance(e, regex_ir.Seq):
             return "".join(expr(x, stack) for x in e.items)
-        if isinstance(e, ir.Choice):
+        if isinstance(e, regex_ir.Choice):
             return "(?:" + "|".join(expr(x, stack) for x in e.options) + ")"
-        if isinstance(e, ir.Repeat):
+        if isinstance(e, regex_ir.Repeat):
             hi = "" if e.max is None else str(e.max)
             return f"(?:{expr(e.item, stack)}){{{e.min},{hi}}}"
         raise TypeError(e)

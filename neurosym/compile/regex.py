@@ -25,7 +25,7 @@ from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
 from neurosym.compile.nfa import Builder, Frag
 from neurosym.compile.token_index import token_index
-from neurosym.dsl import ir
+from neurosym.dsl import regex_ir
 from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
@@ -273,7 +273,7 @@ class RegexBank:
         return (states >= 0) & self.final[states.clamp(min=0)]
 
 
-def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
+def compile_bank(bank: regex_ir.Bank, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
     """Compile every pattern of a parsed bank (imports included) over one vocabulary."""
     if len(bank.patterns) > limits.max_patterns:
         over = list(bank.patterns.values())[limits.max_patterns]
@@ -285,7 +285,7 @@ def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Lim
     return RegexBank(autos, weights, vocab, path=bank.path)
 
 
-def rule_dfa(bank: ir.Bank, rule: ir.Pattern, limits: Limits = Limits()) -> CharDFA:
+def rule_dfa(bank: regex_ir.Bank, rule: regex_ir.Pattern, limits: Limits = Limits()) -> CharDFA:
     """The minimal character DFA of one bank rule (references expanded, word lists as tries)."""
     started = time.monotonic()
     what = f"{rule.span}: {rule.name}"
@@ -309,13 +309,13 @@ def _shown(pattern: str, width: int = 60) -> str:
 class _RuleBuilder:
     """Expands a rule's expression into NFA fragments; referenced rules are built once and copied."""
 
-    def __init__(self, bank: ir.Bank, builder: Builder, limits: Limits):
+    def __init__(self, bank: regex_ir.Bank, builder: Builder, limits: Limits):
         self.bank = bank
         self.limits = limits
         self.b = builder
         self.built: dict[tuple[str, str], Frag] = {}
 
-    def rule(self, rule: ir.Pattern, stack: tuple[tuple[str, str], ...]) -> Frag:
+    def rule(self, rule: regex_ir.Pattern, stack: tuple[tuple[str, str], ...]) -> Frag:
         key = (rule.scope, rule.name)
         if key in stack:
             raise SourceError.at(rule.span, f"{rule.name} refers to itself; banks describe regular languages and cannot recurse")
@@ -327,22 +327,22 @@ class _RuleBuilder:
         self.built[key] = frag
         return frag
 
-    def expr(self, e: ir.Expr, ic: bool, dotall: bool, stack) -> Frag:
+    def expr(self, e: regex_ir.Expr, ic: bool, dotall: bool, stack) -> Frag:
         b = self.b
-        if isinstance(e, ir.Regex):
+        if isinstance(e, regex_ir.Regex):
             return b.regex(parse_pattern(e.pattern, e.span.shifted(1), ic), ignore_case=ic, dotall=dotall)
-        if isinstance(e, ir.Literal):
+        if isinstance(e, regex_ir.Literal):
             return b.literal(e.text, ignore_case=ic)
-        if isinstance(e, ir.Words):
+        if isinstance(e, regex_ir.Words):
             return b.dfa(words_dfa(e.words, ignore_case=ic, limits=self.limits))
-        if isinstance(e, ir.Ref):
+        if isinstance(e, regex_ir.Ref):
             return self.rule(self.bank.resolve(e), stack)
-        if isinstance(e, ir.Seq):
+        if isinstance(e, regex_ir.Seq):
             return b.seq([self.expr(x, ic, dotall, stack) for x in e.items])
-        if isinstance(e, ir.Choice):
+        if isinstance(e, regex_ir.Choice):
             with b.building(f"an alternation of {len(e.options):,} options at {e.span}"):
                 return b.alt([self.expr(x, ic, dotall, stack) for x in e.options])
-        if isinstance(e, ir.Repeat):
+        if isinstance(e, regex_ir.Repeat):
             return b.repeat(self.expr(e.item, ic, dotall, stack), e.min, e.max)
         raise TypeError(f"unknown bank expression {type(e).__name__}")
 
