@@ -38,10 +38,11 @@ import torch
 from neurosym.bench.compile import bpe_tokenizer, frequent_words
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.fsg import load_fsg
-from neurosym.compile.regex import compile_regex, literal_alternatives, parse_pattern
+from neurosym.compile.regex import compile_regex, literal_alternatives
 from neurosym.compile.token_index import vocab_trie
 from neurosym.data import shipped_file, shared_data
 from neurosym.dsl import regex_ir
+from neurosym.dsl.regex_syntax import parse_pattern
 from neurosym.decode import FSGPrior, GrammarMask, Nucleus, RepetitionPenalty, Temperature
 from neurosym.dsl.regex import read_regex_bank
 from neurosym.errors import NeurosymError
@@ -291,7 +292,7 @@ def rss_growth(kind: str, pattern: str, vocab: Vocab, eos: int, timeout: float) 
 
 def parse_floor(pattern: str, repeats: int = 3) -> float:
     """Seconds (best of ``repeats``) that parsing ``pattern`` with interegular takes, the
-    first step of every neurosym regex build (``compile.regex.parse_pattern``): a floor
+    first step of every neurosym regex build (``dsl.regex_syntax.parse_pattern``): a floor
     under neurosym's build time that no token-index work can remove."""
     best = math.inf
     for _ in range(repeats):

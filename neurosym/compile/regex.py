@@ -1,8 +1,9 @@
 """Regexes and `.regex` banks -> automata.
 
 Pipeline: pattern text -> lexical check (positions of unsupported features) ->
-``interegular`` parser -> character NFA (word lists as tries) -> subset construction
-with a state cap and a time cap -> minimal character DFA -> token-level `Automaton`.
+syntax tree (:mod:`neurosym.dsl.regex_syntax`, interegular's parser underneath) ->
+character NFA (word lists as tries) -> subset construction with a state cap and a
+time cap -> minimal character DFA -> token-level `Automaton`.
 
 Semantics are Python's ``re.fullmatch`` with ``re.ASCII``: ``\\d \\w \\s`` and the ``i``
 flag are ASCII-only; a pattern denotes a set of strings, so ``a|ab`` accepts ``ab``.
@@ -16,17 +17,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import interegular
 import numpy as np
 import torch
-from interegular.patterns import InvalidSyntax, Pattern, Unsupported
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
 from neurosym.compile.nfa import Builder, Frag
 from neurosym.compile.token_index import token_index
 from neurosym.dsl import regex_ir
-from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
+from neurosym.dsl.regex_syntax import parse_pattern
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
 from neurosym.dsl.regex import read_regex_bank, too_many_patterns
@@ -60,32 +59,6 @@ class Limits:
     max_patterns: int = DEFAULT_MAX_PATTERNS
     max_cnf_symbols: int = DEFAULT_MAX_CNF_SYMBOLS
     max_elements: int = DEFAULT_MAX_ELEMENTS
-
-
-_SENTINEL = "\x00"
-
-
-def parse_pattern(pattern: str, span: Span | None = None, ignore_case: bool = False):
-    """Check and parse a Python-syntax pattern into interegular's AST (errors carry positions).
-
-    ``span``, when given, is the position of the pattern's first character;
-    ``ignore_case`` says whether the ``i`` flag applies from outside the pattern."""
-    at = span or Span(None, 1, 1)
-    check_pattern(pattern, Span(at.path, at.line, at.col - 1), ignore_case)
-    try:
-        # interegular's public parse simplifies, and simplify() loses the removed flags of
-        # a scoped group wrapped in a group of one option, e.g. (?-i:a) as the whole pattern
-        # under flags="i". Parsed as one option of a two-option alternation (a NUL sentinel
-        # the other), the pattern is never collapsed; the sentinel option is then dropped.
-        parsed = interegular.parse_pattern(f"(?:{normalize_pattern(pattern)}|{_SENTINEL})")
-        *options, sentinel = parsed.options
-        if not options or [getattr(x, "chars", None) for x in getattr(sentinel, "parts", ())] != [frozenset(_SENTINEL)]:
-            raise InvalidSyntax("unexpected parse")  # never for a pattern that parses on its own
-        return Pattern(tuple(options), parsed.added_flags, parsed.removed_flags)
-    except Unsupported as err:
-        raise SourceError.at(at, f"unsupported regex feature: {err}; only regular languages are supported") from None
-    except (InvalidSyntax, ValueError) as err:
-        raise SourceError.at(at, f"cannot parse the pattern {pattern!r}: {err or 'invalid syntax'}") from None
 
 
 LITERAL_RUN = re.compile(r"(?:[^\\|()\[\]{}.*+?^$]|\\[^0-9A-Za-z])*")  # characters and escaped punctuation
