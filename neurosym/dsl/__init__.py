@@ -1,4 +1,6 @@
-"""Parsers for neurosym's text formats (lark LALR grammars) into plain IR dataclasses."""
+"""Parsers for neurosym's text formats (lark LALR grammars) into plain IR dataclasses, and
+of Python-syntax regex patterns into a plain syntax tree (:mod:`.regex_syntax`, the one
+reader of interegular's)."""
 
 from neurosym.dsl import regex_ir
 from neurosym.dsl.pattern_check import check_pattern
