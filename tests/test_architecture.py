@@ -80,7 +80,7 @@ def read_layer_table(text: str) -> tuple[list[tuple[str, str]], dict[str, set[st
         below = [] if may_import in ("—", "-", "") else [x.strip() for x in may_import.split(",")]
         for b in below:
             if b not in allowed:
-                raise AssertionError(f"docs/architecture.md: layer {name!r} may import {b!r}, which is not a row above it")
+                raise AssertionError(f"docs/architecture.md: layer {name!r} may import {b!r}, which is not a row listed before it")
         allowed[name] = {name}.union(*(allowed[b] for b in below))
         order.append(name)
         for path in backticked_list(modules, f"layer {name!r}"):
@@ -221,7 +221,7 @@ def test_layer_table_reader_rejects_what_it_cannot_enforce():
     assert prefixes == [("neurosym.errors", "base"), ("neurosym.dsl", "dsl"), ("neurosym", "top")]
     assert allowed == {"base": {"base"}, "dsl": {"dsl", "base"}, "top": {"top", "dsl", "base"}} and order == ["base", "dsl", "top"]
     bad = {
-        "| a | `dsl/` | b |\n| b | `errors.py` | — |\n": "not a row above it",  # an arrow up, or a cycle
+        "| a | `dsl/` | b |\n| b | `errors.py` | — |\n": "not a row listed before it",  # an arrow up, or a cycle
         "| a | `dsl/` | — |\n| b | `dsl/`, `files.py` | a |\n": "in two layers",
         "| a | dsl/ | — |\n": "comma-separated list",
         "| a | `neurosym/dsl` | — |\n": "not a path under neurosym/",
