@@ -1,50 +1,112 @@
 """The library's imports point one way (docs/architecture.md).
 
 Every ``import`` of every module under ``neurosym/`` and ``cli/`` is read with
-:mod:`ast` (those inside functions too) and checked against the layer table below: a
-module may import from its own layer or a lower one, never from a higher one, and the
-module graph has no cycle. An import inside a function is allowed only for a heavy
-subsystem loaded lazily on purpose, marked by a ``# lazy`` comment on its line or the
-line above.
+:mod:`ast` (those inside functions too) and checked against the layer table of
+docs/architecture.md, which this test parses (the document is the only copy): a module
+may import from its own layer and from the layers its row may import (transitively),
+never from any other, and the module graph has no cycle. An import inside a function is
+allowed only for a heavy subsystem loaded lazily on purpose, marked by a ``# lazy``
+comment on its line or the line above. No module reads a private name of another module,
+nor of a third-party package outside that package's adapter module (the document's
+second table).
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "architecture.md"
+LAYER_HEADING = "## The layers, and the rule that keeps them apart"
+BACKTICKED = re.compile(r"`([^`]+)`")
 
-# (module prefix, layer): the longest matching prefix decides. Lower layers know nothing
-# of higher ones.
-LAYERS: list[tuple[str, int]] = [
-    ("neurosym.errors", 0),
-    ("neurosym.vocab", 0),
-    ("neurosym.semiring", 0),
-    ("neurosym.fuzzy", 0),
-    ("neurosym.version", 0),
-    ("neurosym.files", 0),
-    ("neurosym.dsl", 1),
-    ("neurosym.compile", 2),
-    ("neurosym.kinds", 3),
-    ("neurosym.report", 3),
-    ("neurosym.layers", 4),
-    ("neurosym.data", 4),
-    ("neurosym.tasks", 4),  # the structured suite's tasks (issue 20)
-    ("neurosym.lm", 5),
-    ("neurosym.decode", 6),
-    ("neurosym.hf", 6),  # the Hugging Face bridge (optional extra `hf`)
-    ("neurosym.hf_idea", 6),  # idea gating on a transformers LM (optional extra `hf`)
-    ("neurosym.experiments", 6),
-    ("neurosym.synth", 6),
-    ("neurosym.bench", 6),
-    ("neurosym.cli", 7),
-    ("neurosym", 8),  # the package's front door (neurosym/__init__.py) may import any layer
-]
-LAYER_NAMES = {0: "base", 1: "dsl", 2: "compile", 3: "kinds/report", 4: "layers/data", 5: "lm",
-               6: "decode/hf/experiments/synth/bench", 7: "cli", 8: "front door"}
+
+def markdown_tables(text: str, heading: str) -> list[list[list[str]]]:
+    """The tables under ``heading`` (up to the next ``## `` heading), each as rows of
+    cells, the header and the ``---`` line dropped."""
+    if heading not in text:
+        raise AssertionError(f"docs/architecture.md has no section {heading!r}")
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    tables: list[list[list[str]]] = []
+    current: list[list[str]] | None = None
+    for line in section.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if current is None:
+                current = []  # the header row
+                tables.append(current)
+            elif not all(set(c) <= set("-: ") for c in cells):
+                current.append(cells)
+        else:
+            current = None
+    return tables
+
+
+def module_of_path(path: str) -> str:
+    """A path of the table (``dsl/``, ``kinds.py``, ``__init__.py``) -> a module prefix."""
+    if not re.fullmatch(r"[a-z_]+(/[a-z_]+)*(/|\.py)", path):
+        raise AssertionError(f"docs/architecture.md: {path!r} is not a path under neurosym/ (`x/`, `x.py`, `x/y.py`)")
+    name = (path[:-1] if path.endswith("/") else path[:-3]).replace("/", ".")
+    return "neurosym" if name == "__init__" else f"neurosym.{name}"
+
+
+def backticked_list(cell: str, where: str) -> list[str]:
+    """The comma-separated backticked items of a cell; anything else in it is an error."""
+    items = BACKTICKED.findall(cell)
+    if not items or BACKTICKED.sub("", cell).replace(",", "").strip():
+        raise AssertionError(f"docs/architecture.md, {where}: expected a comma-separated list of `paths`, got {cell!r}")
+    return items
+
+
+def read_layer_table(text: str) -> tuple[list[tuple[str, str]], dict[str, set[str]], list[str]]:
+    """``(prefixes, allowed, order)``: (module prefix, layer) pairs; for each layer the
+    layers it may import (its own and, transitively, those its row names); the layers
+    bottom first."""
+    tables = markdown_tables(text, LAYER_HEADING)
+    if not tables or any(len(r) != 3 for r in tables[0]):
+        raise AssertionError("docs/architecture.md: the layer table needs three columns (layer | modules | may import)")
+    prefixes: list[tuple[str, str]] = []
+    allowed: dict[str, set[str]] = {}
+    order: list[str] = []
+    for name, modules, may_import in tables[0]:
+        if name in allowed:
+            raise AssertionError(f"docs/architecture.md: layer {name!r} has two rows")
+        below = [] if may_import in ("—", "-", "") else [x.strip() for x in may_import.split(",")]
+        for b in below:
+            if b not in allowed:
+                raise AssertionError(f"docs/architecture.md: layer {name!r} may import {b!r}, which is not a row listed before it")
+        allowed[name] = {name}.union(*(allowed[b] for b in below))
+        order.append(name)
+        for path in backticked_list(modules, f"layer {name!r}"):
+            prefix = module_of_path(path)
+            if prefix in dict(prefixes):
+                raise AssertionError(f"docs/architecture.md: {path} is in two layers")
+            prefixes.append((prefix, name))
+    return prefixes, allowed, order
+
+
+def read_adapters(text: str) -> dict[str, str]:
+    """Third-party package -> the one module allowed to read its private names."""
+    tables = markdown_tables(text, LAYER_HEADING)
+    if len(tables) < 2 or any(len(r) != 2 for r in tables[1]):
+        raise AssertionError("docs/architecture.md: the adapter table needs two columns (third-party package | its adapter module)")
+    out = {}
+    for package, module in tables[1]:
+        [pkg] = backticked_list(package, "adapter table")
+        [path] = backticked_list(module, "adapter table")
+        out[pkg] = module_of_path(path)
+    return out
+
+
+DOC_TEXT = DOC.read_text()
+LAYERS, ALLOWED, ORDER = read_layer_table(DOC_TEXT)
+ADAPTERS = read_adapters(DOC_TEXT)
 
 
 def module_files() -> dict[str, Path]:
@@ -59,11 +121,11 @@ def module_files() -> dict[str, Path]:
     return out
 
 
-def layer_of(module: str) -> int:
+def layer_of(module: str) -> str:
     # the front door is the package's __init__ only; every other module is listed by prefix
     best = max((p for p, _ in LAYERS if module == p or (p != "neurosym" and module.startswith(p + "."))), key=len, default=None)
     if best is None:
-        raise AssertionError(f"{module}: not in tests/test_architecture.py's layer table; add it there")
+        raise AssertionError(f"{module}: in no layer of docs/architecture.md's layer table; add it there")
     return dict(LAYERS)[best]
 
 
@@ -119,13 +181,55 @@ def test_every_module_has_a_layer():
         layer_of(module)
 
 
+def forbidden(module: str, target: str) -> str | None:
+    """Why the layer table forbids ``module`` to import ``target``, or None when it allows it."""
+    src, dst = layer_of(module), layer_of(target)
+    if dst in ALLOWED[src]:
+        return None
+    return f"{module} ({src}) imports {target} ({dst}); {src} may import {', '.join(x for x in ORDER if x in ALLOWED[src])}"
+
+
+def test_forbidden_follows_the_table():
+    assert forbidden("neurosym.experiments.control", "neurosym.decode.mask") is None
+    assert forbidden("neurosym.bench.synth", "neurosym.synth.clock") is None
+    assert forbidden("neurosym.hf_idea", "neurosym.hf") is None
+    assert "synth may import" in forbidden("neurosym.synth.beam", "neurosym.decode.mask")  # synthesis needs no decoding
+    assert forbidden("neurosym.decode.run", "neurosym.experiments.control") is not None
+    assert forbidden("neurosym.hf", "neurosym.hf_idea") is not None
+    assert forbidden("neurosym.lm.fusion", "neurosym.kinds") is not None
+    assert forbidden("neurosym.compile.regex", "neurosym.cli.main") is not None
+
+
 def test_imports_point_down():
-    bad = []
-    for module, path, target, line, _inner, _ctx in _all_imports():
-        src, dst = layer_of(module), layer_of(target)
-        if dst > src:
-            bad.append(f"{path.relative_to(REPO)}:{line}: {module} ({LAYER_NAMES[src]}) imports {target} ({LAYER_NAMES[dst]})")
-    assert not bad, "imports that point up:\n" + "\n".join(bad)
+    bad = [
+        f"{path.relative_to(REPO)}:{line}: {why}"
+        for module, path, target, line, _inner, _ctx in _all_imports()
+        if (why := forbidden(module, target))
+    ]
+    assert not bad, "imports the layer table of docs/architecture.md forbids:\n" + "\n".join(bad)
+
+
+def test_layer_table_names_only_real_modules():
+    # a stale row would let a forbidden import through once its name is reused
+    for prefix, layer in LAYERS:
+        assert any(m == prefix or m.startswith(prefix + ".") for m in FILES), f"docs/architecture.md, layer {layer}: {prefix} does not exist"
+
+
+def test_layer_table_reader_rejects_what_it_cannot_enforce():
+    head = LAYER_HEADING + "\n\n| layer | modules | may import |\n| --- | --- | --- |\n"
+    prefixes, allowed, order = read_layer_table(head + "| base | `errors.py` | — |\n| dsl | `dsl/` | base |\n| top | `__init__.py` | dsl |\n")
+    assert prefixes == [("neurosym.errors", "base"), ("neurosym.dsl", "dsl"), ("neurosym", "top")]
+    assert allowed == {"base": {"base"}, "dsl": {"dsl", "base"}, "top": {"top", "dsl", "base"}} and order == ["base", "dsl", "top"]
+    bad = {
+        "| a | `dsl/` | b |\n| b | `errors.py` | — |\n": "not a row listed before it",  # an arrow up, or a cycle
+        "| a | `dsl/` | — |\n| b | `dsl/`, `files.py` | a |\n": "in two layers",
+        "| a | dsl/ | — |\n": "comma-separated list",
+        "| a | `neurosym/dsl` | — |\n": "not a path under neurosym/",
+        "| a | `dsl/` |\n": "three columns",
+    }
+    for rows, message in bad.items():
+        with pytest.raises(AssertionError, match=message):
+            read_layer_table(head + rows)
 
 
 def test_no_import_cycles():
@@ -150,12 +254,112 @@ def test_function_level_imports_are_marked_lazy():
     assert not bad, "imports inside functions without a `# lazy` reason:\n" + "\n".join(bad)
 
 
+def is_private(name: str) -> bool:
+    """``_x`` and ``__x`` are private; ``__x__`` is not."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def third_party(dotted: str) -> str | None:
+    """The top-level package of an absolute import when it is neither neurosym nor the
+    standard library."""
+    top = dotted.split(".")[0]
+    return None if not top or top in ("neurosym", "cli") or top in sys.stdlib_module_names else top
+
+
+def private_uses(source: str, own_package: str | None = None) -> list[tuple[int, str, str | None]]:
+    """``(line, what, third-party package or None)`` for every private name a module
+    reaches across a module boundary: ``from x import _y`` (any absolute module), and of
+    a third-party package ``import pkg._m``, ``from pkg._m import y``, ``pkg._x`` and
+    ``getattr(pkg, "_x")``, down attribute, call and subscript chains from a name the
+    module imported (``pkg.f()._x``, ``mod.Cls._x``). Uses of ``own_package`` (the
+    package whose adapter this module is) are left out."""
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}  # a name the module imported -> its third-party package
+    out: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                pkg = third_party(a.name)
+                if pkg:
+                    bound[a.asname or a.name.split(".")[0]] = pkg
+                    if any(is_private(part) for part in a.name.split(".")):
+                        out.append((node.lineno, f"import {a.name}", pkg))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            pkg = third_party(node.module)
+            if pkg and any(is_private(part) for part in node.module.split(".")):
+                out.append((node.lineno, f"from {node.module} import ...", pkg))
+            for a in node.names:
+                if is_private(a.name):
+                    out.append((node.lineno, f"from {node.module} import {a.name}", pkg))
+                if pkg:
+                    bound[a.asname or a.name] = pkg
+
+    def root(node: ast.AST) -> str | None:
+        while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return bound.get(node.id) if isinstance(node, ast.Name) else None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_private(node.attr):
+            pkg = root(node.value)
+            if pkg:
+                out.append((node.lineno, f"{ast.unparse(node)}", pkg))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr", "setattr", "delattr")
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and is_private(node.args[1].value)):
+            pkg = root(node.args[0])
+            if pkg:
+                out.append((node.lineno, f"{ast.unparse(node)}", pkg))
+    return sorted((line, what, pkg) for line, what, pkg in out if pkg is None or pkg != own_package)
+
+
+def test_private_use_finder():
+    src = """
+import interegular
+import interegular.patterns as ip
+from interegular import patterns as ire
+from interegular._impl import x
+from interegular.patterns import _CharGroup, Pattern
+from neurosym.x import _helper
+import os, numpy as np
+def f(node):
+    a = isinstance(node, ire._Concatenation) and node is ip._DOT
+    b = interegular.parse_pattern("a")._cache
+    c = getattr(ire, "_EMPTY", None), getattr(ire, "Pattern"), Pattern._fields[0]._y
+    d = os._exit, np.__version__, node._private, ire.REFlags.I, np.linalg._umath_linalg
+"""
+    found = [(line, what) for line, what, _pkg in private_uses(src)]
+    assert found == [
+        (5, "from interegular._impl import ..."),
+        (6, "from interegular.patterns import _CharGroup"),
+        (7, "from neurosym.x import _helper"),
+        (10, "ip._DOT"),
+        (10, "ire._Concatenation"),
+        (11, "interegular.parse_pattern('a')._cache"),
+        (12, "Pattern._fields"),
+        (12, "Pattern._fields[0]._y"),
+        (12, "getattr(ire, '_EMPTY', None)"),
+        (13, "np.linalg._umath_linalg"),
+    ]
+    # the adapter of interegular may use interegular's private names, and nothing else's
+    assert [what for _line, what, _pkg in private_uses(src, own_package="interegular")] == [
+        "from neurosym.x import _helper", "np.linalg._umath_linalg",
+    ]
+
+
+def test_adapters_exist_and_use_their_package():
+    for pkg, module in ADAPTERS.items():
+        assert module in FILES, f"docs/architecture.md: the adapter of {pkg}, {module}, does not exist"
+        assert any(p == pkg for _line, _what, p in private_uses(FILES[module].read_text())), (
+            f"{module} uses no private name of {pkg}; drop it from docs/architecture.md's adapter table"
+        )
+
+
 def test_no_private_names_cross_modules():
-    bad = []
-    for module, path in FILES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for a in node.names:
-                    if a.name.startswith("_") and not a.name.startswith("__"):
-                        bad.append(f"{path.relative_to(REPO)}:{node.lineno}: from {node.module} import {a.name}")
-    assert not bad, "private names imported across modules:\n" + "\n".join(bad)
+    adapter_of = {module: pkg for pkg, module in ADAPTERS.items()}
+    bad = [
+        f"{path.relative_to(REPO)}:{line}: {what}" + (f" (a private name of {pkg}: only its adapter module may use it)" if pkg else "")
+        for module, path in FILES.items()
+        for line, what, pkg in private_uses(path.read_text(), adapter_of.get(module))
+    ]
+    assert not bad, "private names used across modules:\n" + "\n".join(bad)

@@ -13,7 +13,7 @@ from neurosym.cli.main import main
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.experiments.semantic_fusion import CONTROL, VARIANTS, format_report, recipe_config, reproduce, task
 from neurosym.lm.config import load_config
-from neurosym.lm.fusion import LexicalOutput, context_free_columns, control_from_features, control_names
+from neurosym.lm.fusion import LexicalOutput, control_from_features, control_names
 from neurosym.lm.train import seed_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +146,7 @@ def test_shipped_config_trains_with_control_and_the_lexical_output():
     t = task(recipe_config("fusion-lexical", 0, model=TINY, train=64, valid=16))
     model = t.build_model(None)
     assert model.adapter.n_control == len(control_names(t.bank.names, CONTROL)) and model.adapter.control_dropout == 0.1
-    assert isinstance(model.output, LexicalOutput) and model.output.W_o.shape == (len(context_free_columns(t.bank)), TINY["d_model"])
+    assert isinstance(model.output, LexicalOutput) and model.output.W_o.shape == (len(t.bank.context_free_columns()), TINY["d_model"])
 
 
 @pytest.mark.parametrize("line, message", [

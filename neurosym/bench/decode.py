@@ -38,10 +38,11 @@ import torch
 from neurosym.bench.compile import bpe_tokenizer, frequent_words
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.fsg import load_fsg
-from neurosym.compile.regex import compile_regex, literal_alternatives, parse_pattern
+from neurosym.compile.regex import compile_regex, literal_alternatives
 from neurosym.compile.token_index import vocab_trie
 from neurosym.data import shipped_file, shared_data
-from neurosym.dsl import ir
+from neurosym.dsl import regex_ir
+from neurosym.dsl.regex_syntax import parse_pattern
 from neurosym.decode import FSGPrior, GrammarMask, Nucleus, RepetitionPenalty, Temperature
 from neurosym.dsl.regex import read_regex_bank
 from neurosym.errors import NeurosymError
@@ -82,26 +83,26 @@ def ascii_shorthands(pattern: str) -> str:
     return "".join(out)
 
 
-def flat_regex(bank: ir.Bank, name: str) -> str:
+def flat_regex(bank: regex_ir.Bank, name: str) -> str:
     """One bank pattern as a single regex string (references inlined, ASCII shorthands)."""
 
-    def expr(e: ir.Expr, stack: tuple[str, ...]) -> str:
-        if isinstance(e, ir.Regex):
+    def expr(e: regex_ir.Expr, stack: tuple[str, ...]) -> str:
+        if isinstance(e, regex_ir.Regex):
             return f"(?:{ascii_shorthands(e.pattern)})"
-        if isinstance(e, ir.Literal):
+        if isinstance(e, regex_ir.Literal):
             return re.escape(e.text)
-        if isinstance(e, ir.Words):
+        if isinstance(e, regex_ir.Words):
             return "(?:" + "|".join(re.escape(w) for w in e.words) + ")"
-        if isinstance(e, ir.Ref):
+        if isinstance(e, regex_ir.Ref):
             rule = bank.resolve(e)
             if rule.flags:
                 raise NeurosymError(f"bench decode: {rule.name} has flags {rule.flags!r}; pick a pattern without flags")
             return f"(?:{expr(rule.expr, stack + (rule.name,))})"
-        if isinstance(e, ir.Seq):
+        if isinstance(e, regex_ir.Seq):
             return "".join(expr(x, stack) for x in e.items)
-        if isinstance(e, ir.Choice):
+        if isinstance(e, regex_ir.Choice):
             return "(?:" + "|".join(expr(x, stack) for x in e.options) + ")"
-        if isinstance(e, ir.Repeat):
+        if isinstance(e, regex_ir.Repeat):
             hi = "" if e.max is None else str(e.max)
             return f"(?:{expr(e.item, stack)}){{{e.min},{hi}}}"
         raise TypeError(e)
@@ -291,7 +292,7 @@ def rss_growth(kind: str, pattern: str, vocab: Vocab, eos: int, timeout: float) 
 
 def parse_floor(pattern: str, repeats: int = 3) -> float:
     """Seconds (best of ``repeats``) that parsing ``pattern`` with interegular takes, the
-    first step of every neurosym regex build (``compile.regex.parse_pattern``): a floor
+    first step of every neurosym regex build (``dsl.regex_syntax.parse_pattern``): a floor
     under neurosym's build time that no token-index work can remove."""
     best = math.inf
     for _ in range(repeats):

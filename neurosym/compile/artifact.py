@@ -48,7 +48,7 @@ from neurosym.compile.pcfg import RuleTensors
 from neurosym.compile.token_index import TokenArcs
 from neurosym.compile.regex import Limits, RegexBank, compile_bank
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.dsl import ir
+from neurosym.dsl import regex_ir
 from neurosym.errors import NeurosymError
 from neurosym.files import atomic_write_bytes, digest
 from neurosym.version import __version__
@@ -352,13 +352,13 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("NEUROSYM_CACHE", Path.home() / ".cache" / "neurosym"))
 
 
-def bank_sources(bank: ir.Bank) -> list[str]:
+def bank_sources(bank: regex_ir.Bank) -> list[str]:
     """Every file a parsed bank was built from: the bank, its imports and its word lists."""
     files = {rule.scope for rule in bank.rules.values() if rule.scope}
     if bank.path:
         files.add(str(Path(bank.path).resolve()))
     for rule in bank.rules.values():
-        files.update(w.path for w in ir.walk_expr(rule.expr) if isinstance(w, ir.Words))
+        files.update(w.path for w in regex_ir.walk_expr(rule.expr) if isinstance(w, regex_ir.Words))
     return sorted(files)
 
 

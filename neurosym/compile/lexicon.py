@@ -210,6 +210,26 @@ class FeatureBank(nn.Module):
         """(V, K) static memberships (or (V, 1) values) of any feature, output or not."""
         return self._static([self.lexicon.feature(feature)])
 
+    def context_free_columns(self) -> list[str]:
+        """The columns of ``names`` whose value at a token depends on that token alone.
+
+        A feature is context-free when its rule reads no role (``role``), position
+        (``bos``), neighbour (``prev``, ``value(.., from=prev(..))``) or history
+        (``seen``), and none of the lexical values it reads is changed by a ``%modifier``.
+        For those columns ``featurize`` equals the static ``table`` at every position,
+        whatever the sentence (tests/lm/test_fusion.py checks it). In ``sentiment.lex``:
+        the word classes, punctuation, ``pos_*``, ``neg_*``, capitalisation; not the
+        roles, ``is_bos``, ``str_*`` (the preceding intensifier) or ``coref_subject``."""
+        modified = {m.target for m in self.lexicon.modifiers.values()}
+        out: list[str] = []
+        for f in self.features:
+            nodes = [] if f.rule is None else list(walk_rule(f.rule))
+            reads = {f.name} if f.rule is None else {n.feature.text for n in nodes if isinstance(n, (TermOf, ValueOf))}
+            contextual = any(isinstance(n, (RoleCond, BosCond, PrevCond, SeenCond)) or (isinstance(n, ValueOf) and n.from_prev) for n in nodes)
+            if not contextual and not reads & modified:
+                out.extend(f.columns)
+        return out
+
     def summary(self) -> dict:
         """The lexicon's summary plus this bank's vocabulary size, columns and roles."""
         return {**self.lexicon.summary(), "vocab_size": len(self.vocab), "columns": self.names, "roles": self.roles}

@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from interegular import patterns as ire
-
+from neurosym.dsl import regex_syntax as rs
 from neurosym.errors import CompileError
 
 Label = tuple[frozenset[str], bool]  # (chars, negated)
@@ -206,29 +205,29 @@ class Builder:
                 self.nfa.eps[states[q]].append(end)
         return Frag(states[0], end)
 
-    # -------------------------------------------------------------- interegular ASTs
-    def regex(self, node, ignore_case: bool = False, dotall: bool = False) -> Frag:
-        """A fragment for a pattern parsed by ``interegular.parse_pattern``."""
-        if isinstance(node, ire.Pattern):
+    # -------------------------------------------------------------- regex syntax trees
+    def regex(self, node: rs.Syntax, ignore_case: bool = False, dotall: bool = False) -> Frag:
+        """A fragment for a pattern's syntax tree (:func:`neurosym.dsl.regex_syntax.parse_pattern`)."""
+        if isinstance(node, rs.Alternation):
             ic, da = ignore_case, dotall
-            for flag, on in ((node.added_flags, True), (node.removed_flags, False)):
-                if flag & ire.REFlags.CASE_INSENSITIVE:
+            for flags, on in ((node.flags_on, True), (node.flags_off, False)):
+                if "i" in flags:
                     ic = on
-                if flag & ire.REFlags.SINGLE_LINE:
+                if "s" in flags:
                     da = on
             if len(node.options) == 1:
                 return self.regex(node.options[0], ic, da)
             with self.building(f"an alternation of {len(node.options):,} options"):
                 return self.alt([self.regex(o, ic, da) for o in node.options])
-        if isinstance(node, ire._Concatenation):
+        if isinstance(node, rs.Concatenation):
             return self.seq([self.regex(p, ignore_case, dotall) for p in node.parts])
-        if isinstance(node, ire._Repeated):
+        if isinstance(node, rs.Repetition):
             return self.repeat(self.regex(node.base, ignore_case, dotall), node.min, node.max)
-        if isinstance(node, ire._CharGroup):
+        if isinstance(node, rs.CharClass):
             return self.charset(node.chars, node.negated, ignore_case)
-        if node is ire._DOT:
+        if isinstance(node, rs.AnyChar):
             return self.charset(() if dotall else "\n", negated=True)
-        if node is ire._EMPTY:
+        if isinstance(node, rs.EmptyString):
             return self.empty()
         raise CompileError(f"unsupported regex construct {type(node).__name__} (only regular languages are supported)")
 

@@ -1,8 +1,9 @@
 """Regexes and `.regex` banks -> automata.
 
 Pipeline: pattern text -> lexical check (positions of unsupported features) ->
-``interegular`` parser -> character NFA (word lists as tries) -> subset construction
-with a state cap and a time cap -> minimal character DFA -> token-level `Automaton`.
+syntax tree (:mod:`neurosym.dsl.regex_syntax`, interegular's parser underneath) ->
+character NFA (word lists as tries) -> subset construction with a state cap and a
+time cap -> minimal character DFA -> token-level `Automaton`.
 
 Semantics are Python's ``re.fullmatch`` with ``re.ASCII``: ``\\d \\w \\s`` and the ``i``
 flag are ASCII-only; a pattern denotes a set of strings, so ``a|ab`` accepts ``ab``.
@@ -16,17 +17,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import interegular
 import numpy as np
 import torch
-from interegular.patterns import InvalidSyntax, Pattern, Unsupported
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
 from neurosym.compile.nfa import Builder, Frag
 from neurosym.compile.token_index import token_index
-from neurosym.dsl import ir
-from neurosym.dsl.pattern_check import check_pattern, normalize_pattern
+from neurosym.dsl import regex_ir
+from neurosym.dsl.regex_syntax import parse_pattern
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.vocab import Vocab
 from neurosym.dsl.regex import read_regex_bank, too_many_patterns
@@ -60,32 +59,6 @@ class Limits:
     max_patterns: int = DEFAULT_MAX_PATTERNS
     max_cnf_symbols: int = DEFAULT_MAX_CNF_SYMBOLS
     max_elements: int = DEFAULT_MAX_ELEMENTS
-
-
-_SENTINEL = "\x00"
-
-
-def parse_pattern(pattern: str, span: Span | None = None, ignore_case: bool = False):
-    """Check and parse a Python-syntax pattern into interegular's AST (errors carry positions).
-
-    ``span``, when given, is the position of the pattern's first character;
-    ``ignore_case`` says whether the ``i`` flag applies from outside the pattern."""
-    at = span or Span(None, 1, 1)
-    check_pattern(pattern, Span(at.path, at.line, at.col - 1), ignore_case)
-    try:
-        # interegular's public parse simplifies, and simplify() loses the removed flags of
-        # a scoped group wrapped in a group of one option, e.g. (?-i:a) as the whole pattern
-        # under flags="i". Parsed as one option of a two-option alternation (a NUL sentinel
-        # the other), the pattern is never collapsed; the sentinel option is then dropped.
-        parsed = interegular.parse_pattern(f"(?:{normalize_pattern(pattern)}|{_SENTINEL})")
-        *options, sentinel = parsed.options
-        if not options or [getattr(x, "chars", None) for x in getattr(sentinel, "parts", ())] != [frozenset(_SENTINEL)]:
-            raise InvalidSyntax("unexpected parse")  # never for a pattern that parses on its own
-        return Pattern(tuple(options), parsed.added_flags, parsed.removed_flags)
-    except Unsupported as err:
-        raise SourceError.at(at, f"unsupported regex feature: {err}; only regular languages are supported") from None
-    except (InvalidSyntax, ValueError) as err:
-        raise SourceError.at(at, f"cannot parse the pattern {pattern!r}: {err or 'invalid syntax'}") from None
 
 
 LITERAL_RUN = re.compile(r"(?:[^\\|()\[\]{}.*+?^$]|\\[^0-9A-Za-z])*")  # characters and escaped punctuation
@@ -273,7 +246,7 @@ class RegexBank:
         return (states >= 0) & self.final[states.clamp(min=0)]
 
 
-def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
+def compile_bank(bank: regex_ir.Bank, vocab: Vocab | None = None, limits: Limits = Limits()) -> RegexBank:
     """Compile every pattern of a parsed bank (imports included) over one vocabulary."""
     if len(bank.patterns) > limits.max_patterns:
         over = list(bank.patterns.values())[limits.max_patterns]
@@ -285,7 +258,7 @@ def compile_bank(bank: ir.Bank, vocab: Vocab | None = None, limits: Limits = Lim
     return RegexBank(autos, weights, vocab, path=bank.path)
 
 
-def rule_dfa(bank: ir.Bank, rule: ir.Pattern, limits: Limits = Limits()) -> CharDFA:
+def rule_dfa(bank: regex_ir.Bank, rule: regex_ir.Pattern, limits: Limits = Limits()) -> CharDFA:
     """The minimal character DFA of one bank rule (references expanded, word lists as tries)."""
     started = time.monotonic()
     what = f"{rule.span}: {rule.name}"
@@ -309,13 +282,13 @@ def _shown(pattern: str, width: int = 60) -> str:
 class _RuleBuilder:
     """Expands a rule's expression into NFA fragments; referenced rules are built once and copied."""
 
-    def __init__(self, bank: ir.Bank, builder: Builder, limits: Limits):
+    def __init__(self, bank: regex_ir.Bank, builder: Builder, limits: Limits):
         self.bank = bank
         self.limits = limits
         self.b = builder
         self.built: dict[tuple[str, str], Frag] = {}
 
-    def rule(self, rule: ir.Pattern, stack: tuple[tuple[str, str], ...]) -> Frag:
+    def rule(self, rule: regex_ir.Pattern, stack: tuple[tuple[str, str], ...]) -> Frag:
         key = (rule.scope, rule.name)
         if key in stack:
             raise SourceError.at(rule.span, f"{rule.name} refers to itself; banks describe regular languages and cannot recurse")
@@ -327,22 +300,22 @@ class _RuleBuilder:
         self.built[key] = frag
         return frag
 
-    def expr(self, e: ir.Expr, ic: bool, dotall: bool, stack) -> Frag:
+    def expr(self, e: regex_ir.Expr, ic: bool, dotall: bool, stack) -> Frag:
         b = self.b
-        if isinstance(e, ir.Regex):
+        if isinstance(e, regex_ir.Regex):
             return b.regex(parse_pattern(e.pattern, e.span.shifted(1), ic), ignore_case=ic, dotall=dotall)
-        if isinstance(e, ir.Literal):
+        if isinstance(e, regex_ir.Literal):
             return b.literal(e.text, ignore_case=ic)
-        if isinstance(e, ir.Words):
+        if isinstance(e, regex_ir.Words):
             return b.dfa(words_dfa(e.words, ignore_case=ic, limits=self.limits))
-        if isinstance(e, ir.Ref):
+        if isinstance(e, regex_ir.Ref):
             return self.rule(self.bank.resolve(e), stack)
-        if isinstance(e, ir.Seq):
+        if isinstance(e, regex_ir.Seq):
             return b.seq([self.expr(x, ic, dotall, stack) for x in e.items])
-        if isinstance(e, ir.Choice):
+        if isinstance(e, regex_ir.Choice):
             with b.building(f"an alternation of {len(e.options):,} options at {e.span}"):
                 return b.alt([self.expr(x, ic, dotall, stack) for x in e.options])
-        if isinstance(e, ir.Repeat):
+        if isinstance(e, regex_ir.Repeat):
             return b.repeat(self.expr(e.item, ic, dotall, stack), e.min, e.max)
         raise TypeError(f"unknown bank expression {type(e).__name__}")
 

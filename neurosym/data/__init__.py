@@ -1,4 +1,4 @@
-"""Data: shipped example files, the shared third-party data sets, corpora and tasks."""
+"""Data: shipped example files, the shared third-party data sets, FSG corpora and real text."""
 
 from __future__ import annotations
 

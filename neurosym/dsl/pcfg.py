@@ -24,7 +24,7 @@ from typing import NamedTuple
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from neurosym.dsl import ir
+from neurosym.dsl import regex_ir
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.fastlines import merge, split_fast, token
 from neurosym.dsl.errors import check_source_size, read_error, resolve_path
@@ -132,10 +132,10 @@ class TerminalImport:
     name: str
     file: str
     span: Span
-    bank: ir.Bank
+    bank: regex_ir.Bank
 
     @property
-    def rule(self) -> ir.Pattern:
+    def rule(self) -> regex_ir.Pattern:
         return self.bank.patterns[self.name]
 
 

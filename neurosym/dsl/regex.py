@@ -14,7 +14,7 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from neurosym.dsl import ir
+from neurosym.dsl import regex_ir
 from neurosym.dsl.errors import lark_error
 from neurosym.dsl.pattern_check import check_pattern
 from neurosym.dsl.errors import check_source_size, read_error, resolve_path
@@ -37,7 +37,7 @@ def _parser() -> Lark:
     return Lark.open(str(Path(__file__).with_name("regex.lark")), parser="lalr", propagate_positions=True)
 
 
-def read_regex_bank(path: str | Path, max_patterns: int | None = None) -> ir.Bank:
+def read_regex_bank(path: str | Path, max_patterns: int | None = None) -> regex_ir.Bank:
     """Parse a `.regex` file, its imports and word lists. With ``max_patterns``, a file
     with more rules is a SourceError at the first rule over the cap, found by a scan of
     the text before it is parsed (so a huge bank fails in a moment)."""
@@ -56,7 +56,7 @@ def too_many_patterns(count: str, cap: int) -> str:
     )
 
 
-def parse_regex_bank(text: str, path: str | Path | None = None) -> ir.Bank:
+def parse_regex_bank(text: str, path: str | Path | None = None) -> regex_ir.Bank:
     """Parse bank text; imports and word lists resolve against ``path``'s folder (or the cwd)."""
     loader = _Loader()
     if path is None:
@@ -69,11 +69,11 @@ class _Loader:
     """Loads banks recursively; each file once, import cycles reported."""
 
     def __init__(self, max_patterns: int | None = None) -> None:
-        self.loaded: dict[str, ir.Bank] = {}
+        self.loaded: dict[str, regex_ir.Bank] = {}
         self.loading: set[str] = set()
         self.max_patterns = max_patterns
 
-    def load(self, path: Path, display: str, at: Span | None = None) -> ir.Bank:
+    def load(self, path: Path, display: str, at: Span | None = None) -> regex_ir.Bank:
         key = str(path)
         if key in self.loaded:
             return self.loaded[key]
@@ -96,7 +96,7 @@ class _Loader:
         self.loaded[key] = bank
         return bank
 
-    def parse(self, text: str, display: str | None, scope: str, folder: Path) -> ir.Bank:
+    def parse(self, text: str, display: str | None, scope: str, folder: Path) -> regex_ir.Bank:
         if self.max_patterns is not None:
             self.check_count(text, display)
         try:
@@ -128,8 +128,8 @@ class _Builder:
         self.display = display
         self.scope = scope
         self.folder = folder
-        self.bank = ir.Bank(display)
-        self.local_refs: list[ir.Ref] = []
+        self.bank = regex_ir.Bank(display)
+        self.local_refs: list[regex_ir.Ref] = []
 
     def span(self, node: Tree | Token) -> Span:
         if isinstance(node, Token):
@@ -143,7 +143,7 @@ class _Builder:
         else:
             self.rule(tree)
 
-    def define(self, name: str, rule: ir.Pattern, at: Span) -> None:
+    def define(self, name: str, rule: regex_ir.Pattern, at: Span) -> None:
         if name in self.bank.patterns:
             first = self.bank.patterns[name].span
             raise SourceError.at(at, f"duplicate pattern {name} (first defined at line {first.line})")
@@ -167,7 +167,7 @@ class _Builder:
         name_tok, *rest = tree.children
         attrs = self.attrs(rest[0]) if len(rest) == 2 else {}
         expr = self.expr(rest[-1])
-        rule = ir.Pattern(str(name_tok), expr, attrs.get("weight", 1.0), attrs.get("flags", ""), self.span(name_tok), self.scope)
+        rule = regex_ir.Pattern(str(name_tok), expr, attrs.get("weight", 1.0), attrs.get("flags", ""), self.span(name_tok), self.scope)
         self.define(str(name_tok), rule, self.span(name_tok))
 
     def attrs(self, tree: Tree) -> dict:
@@ -195,41 +195,41 @@ class _Builder:
         return out
 
     # ---------------------------------------------------------------- expressions
-    def expr(self, tree: Tree | Token) -> ir.Expr:
+    def expr(self, tree: Tree | Token) -> regex_ir.Expr:
         kind = tree.data
         at = self.span(tree)
         if kind == "alt":
             options = [self.expr(c) for c in tree.children]
-            return options[0] if len(options) == 1 else ir.Choice(tuple(options), at)
+            return options[0] if len(options) == 1 else regex_ir.Choice(tuple(options), at)
         if kind == "seq":
             items = [self.expr(c) for c in tree.children]
-            return items[0] if len(items) == 1 else ir.Seq(tuple(items), at)
+            return items[0] if len(items) == 1 else regex_ir.Seq(tuple(items), at)
         if kind == "repeat":
             item = self.expr(tree.children[0])
             if len(tree.children) == 1:
                 return item
             q = tree.children[1]
             lo, hi = _quantifier(str(q), self.span(q))
-            return ir.Repeat(item, lo, hi, at)
+            return regex_ir.Repeat(item, lo, hi, at)
         if kind == "group":
             return self.expr(tree.children[0])
         tok = tree.children[0]
         at = self.span(tok)
         if kind == "ref":
-            ref = ir.Ref(str(tok), self.scope, at)
+            ref = regex_ir.Ref(str(tok), self.scope, at)
             self.local_refs.append(ref)
             return ref
         if kind == "literal":
-            return ir.Literal(unquote(tok, at), at)
+            return regex_ir.Literal(unquote(tok, at), at)
         if kind == "regex":
             pattern = str(tok)[1:-1]
             check_pattern(pattern, at)
-            return ir.Regex(pattern, at)
+            return regex_ir.Regex(pattern, at)
         if kind == "words":
             return self.words(tok, at)
         raise AssertionError(f"unknown tree {kind}")  # the grammar has no other atoms
 
-    def words(self, tok: Token, at: Span) -> ir.Words:
+    def words(self, tok: Token, at: Span) -> regex_ir.Words:
         rel = unquote(tok, at)
         path = resolve_path(self.folder, rel, at)
         try:
@@ -242,7 +242,7 @@ class _Builder:
         words = tuple(w for w in (line.strip() for line in lines) if w and not w.startswith("#"))
         if not words:
             raise SourceError.at(at, f"word list {rel} is empty")
-        return ir.Words(str(path), words, at)
+        return regex_ir.Words(str(path), words, at)
 
     # ---------------------------------------------------------------- references
     def check_references(self) -> None:
@@ -253,8 +253,8 @@ class _Builder:
 
         def visit(key: tuple[str, str]) -> None:
             state[key] = 1
-            for node in ir.walk_expr(self.bank.rules[key].expr):
-                if isinstance(node, ir.Ref):
+            for node in regex_ir.walk_expr(self.bank.rules[key].expr):
+                if isinstance(node, regex_ir.Ref):
                     k = (node.scope, node.name)
                     if state.get(k) == 1:
                         raise SourceError.at(node.span, f"{node.name} refers to itself (through {key[1]}); a bank describes regular languages and cannot recurse")

@@ -1,5 +1,6 @@
-"""Differentiable symbolic layers: the inside algorithm over PCFG rule tensors, the
-WFSA regex layer, soft Levenshtein, differentiable stacks and sequence encoders."""
+"""Differentiable symbolic layers: the inside algorithm over PCFG rule tensors and exact
+prefix probabilities, the WFSA regex layer, soft Levenshtein and the edit distance to
+an automaton, differentiable stacks and sequence encoders."""
 
 from neurosym.layers.encoders import (
     ENCODERS,

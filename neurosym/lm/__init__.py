@@ -1,7 +1,15 @@
-"""Language models for the semantic-fusion recipe: a small causal Transformer
-(:mod:`neurosym.lm.model`), the gated feature-fusion adapter and auxiliary head
-(:mod:`neurosym.lm.fusion`), training losses (:mod:`neurosym.lm.losses`) and
-evaluation metrics (:mod:`neurosym.lm.metrics`). See docs/lm.md.
+"""Language models and their training, shared by every recipe.
+
+The model: a small causal Transformer with a KV cache and plug-in adapter, output and
+heads (:mod:`neurosym.lm.model`); the gated feature-fusion adapter, lexical output and
+auxiliary head (:mod:`neurosym.lm.fusion`); the idea head and gate
+(:mod:`neurosym.lm.idea`). Objectives and measures: losses (:mod:`neurosym.lm.losses`),
+the semantic-KL loss and its schedules (:mod:`neurosym.lm.semantic_kl`), metrics
+(:mod:`neurosym.lm.metrics`). Training: configs (:mod:`neurosym.lm.config`), the
+trainer (:mod:`neurosym.lm.train`), DDP plumbing (:mod:`neurosym.lm.distributed`), run
+folders (:mod:`neurosym.lm.rundir`), checkpoints (:mod:`neurosym.lm.checkpoint`) and
+plots (:mod:`neurosym.lm.plot`). The recipes that use them live in
+:mod:`neurosym.experiments`. See docs/lm.md.
 """
 
 from __future__ import annotations

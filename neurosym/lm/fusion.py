@@ -20,8 +20,8 @@ independently per row), so the same model also learns to run unconditioned, whic
 how it is evaluated (``c = 0``).
 
 :class:`LexicalOutput` is an ``output`` plug-in: with ``f`` (V, F') the context-free
-columns of the bank's static table (:func:`context_free_columns`) and ``E`` (V, D) the
-tied embedding, ``logit(v) = h . (E[v] + W_o f(v))``, so a word never seen in training
+columns of the bank's static table (:meth:`FeatureBank.context_free_columns`) and
+``E`` (V, D) the tied embedding, ``logit(v) = h . (E[v] + W_o f(v))``, so a word never seen in training
 still gets probability from its lexicon description.
 
 :class:`AuxHead` predicts the features back from the final hidden states, as a
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from neurosym.dsl.lexicon import BosCond, PrevCond, RoleCond, SeenCond, TermOf, ValueOf, walk_rule
+from neurosym.compile.lexicon import FeatureBank
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm.model import CausalLM, LMConfig
 
@@ -125,9 +125,9 @@ class LexicalOutput(nn.Module):
     :class:`~neurosym.lm.model.CausalLM`.
 
     ``descriptions`` f (V, F') are fixed (a buffer, saved with the model): each word's
-    static lexicon features, e.g. ``bank.table[:, cols]`` with ``cols`` the
-    :func:`context_free_columns`. ``W_o`` (F', D) is learned and starts at zero, so a new
-    model's logits equal the tied model's ``h . E[v]``.
+    static lexicon features, e.g. ``bank.table[:, cols]`` with ``cols`` the bank's
+    :meth:`FeatureBank.context_free_columns`. ``W_o`` (F', D) is learned and starts at
+    zero, so a new model's logits equal the tied model's ``h . E[v]``.
 
     Call: ``output(hidden (B, L, D), weight (V, D)) -> logits (B, L, V)``; ``weight`` is
     the tied embedding matrix E.
@@ -220,33 +220,10 @@ def control_from_features(
 
 
 # ---------------------------------------------------------------------- static descriptions
-def context_free_columns(bank) -> list[str]:
-    """The columns of ``bank.names`` whose value at a token depends on that token alone.
-
-    A feature is context-free when its rule reads no role (``role``), position (``bos``),
-    neighbour (``prev``, ``value(.., from=prev(..))``) or history (``seen``), and none of
-    the lexical values it reads is changed by a ``%modifier``. For those columns
-    ``featurize`` equals the static ``bank.table`` at every position, whatever the
-    sentence (tests/lm/test_fusion.py checks it). In ``sentiment.lex``: the word classes,
-    punctuation, ``pos_*``, ``neg_*``, capitalisation; not the roles, ``is_bos``, ``str_*``
-    (the preceding intensifier) or ``coref_subject``.
-    """
-    lexicon = bank.lexicon
-    modified = {m.target for m in lexicon.modifiers.values()}
-    out: list[str] = []
-    for f in bank.features:
-        nodes = [] if f.rule is None else list(walk_rule(f.rule))
-        reads = {f.name} if f.rule is None else {n.feature.text for n in nodes if isinstance(n, (TermOf, ValueOf))}
-        contextual = any(isinstance(n, (RoleCond, BosCond, PrevCond, SeenCond)) or (isinstance(n, ValueOf) and n.from_prev) for n in nodes)
-        if not contextual and not reads & modified:
-            out.extend(f.columns)
-    return out
-
-
-def lexical_descriptions(bank, columns: Sequence[str] | None = None) -> Tensor:
+def lexical_descriptions(bank: FeatureBank, columns: Sequence[str] | None = None) -> Tensor:
     """f (V, F'): the static table of ``bank`` restricted to ``columns`` (default
-    :func:`context_free_columns`), one row per vocabulary token."""
-    columns = context_free_columns(bank) if columns is None else list(columns)
+    :meth:`FeatureBank.context_free_columns`), one row per vocabulary token."""
+    columns = bank.context_free_columns() if columns is None else list(columns)
     return bank.table[:, [bank.column(c) for c in columns]]
 
 
@@ -312,6 +289,6 @@ def make_batch(sentences: Sequence[Sequence[int]], automaton, bank=None, control
 
 
 __all__ = [
-    "AuxHead", "ControlColumns", "GatedFusion", "LexicalOutput", "build_fusion_lm", "context_free_columns", "control_from_features",
+    "AuxHead", "ControlColumns", "GatedFusion", "LexicalOutput", "build_fusion_lm", "control_from_features",
     "control_names", "lexical_descriptions", "make_batch",
 ]

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interegular import patterns as ire
-
-from neurosym.compile.regex import parse_pattern
+from neurosym.dsl import regex_syntax as rs
 from neurosym.errors import NeurosymError
 
 
@@ -217,9 +215,9 @@ def _pat_run(x: Node, k: int, more: bool) -> str:
 # ---------------------------------------------------------------------- parsing
 def parse(text: str) -> Node:
     """A pattern of the printed subset back to an AST, through the library's own regex
-    parser (:func:`neurosym.compile.regex.parse_pattern`, interegular's parse checked for
+    parser (:func:`neurosym.dsl.regex_syntax.parse_pattern`, checked for
     regular-language features) rather than a second hand-written one."""
-    return _from_parsed(parse_pattern(text))
+    return _from_syntax(rs.parse_pattern(text))
 
 
 def _flat(kind: type, nodes) -> list[Node]:
@@ -230,25 +228,25 @@ def _flat(kind: type, nodes) -> list[Node]:
     return out
 
 
-def _from_parsed(n) -> Node:
-    """interegular's AST (as compile/nfa.py walks it) -> ours; flags and negated classes,
-    which the printer never writes, are errors."""
-    if isinstance(n, ire.Pattern):
-        if n.added_flags or n.removed_flags:
+def _from_syntax(n: rs.Syntax) -> Node:
+    """A parsed pattern's syntax tree (as compile/nfa.py walks it) -> ours; flags and
+    negated classes, which the printer never writes, are errors."""
+    if isinstance(n, rs.Alternation):
+        if n.flags_on or n.flags_off:
             raise NeurosymError("inline flags are not supported in synthesis patterns")
-        return alt(*_flat(Alt, (_from_parsed(o) for o in n.options)))
-    if isinstance(n, ire._Concatenation):
-        items = [x for x in _flat(Cat, (_from_parsed(x) for x in n.parts)) if x != EPS]
+        return alt(*_flat(Alt, (_from_syntax(o) for o in n.options)))
+    if isinstance(n, rs.Concatenation):
+        items = [x for x in _flat(Cat, (_from_syntax(x) for x in n.parts)) if x != EPS]
         return cat(*items) if items else EPS
-    if isinstance(n, ire._Repeated):
-        return repeat(_from_parsed(n.base), n.min, n.max)
-    if n is ire._DOT:
+    if isinstance(n, rs.Repetition):
+        return repeat(_from_syntax(n.base), n.min, n.max)
+    if isinstance(n, rs.AnyChar):
         return ANY
-    if isinstance(n, ire._CharGroup):
+    if isinstance(n, rs.CharClass):
         if n.negated:
             raise NeurosymError("negated classes are not supported in synthesis patterns")
         return Chars(n.chars) if n.chars else EMPTY
-    if n is ire._EMPTY:
+    if isinstance(n, rs.EmptyString):
         return EPS
     raise NeurosymError(f"unsupported regex construct {type(n).__name__} in a synthesis pattern")
 

@@ -1,6 +1,6 @@
 """Generated tasks: Dyck-1/2 recognition, ListOps, arithmetic values, agreement.
 
-* :class:`DyckTask` wraps :class:`neurosym.data.tasks.Dyck` (balanced vs minimally
+* :class:`DyckTask` wraps :class:`neurosym.tasks.dyck.Dyck` (balanced vs minimally
   corrupted strings); train lengths 2..20, test 22..40.
 * :class:`ListOps` (Nangia & Bowman, 2018): nested ``[MAX [MIN [MED [SM`` lists over
   digits; the label is the value (0..9) by :func:`listops_value`. Depth and length
@@ -26,7 +26,7 @@ import torch
 from neurosym.compile.pcfg import load_pcfg
 from neurosym.compile.pcfg_sample import Tree, sample_trees
 from neurosym.data import shipped_file
-from neurosym.data.tasks import Dyck
+from neurosym.tasks.dyck import Dyck
 from neurosym.errors import NeurosymError
 from neurosym.tasks.base import Split, Task, TaskData, classification_split, sample_rows
 from neurosym.vocab import Vocab
@@ -45,7 +45,7 @@ class DyckTask(Task):
         super().__init__(data_dir)
         self.k = k
         self.name = f"dyck{k}"
-        self.source = f"generated: neurosym.data.tasks.Dyck(k={k}), train lengths 2-20, test 22-40"
+        self.source = f"generated: neurosym.tasks.dyck.Dyck(k={k}), train lengths 2-20, test 22-40"
 
     def build(self, n_train=None, n_test=None, seed=0) -> TaskData:
         dyck = Dyck(self.k)

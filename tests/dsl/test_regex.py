@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import neurosym
-from neurosym.dsl import ir, read_regex_bank, parse_regex_bank
+from neurosym.dsl import regex_ir, read_regex_bank, parse_regex_bank
 from neurosym.errors import SourceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,11 +32,11 @@ def test_ir_of_a_small_bank():
     d = bank.patterns["D"]
     assert d.weight == 2.5 and d.flags == "i" and d.span.line == 3 and d.span.col == 1
     ref, lit, opt, rep = d.expr.items
-    assert ref == ir.Ref("YEAR", "<string>", ref.span) and (ref.span.line, ref.span.col) == (3, 27)
+    assert ref == regex_ir.Ref("YEAR", "<string>", ref.span) and (ref.span.line, ref.span.col) == (3, 27)
     assert lit.text == "-"
-    assert isinstance(opt, ir.Repeat) and (opt.min, opt.max) == (0, 1)
+    assert isinstance(opt, regex_ir.Repeat) and (opt.min, opt.max) == (0, 1)
     assert [o.text for o in opt.item.options] == ["a", "b\n"]
-    assert isinstance(rep.item, ir.Regex) and rep.item.pattern == "x" and (rep.min, rep.max) == (2, 3)
+    assert isinstance(rep.item, regex_ir.Regex) and rep.item.pattern == "x" and (rep.min, rep.max) == (2, 3)
     assert bank.resolve(ref) is bank.patterns["YEAR"]
 
 
@@ -105,7 +105,7 @@ def test_imports_and_words(tmp_path):
     assert bank["X"].accepts("42GREEN") and not bank["X"].accepts("4red")
     parsed = read_regex_bank(main)
     words = parsed.patterns["COLOR"].expr
-    assert isinstance(words, ir.Words) and words.words == ("red", "green")
+    assert isinstance(words, regex_ir.Words) and words.words == ("red", "green")
 
 
 @pytest.mark.parametrize(

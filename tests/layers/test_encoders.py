@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import neurosym
-from neurosym.data.tasks import pad_sequences
+from neurosym.tasks.dyck import pad_sequences
 from neurosym.errors import NeurosymError
 from neurosym.layers.encoders import ENCODERS, ConvEncoder, build_encoder, masked_pool, padding_mask
 from neurosym.vocab import Vocab

@@ -276,7 +276,7 @@ def test_stack_rnn_beats_lstm_on_longer_dyck2():
     lengths 2..40 and tested on 42..80; ``depth_bias`` 1.1 makes the test words nest
     deeper (median maximum depth 25, up to 38) than the training words (at most 19). Same hidden size (16) for both; two fixed initialisation and
     batch-order seeds each, compared on mean accuracy."""
-    from neurosym.data.tasks import Dyck
+    from neurosym.tasks.dyck import Dyck
 
     dyck = Dyck(2)
     train = dyck.recognition(10_000, 2, 40, seed=0, eos=True, depth_bias=DEPTH_BIAS)

@@ -11,7 +11,7 @@ import torch
 import neurosym
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.lm import AuxHead, CausalLM, GatedFusion, LMConfig, build_fusion_lm, control_from_features, control_names, make_batch
-from neurosym.lm.fusion import LexicalOutput, context_free_columns, lexical_descriptions
+from neurosym.lm.fusion import LexicalOutput, lexical_descriptions
 from neurosym.lm.losses import aux_bce, label_smoothed_ce
 from neurosym.experiments.semantic_fusion import CONTROL
 
@@ -292,7 +292,7 @@ CONTEXT_FREE = ["is_noun", "is_verb", "is_adj", "is_eos", "is_comma", "is_questi
 
 def test_context_free_columns_equal_the_static_table_in_every_context(recipe):
     auto, bank = recipe
-    assert context_free_columns(bank) == CONTEXT_FREE
+    assert bank.context_free_columns() == CONTEXT_FREE
     # the reference: featurize random token strings with random roles; a context-free
     # column equals the static table at every position, every other column somewhere not
     g = torch.Generator().manual_seed(0)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from neurosym.data.tasks import CORRUPTIONS, Dyck, dyck_vocab, pad_sequences
+from neurosym.tasks.dyck import CORRUPTIONS, Dyck, dyck_vocab, pad_sequences
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 

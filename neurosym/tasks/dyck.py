@@ -1,4 +1,4 @@
-"""Synthetic tasks: Dyck-k bracket languages for recognition and next-token prediction.
+"""Dyck-k bracket languages: samples, recognition sets of minimal corruptions, next-token targets.
 
 A Dyck-k word is a balanced string over k bracket pairs, e.g. ``( [ ] ) [ ]`` for k = 2.
 :class:`Dyck` samples them with a controlled length distribution (every even length in
