@@ -141,7 +141,8 @@ def train_grid(
 def summarise(rows: Sequence[Mapping[str, Any]], keys: Iterable[str], finite_only: bool = False) -> dict[str, float]:
     """Mean and sample standard deviation (``KEY_std``, 0 with one value) of each key over
     the rows (one per seed). Keys the first row lacks are left out; with ``finite_only``,
-    None and NaN values are dropped (a key with none left is left out), else they spread."""
+    None and NaN values are dropped (a key with none left is left out), else a NaN makes
+    both NaN."""
     out: dict[str, float] = {}
     for k in keys:
         if finite_only:
@@ -152,7 +153,8 @@ def summarise(rows: Sequence[Mapping[str, Any]], keys: Iterable[str], finite_onl
             vals = []
         if vals:
             out[k] = statistics.fmean(vals)
-            out[f"{k}_std"] = statistics.stdev(vals) if len(vals) > 1 else 0.0
+            spread = math.nan if any(math.isnan(x) for x in vals) else statistics.stdev(vals) if len(vals) > 1 else 0.0
+            out[f"{k}_std"] = spread  # (statistics.stdev fails on NaN rather than giving it)
     return out
 
 
