@@ -428,7 +428,7 @@ def reproduce_structured_suite(tasks: str | None, encoders: str | None, quick: b
             raise NeurosymError("--gpu: CUDA is not available here")
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
     chosen_tasks = split(tasks) if tasks is not None else None
-    chosen_encoders = split(encoders) if encoders is not None else list(suite.ENCODERS)
+    chosen_encoders = split(encoders) if encoders is not None else list(suite.SETTINGS)
     if chosen_tasks == [] or chosen_encoders == []:
         raise click.UsageError("--tasks and --encoders need at least one name")
     budget = suite.budget_for(quick, steps=steps)
