@@ -8,7 +8,7 @@ resumed), record its figures and say how long the rest will take. That loop is
 :func:`train_grid`; a recipe keeps only what is its own: its data, its variants (how
 each builds its config) and its report. The harness also gives the pieces the reports
 share: the mean and spread of each figure over seeds (:func:`summarise`), Welch's
-t-test (:func:`welch`), Markdown tables (:func:`markdown_table`, :func:`mean_std`),
+t-test (:func:`welch`) and intervals (:func:`wilson`, :func:`mean_ci`, :func:`diff_ci`), Markdown tables (:func:`markdown_table`, :func:`mean_std`),
 interleaved step times (:func:`step_times`), training curves (:func:`plot_curves`),
 PNG and JSON files written atomically (:func:`save_png`, :func:`save_json`).
 
@@ -167,6 +167,46 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
 
     res = stats.ttest_ind(list(a), list(b), equal_var=False)
     return {"t": float(res.statistic), "p": float(res.pvalue)}
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson 95% interval of a proportion k / n ((nan, nan) for n = 0)."""
+    if n == 0:
+        return math.nan, math.nan
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and Student-t 95% interval: (mean, lo, hi)."""
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    m = statistics.fmean(values)
+    if n == 1:
+        return m, math.nan, math.nan
+    from scipy import stats  # lazy: only the report needs it
+
+    half = stats.t.ppf(0.975, n - 1) * statistics.stdev(values) / math.sqrt(n)
+    return m, m - half, m + half
+
+
+def diff_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """mean(a) - mean(b) with a Welch 95% interval: (difference, lo, hi)."""
+    if len(a) < 2 or len(b) < 2:
+        return statistics.fmean(a) - statistics.fmean(b) if a and b else math.nan, math.nan, math.nan
+    from scipy import stats  # lazy
+
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se = math.sqrt(va + vb)
+    d = statistics.fmean(a) - statistics.fmean(b)
+    if se == 0:
+        return d, d, d
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = stats.t.ppf(0.975, dof) * se
+    return d, d - half, d + half
 
 
 def step_times(

@@ -53,6 +53,7 @@ from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import read_lexicon
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.experiments import harness
+from neurosym.experiments.harness import diff_ci, mean_ci, wilson
 from neurosym.lm.config import Config
 from neurosym.lm.idea import (
     IdeaConfig, IdeaOutput, idea_parameters, idea_perplexities, idea_training_loss, matched_d_ff, stop_word_ids, xray,
@@ -223,46 +224,6 @@ def judge_continuation(corpus: DriftCorpus, topic: str, prompt: Sequence[int], c
         drift |= foreign and not own
         invalid |= not own and not foreign
     return {"drift": drift, "invalid": invalid, "complete": bool(sentences)}
-
-
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson 95% interval of a proportion k / n ((nan, nan) for n = 0)."""
-    if n == 0:
-        return math.nan, math.nan
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
-def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
-    """Mean and Student-t 95% interval: (mean, lo, hi)."""
-    n = len(values)
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    m = statistics.fmean(values)
-    if n == 1:
-        return m, math.nan, math.nan
-    from scipy import stats  # lazy: only the report needs it
-
-    half = stats.t.ppf(0.975, n - 1) * statistics.stdev(values) / math.sqrt(n)
-    return m, m - half, m + half
-
-
-def diff_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
-    """mean(a) - mean(b) with a Welch 95% interval: (difference, lo, hi)."""
-    if len(a) < 2 or len(b) < 2:
-        return statistics.fmean(a) - statistics.fmean(b) if a and b else math.nan, math.nan, math.nan
-    from scipy import stats  # lazy
-
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    se = math.sqrt(va + vb)
-    d = statistics.fmean(a) - statistics.fmean(b)
-    if se == 0:
-        return d, d, d
-    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = stats.t.ppf(0.975, dof) * se
-    return d, d - half, d + half
 
 
 def hits_per_100(words: Sequence[int], terms: set[int], ignore: set[int] = frozenset()) -> float | None:
@@ -624,7 +585,7 @@ def json_report(r: dict) -> dict:
 def format_report(r: dict) -> str:
     """Markdown tables per dataset and a verdict per comparison."""
     def pm(m: dict, k: str, fmt: str = ".3f") -> str:
-        return f"{m[k]:{fmt}} ± {m[k + '_std']:{fmt}}" if k in m else "—"
+        return harness.mean_std(m, k, fmt)
 
     def ci(pair) -> str:
         return f"[{pair[0]:.3f}, {pair[1]:.3f}]" if pair and not math.isnan(pair[0]) else "—"
@@ -633,14 +594,16 @@ def format_report(r: dict) -> str:
     for dataset, rep in r["datasets"].items():
         variants = [v for v in VARIANTS if v in rep]
         where = "drift.fsg documents" if dataset == "drift" else "WikiText-2: trained on valid.txt (the train split is not shipped), evaluated on test.txt"
-        lines += [f"### {dataset} ({r['seeds']} seed(s); {where})", "",
-                  "| model | params | PPL | ungated PPL | drift rate (pooled 95% CI) | invalid rate | stickiness /100 words (pooled 95% CI) | s/run |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"### {dataset} ({r['seeds']} seed(s); {where})", ""]
+        rows = []
         for v in variants:
             m = rep[v]
             drift = f"{pm(m, 'drift_rate')} {ci(m.get('drift_ci'))}" if "drift_rate" in m else "—"
             sticky = f"{pm(m, 'stickiness', '.2f')} {ci(m.get('stickiness_ci'))}"
-            lines.append(f"| {v} | {m['params']:,} | {pm(m, 'ppl', '.4f')} | {pm(m, 'ppl_ungated', '.4f')} | {drift} | {pm(m, 'invalid_rate')} | {sticky} | {m.get('seconds', math.nan):.0f} |")
+            rows.append([v, f"{m['params']:,}", pm(m, "ppl", ".4f"), pm(m, "ppl_ungated", ".4f"), drift, pm(m, "invalid_rate"), sticky,
+                         f"{m.get('seconds', math.nan):.0f}"])
+        lines += harness.markdown_table(["model", "params", "PPL", "ungated PPL", "drift rate (pooled 95% CI)", "invalid rate",
+                                         "stickiness /100 words (pooled 95% CI)", "s/run"], rows)
         if rep.get("floor_ppl"):
             lines.append(f"| exact floor | | {rep['floor_ppl']:.4f} | | | | | |")
         lines.append("")

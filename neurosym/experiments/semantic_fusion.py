@@ -354,14 +354,15 @@ def format_report(r: dict) -> str:
         f"semantic fusion on clause.fsg ({r['seeds']} seed(s), {r['threads']} thread(s); held out of training: "
         + "; ".join(f"{c}: {', '.join(ws)}" for c, ws in r["holdout"].items()) + ")",
         "",
-        "| model | PPL | seen-only PPL | focus CE (nats) | semantic MSE | parameters | ms/step | paper PPL (non-causal) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    rows = []
     for v in r["variants"]:
         m = r[v]
         ms = f"{timing[v]['median_ms']:.1f}" if v in timing else "—"
         paper = r["paper"].get(v, {}).get("ppl", "—")
-        lines.append(f"| {v} | {harness.mean_std(m, 'ppl')} | {harness.mean_std(m, 'seen_ppl')} | {harness.mean_std(m, 'focus_ce')} | {harness.mean_std(m, 'sem_mse')} | {m['params']:,} | {ms} | {paper} |")
+        rows.append([v, *(harness.mean_std(m, k) for k in METRICS), f"{m['params']:,}", ms, str(paper)])
+    lines += harness.markdown_table(
+        ["model", "PPL", "seen-only PPL", "focus CE (nats)", "semantic MSE", "parameters", "ms/step", "paper PPL (non-causal)"], rows)
     lines.append(f"| exact floor | {r['floor_ppl']:.4f} | | | | | | {r['paper']['floor_ppl']} (their corpus) |")
     lines.append("")
     if "fusion_minus_baseline" in r:

@@ -368,14 +368,11 @@ def format_report(r: dict) -> str:
         d = s["data"]
         lines += ["", f"**{dataset}**: {d['note']}; vocabulary {d['vocab_size']:,}, {d['train_windows']:,} training windows of "
                   f"{d['window']} tokens, PPL over {d['eval_windows']:,} evaluation windows ({d['eval_windows'] * d['window']:,} tokens); "
-                  f"same-POS miss rate on {d['same_pos_on']}", "",
-                  "| model | PPL | same-POS miss | top-1 | ECE | mean cos(W) | eff. rank(W) | parameters |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for v in r["variants"]:
-            m = s[v]
-            cell = lambda k, f: f"{m[k]:{f}} ± {m[k + '_std']:{f}}"  # noqa: E731
-            lines.append(f"| {v} | {cell('ppl', '.2f')} | {cell('same_pos_miss', '.4f')} | {cell('top1', '.4f')} | "
-                         f"{cell('ece', '.4f')} | {cell('mean_cosine', '.4f')} | {cell('effective_rank', '.1f')} | {m['params']:,} |")
+                  f"same-POS miss rate on {d['same_pos_on']}", ""]
+        formats = {"ppl": ".2f", "same_pos_miss": ".4f", "top1": ".4f", "ece": ".4f", "mean_cosine": ".4f", "effective_rank": ".1f"}
+        lines += harness.markdown_table(
+            ["model", "PPL", "same-POS miss", "top-1", "ECE", "mean cos(W)", "eff. rank(W)", "parameters"],
+            ([v, *(harness.mean_std(s[v], k, f) for k, f in formats.items()), f"{s[v]['params']:,}"] for v in r["variants"]))
         lines.append("")
         for v in r["variants"]:
             if v == "baseline":
