@@ -8,9 +8,13 @@ resumed), record its figures and say how long the rest will take. That loop is
 :func:`train_grid`; a recipe keeps only what is its own: its data, its variants (how
 each builds its config) and its report. The harness also gives the pieces the reports
 share: the mean and spread of each figure over seeds (:func:`summarise`), Welch's
-t-test (:func:`welch`) and intervals (:func:`wilson`, :func:`mean_ci`, :func:`diff_ci`), Markdown tables (:func:`markdown_table`, :func:`mean_std`),
+t-test (:func:`welch`) and 95% intervals (:func:`wilson`, :func:`mean_ci`,
+:func:`diff_ci`), Markdown tables (:func:`markdown_table`, :func:`mean_std`),
 interleaved step times (:func:`step_times`), training curves (:func:`plot_curves`),
-PNG and JSON files written atomically (:func:`save_png`, :func:`save_json`).
+PNG and JSON files written atomically (:func:`save_png`, :func:`save_json`). The
+structured suite does not train through :class:`~neurosym.lm.train.Trainer` (its runs
+are small, parallel and stored one JSON file each), so it keeps its own loop and report
+(:mod:`neurosym.experiments.suite_report`).
 
 A recipe hands :func:`train_grid`::
 
