@@ -197,6 +197,7 @@ def reproduce_structured_suite(tasks: str | None, encoders: str | None, quick: b
     Tomita cold start, length generalisation, sample efficiency (1/10/100%) and compute,
     written to OUT_DIR/report.md, plots and results.json."""
     from neurosym.experiments import structured_suite as suite  # lazy: --help must not load torch and every subsystem
+    from neurosym.experiments import suite_report  # lazy: as above
 
     check_out_dir(out_dir)
     if data_dir is not None and not data_dir.is_dir():
@@ -208,20 +209,20 @@ def reproduce_structured_suite(tasks: str | None, encoders: str | None, quick: b
             raise NeurosymError("--gpu: CUDA is not available here")
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
     chosen_tasks = split(tasks) if tasks is not None else None
-    chosen_encoders = split(encoders) if encoders is not None else list(suite.ENCODERS)
+    chosen_encoders = split(encoders) if encoders is not None else list(suite.SETTINGS)
     if chosen_tasks == [] or chosen_encoders == []:
         raise click.UsageError("--tasks and --encoders need at least one name")
     budget = suite.budget_for(quick, steps=steps)
     say = None if as_json else (lambda line: click.echo(line, err=True))
     report = suite.reproduce(out_dir, chosen_tasks, chosen_encoders, seeds or (1 if quick else 3), budget, resume=resume, data_dir=data_dir,
                              threads=threads, progress=not as_json, say=None, device="cuda" if gpu else "cpu", workers=jobs)
-    path = suite.write_report(report, out_dir)
+    path = suite_report.write_report(report, out_dir)
     if say is not None:
         say(f"wrote {path} and {out_dir / 'results.json'}")
     if as_json:
-        click.echo(json.dumps(suite.json_report(report), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(suite_report.json_report(report), indent=2, ensure_ascii=False))
     else:
-        click.echo(suite.format_report(report))
+        click.echo(suite_report.format_report(report))
 
 
 __all__ = ["reproduce", "reproduce_idea_gating", "reproduce_semantic_fusion", "reproduce_semantic_kl", "reproduce_structured_suite"]

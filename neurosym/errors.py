@@ -64,7 +64,7 @@ class ConfigError(NeurosymError, ValueError):
 
 
 class TaskError(NeurosymError, TypeError):
-    """A training task (``neurosym.lm.train.Task``) that breaks its protocol: a missing
+    """A training task (``neurosym.lm.train.TrainingTask``) that breaks its protocol: a missing
     method, a model that is not an ``nn.Module``, a loss of the wrong shape. Also a
     ``TypeError``."""
 

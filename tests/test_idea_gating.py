@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from neurosym.cli.main import main
 from neurosym.errors import ConfigError, NeurosymError
+from neurosym.experiments.harness import diff_ci, mean_ci, wilson
 from neurosym.experiments.idea_gating import (
-    DriftCorpus, ModelSection, diff_ci, format_report, hits_per_100, json_report, judge_continuation, mean_ci, recipe_config, reproduce, task,
-    wilson,
+    DriftCorpus, ModelSection, format_report, hits_per_100, json_report, judge_continuation, recipe_config, reproduce, task,
 )
 
 

@@ -32,12 +32,10 @@ the idea model through :class:`~neurosym.decode.idea.IdeaGate`).
 
 from __future__ import annotations
 
-import io
 import math
 import statistics
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -54,14 +52,14 @@ from neurosym.decode.sampling import RepetitionPenalty
 from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import read_lexicon
 from neurosym.errors import ConfigError, NeurosymError
-from neurosym.files import atomic_write
+from neurosym.experiments import harness
+from neurosym.experiments.harness import diff_ci, mean_ci, wilson
 from neurosym.lm.config import Config
 from neurosym.lm.idea import (
     IdeaConfig, IdeaOutput, idea_parameters, idea_perplexities, idea_training_loss, matched_d_ff, stop_word_ids, xray,
 )
 from neurosym.lm.metrics import evaluate, floor_ppl
-from neurosym.lm.model import CausalLM, LMConfig
-from neurosym.lm.train import Trainer, earlier_run, interleaved_step_seconds, param_groups, seed_all
+from neurosym.lm.model import CausalLM, LMConfig, LMSection
 
 DATASETS = ("drift", "wikitext-2")
 TOPICS = {"zoology": ("Z1", "ZOO_TERMS"), "comics": ("K1", "COMIC_TERMS")}  # topic -> (sentence-grammar start, terms class)
@@ -69,16 +67,11 @@ DOMAINS = ("MUSIC", "MILITARY", "SPORT")
 
 
 @dataclass
-class ModelSection:
-    """``[model]``: the architecture, the idea head and the gate (``idea_*``)."""
+class ModelSection(LMSection):
+    """``[model]``: the architecture (:class:`~neurosym.lm.model.LMSection`), the idea head
+    and the gate (``idea_*``)."""
 
     kind: Literal["baseline", "idea"] = "idea"
-    d_model: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    d_ff: int = 256
-    dropout: float = 0.1
-    max_len: int = 64
     match_params: bool = True  # baseline: widen d_ff to the tied idea model's parameter count
     idea_window: int = 20
     idea_hidden: int = 128
@@ -93,10 +86,7 @@ class ModelSection:
     idea_pos_weight: float | None = None
 
     def __post_init__(self):
-        for key in ("d_model", "n_layers", "n_heads", "d_ff", "max_len"):
-            _require(getattr(self, key) >= 1, f"model.{key}", "expected an integer >= 1", getattr(self, key))
-        _require(self.d_model % self.n_heads == 0, "model.n_heads", f"expected a divisor of model.d_model ({self.d_model})", self.n_heads)
-        _require(0 <= self.dropout < 1, "model.dropout", "expected a number in [0, 1)", self.dropout)
+        super().__post_init__()
         _require(0 <= self.idea_ramp <= 1, "model.idea_ramp", "expected a share of the training steps in [0, 1]", self.idea_ramp)
         self.idea(0)  # checks the idea_* keys (ConfigError "model.idea_<key>: ...")
 
@@ -236,46 +226,6 @@ def judge_continuation(corpus: DriftCorpus, topic: str, prompt: Sequence[int], c
     return {"drift": drift, "invalid": invalid, "complete": bool(sentences)}
 
 
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson 95% interval of a proportion k / n ((nan, nan) for n = 0)."""
-    if n == 0:
-        return math.nan, math.nan
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
-def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
-    """Mean and Student-t 95% interval: (mean, lo, hi)."""
-    n = len(values)
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    m = statistics.fmean(values)
-    if n == 1:
-        return m, math.nan, math.nan
-    from scipy import stats  # lazy: only the report needs it
-
-    half = stats.t.ppf(0.975, n - 1) * statistics.stdev(values) / math.sqrt(n)
-    return m, m - half, m + half
-
-
-def diff_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
-    """mean(a) - mean(b) with a Welch 95% interval: (difference, lo, hi)."""
-    if len(a) < 2 or len(b) < 2:
-        return statistics.fmean(a) - statistics.fmean(b) if a and b else math.nan, math.nan, math.nan
-    from scipy import stats  # lazy
-
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    se = math.sqrt(va + vb)
-    d = statistics.fmean(a) - statistics.fmean(b)
-    if se == 0:
-        return d, d, d
-    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = stats.t.ppf(0.975, dof) * se
-    return d, d - half, d + half
-
-
 def hits_per_100(words: Sequence[int], terms: set[int], ignore: set[int] = frozenset()) -> float | None:
     """Domain-term hits per 100 words of a continuation (tokens in ``ignore`` — specials,
     punctuation — are not words); None for an empty continuation."""
@@ -339,8 +289,7 @@ class IdeaGatingTask:
     # ------------------------------------------------------------------ the task protocol
     def lm_config(self, d_ff: int | None = None) -> LMConfig:
         m = self.model_cfg
-        return LMConfig(vocab_size=len(self.tokens), d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads,
-                        d_ff=d_ff or m.d_ff, dropout=m.dropout, max_len=m.max_len, pad_id=self.pad_id)
+        return m.lm_config(len(self.tokens), self.pad_id, d_ff=d_ff or m.d_ff)
 
     def build_model(self, config: Config | None = None) -> CausalLM:
         m = self.model_cfg
@@ -509,16 +458,6 @@ def recipe_config(
     })
 
 
-def _summary(rows: list[dict], keys: Sequence[str]) -> dict:
-    out = {}
-    for k in keys:
-        vals = [r[k] for r in rows if k in r and r[k] is not None and not math.isnan(r[k])]
-        if vals:
-            out[k] = statistics.fmean(vals)
-            out[f"{k}_std"] = statistics.stdev(vals) if len(vals) > 1 else 0.0
-    return out
-
-
 def reproduce(
     seeds: int = 3, out_dir: str | Path = "runs/idea-gating", datasets: Sequence[str] = DATASETS,
     variants: Sequence[str] = tuple(VARIANTS), progress: Callable[[str], None] | None = print, resume: bool = False,
@@ -534,47 +473,45 @@ def reproduce(
         raise NeurosymError(f"expected datasets among {', '.join(RECIPE)} and variants among {', '.join(VARIANTS)}, got {', '.join(bad) or 'none'}")
     out_dir = Path(out_dir)
     report: dict = {"seeds": seeds, "threads": threads, "datasets": {}, "samples": samples}
-    total, done, spent = seeds * len(variants) * len(datasets), 0, []
+    counter = harness.Progress(seeds * len(variants) * len(datasets), progress)
     for dataset in datasets:
-        runs: dict[str, list[dict]] = {v: [] for v in variants}
         pooled: dict[str, dict] = {v: {"drift": 0, "invalid": 0, "n": 0, "sticky": []} for v in variants}
-        params, t, xr = {}, None, None
-        for seed in range(seeds):
-            for v in variants:
-                config = recipe_config(dataset, v, seed, out_dir, threads, gpu, progress_bar=False, overrides=overrides)
-                exists = earlier_run(config, resume)
-                if progress:
-                    progress(f"[{done + 1}/{total}] {dataset}: {v}, seed {seed}" + (" (resuming)" if exists else ""))
-                started = time.monotonic()
-                t = task(config)
-                trainer = Trainer(config, t)
-                result = trainer.fit(resume=exists)
-                model = trainer.model.cpu().eval()
-                params[v] = model.num_parameters()
-                row = {k: float(x) for k, x in result.eval.items()}
-                row.update(seed=seed, seconds=result.seconds, run_dir=str(result.run_dir))
-                if dataset == "drift":
-                    d = t.drift(model, n=samples, seed=seed)
-                    row.update(drift_rate=d["drift_rate"], invalid_rate=d["invalid_rate"], stickiness=d["stickiness"])
-                    pooled[v]["drift"] += d["drift"]
-                    pooled[v]["invalid"] += round(d["invalid_rate"] * d["n"])
-                    pooled[v]["n"] += d["n"]
-                else:
-                    d = t.stickiness(model, n=samples, seed=seed)
-                    row.update(stickiness=d["stickiness"], prompts=d["n"])
-                pooled[v]["sticky"].extend(d["stickiness_samples"])
-                runs[v].append(row)
-                if v == "idea" and seed == 0:
-                    xr = _xray_for(t, model, dataset)
-                done += 1
-                spent.append(time.monotonic() - started)
-                if progress:
-                    extra = f", drift {row['drift_rate']:.3f}" if "drift_rate" in row else ""
-                    progress(f"      ppl {row['ppl']:.4f} (ungated {row['ppl_ungated']:.4f}){extra}, stickiness {row['stickiness']:.2f}, "
-                             f"{row['seconds']:.0f} s training; about {statistics.fmean(spent) * (total - done) / 60:.1f} min left")
+        xrays: list[dict] = []
+
+        def measure(run: harness.Run) -> dict:
+            """Drift (drift corpus) or stickiness (WikiText-2) of the run's model, pooled over
+            seeds; the x-ray of the idea model at seed 0."""
+            t, model, v = run.task, run.model.cpu().eval(), run.variant
+            if dataset == "drift":  # noqa: B023
+                d = t.drift(model, n=samples, seed=run.seed)
+                row = {"drift_rate": d["drift_rate"], "invalid_rate": d["invalid_rate"], "stickiness": d["stickiness"]}
+                pooled[v]["drift"] += d["drift"]  # noqa: B023
+                pooled[v]["invalid"] += round(d["invalid_rate"] * d["n"])  # noqa: B023
+                pooled[v]["n"] += d["n"]  # noqa: B023
+            else:
+                d = t.stickiness(model, n=samples, seed=run.seed)
+                row = {"stickiness": d["stickiness"], "prompts": d["n"]}
+            pooled[v]["sticky"].extend(d["stickiness_samples"])  # noqa: B023
+            if v == "idea" and run.seed == 0:
+                xrays.append(_xray_for(t, model, dataset))  # noqa: B023
+            return row
+
+        def describe(row: dict) -> str:
+            extra = f", drift {row['drift_rate']:.3f}" if "drift_rate" in row else ""
+            return (f"ppl {row['ppl']:.4f} (ungated {row['ppl_ungated']:.4f}){extra}, stickiness {row['stickiness']:.2f}, "
+                    f"{row['seconds']:.0f} s training")
+
+        grid = harness.train_grid(
+            variants, seeds, lambda v, seed: recipe_config(dataset, v, seed, out_dir, threads, gpu, progress_bar=False, overrides=overrides),  # noqa: B023
+            task, resume=resume, progress=counter, label=lambda v, seed: f"{dataset}: {v}, seed {seed}", measure=measure, describe=describe,  # noqa: B023
+        )
+        t = grid[variants[-1]][-1].task
+        runs = {v: [r.figures for r in rs] for v, rs in grid.items()}
+        params = {v: rs[-1].params for v, rs in grid.items()}
+        xr = xrays[0] if xrays else None
         rep: dict = {"floor_ppl": t.floor(), "config": {k: v for k, v in recipe_config(dataset, "idea", 0, out_dir, threads, gpu, overrides=overrides).to_dict().items() if k in ("model", "data", "optim")}}
         for v in variants:
-            s = _summary(runs[v], ("ppl", "ppl_ungated", "drift_rate", "invalid_rate", "stickiness", "seconds"))
+            s = harness.summarise(runs[v], ("ppl", "ppl_ungated", "drift_rate", "invalid_rate", "stickiness", "seconds"), finite_only=True)
             p = pooled[v]
             if p["n"]:
                 s["drift_ci"] = wilson(p["drift"], p["n"])
@@ -590,6 +527,7 @@ def reproduce(
             if plots:
                 rep["xray"]["plot"] = str(plot_xray(xr, out_dir / f"xray-{dataset}.png"))
         report["datasets"][dataset] = rep
+    harness.save_json(json_report(report), out_dir)
     return report
 
 
@@ -622,12 +560,7 @@ def plot_xray(xr: dict, path: str | Path) -> Path:
     prompt = xr["prompt"] if len(xr["prompt"]) < 70 else "..." + xr["prompt"][-67:]
     ax.set_title(f"idea gate x-ray ({xr['topic']}): {prompt}", fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    atomic_write(path, lambda f: f.write(buf.getvalue()))
-    return path
+    return harness.save_png(fig, path, dpi=110)
 
 
 def json_report(r: dict) -> dict:
@@ -652,7 +585,7 @@ def json_report(r: dict) -> dict:
 def format_report(r: dict) -> str:
     """Markdown tables per dataset and a verdict per comparison."""
     def pm(m: dict, k: str, fmt: str = ".3f") -> str:
-        return f"{m[k]:{fmt}} ± {m[k + '_std']:{fmt}}" if k in m else "—"
+        return harness.mean_std(m, k, fmt)
 
     def ci(pair) -> str:
         return f"[{pair[0]:.3f}, {pair[1]:.3f}]" if pair and not math.isnan(pair[0]) else "—"
@@ -661,14 +594,16 @@ def format_report(r: dict) -> str:
     for dataset, rep in r["datasets"].items():
         variants = [v for v in VARIANTS if v in rep]
         where = "drift.fsg documents" if dataset == "drift" else "WikiText-2: trained on valid.txt (the train split is not shipped), evaluated on test.txt"
-        lines += [f"### {dataset} ({r['seeds']} seed(s); {where})", "",
-                  "| model | params | PPL | ungated PPL | drift rate (pooled 95% CI) | invalid rate | stickiness /100 words (pooled 95% CI) | s/run |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"### {dataset} ({r['seeds']} seed(s); {where})", ""]
+        rows = []
         for v in variants:
             m = rep[v]
             drift = f"{pm(m, 'drift_rate')} {ci(m.get('drift_ci'))}" if "drift_rate" in m else "—"
             sticky = f"{pm(m, 'stickiness', '.2f')} {ci(m.get('stickiness_ci'))}"
-            lines.append(f"| {v} | {m['params']:,} | {pm(m, 'ppl', '.4f')} | {pm(m, 'ppl_ungated', '.4f')} | {drift} | {pm(m, 'invalid_rate')} | {sticky} | {m.get('seconds', math.nan):.0f} |")
+            rows.append([v, f"{m['params']:,}", pm(m, "ppl", ".4f"), pm(m, "ppl_ungated", ".4f"), drift, pm(m, "invalid_rate"), sticky,
+                         f"{m.get('seconds', math.nan):.0f}"])
+        lines += harness.markdown_table(["model", "params", "PPL", "ungated PPL", "drift rate (pooled 95% CI)", "invalid rate",
+                                         "stickiness /100 words (pooled 95% CI)", "s/run"], rows)
         if rep.get("floor_ppl"):
             lines.append(f"| exact floor | | {rep['floor_ppl']:.4f} | | | | | |")
         lines.append("")
@@ -700,24 +635,9 @@ def format_report(r: dict) -> str:
 def step_times(dataset: str = "wikitext-2", repeats: int = 20, warmup: int = 3, threads: int | None = RECIPE_THREADS,
                variants: Sequence[str] = tuple(VARIANTS)) -> dict[str, dict[str, float]]:
     """Milliseconds per training step (forward, losses, backward, AdamW) of each variant on
-    the same first batch, interleaved: ``{variant: {median_ms, min_ms, params, ratio}}``."""
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        setups = []
-        for v in variants:
-            config = recipe_config(dataset, v, 0, threads=threads)
-            t = task(config)
-            seed_all(0)
-            net = t.build_model(config)
-            opt = torch.optim.AdamW(param_groups(net, 0.01), lr=1e-3)
-            setups.append((v, t, net, opt, t.train_batches(0, torch.Generator().manual_seed(0))[0]))
-
-        times = interleaved_step_seconds(setups, repeats=repeats, warmup=warmup)
-        base = statistics.median(times[variants[0]])
-        return {v: {"median_ms": 1000 * statistics.median(times[v]), "min_ms": 1000 * min(times[v]),
-                    "params": net.num_parameters(), "ratio": statistics.median(times[v]) / base}
-                for v, _, net, _, _ in setups}
-    finally:
-        torch.set_num_threads(before)
+    the same first batch, interleaved (:func:`~neurosym.experiments.harness.step_times`):
+    ``{variant: {median_ms, min_ms, params, ratio}}`` (ratio: to the first variant)."""
+    times = harness.step_times(variants, lambda v: recipe_config(dataset, v, 0, threads=threads), task, lr=1e-3, weight_decay=0.01,
+                               repeats=repeats, warmup=warmup, threads=threads)
+    base = times[variants[0]]["median_ms"]
+    return {v: t | {"ratio": t["median_ms"] / base} for v, t in times.items()}

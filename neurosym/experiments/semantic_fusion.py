@@ -19,7 +19,7 @@ Everything is evaluated without any control input (a model with a control channe
 floor of the validation generator (``exp(H / (E|X| + 1))``: every word and ``<eos>``
 predicted).
 
-``task(config)`` is the :class:`~neurosym.lm.train.Task` behind ``neurosym train``;
+``task(config)`` is the :class:`~neurosym.lm.train.TrainingTask` behind ``neurosym train``;
 :func:`reproduce` runs the variants over several seeds and reports a table with
 Welch's t-test, and :func:`step_times` times their training steps side by side.
 """
@@ -27,8 +27,6 @@ Welch's t-test, and :func:`step_times` times their training steps side by side.
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,12 +39,12 @@ from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import resolve_data_path
 from neurosym.data.corpora import choose_holdout, sample_sentences
 from neurosym.errors import ConfigError, NeurosymError
+from neurosym.experiments import harness
 from neurosym.lm.config import Config
 from neurosym.lm.fusion import ControlColumns, build_fusion_lm, control_names, lexical_descriptions, make_batch
 from neurosym.lm.losses import aux_bce, class_uniformizer, label_smoothed_ce
 from neurosym.lm.metrics import evaluate, floor_ppl
-from neurosym.lm.model import CausalLM, LMConfig
-from neurosym.lm.train import Trainer, earlier_run, interleaved_step_seconds, param_groups, seed_all
+from neurosym.lm.model import CausalLM, LMSection
 
 # The published figures (their encoder had no causal mask; see DESIGN "Findings").
 # The sentence-level control of sentiment.lex: how positive, negative and intense the
@@ -61,17 +59,12 @@ PAPER = {"baseline": {"ppl": 2.249}, "fusion": {"ppl": 2.152}, "floor_ppl": 2.67
 
 
 @dataclass
-class ModelSection:
-    """``[model]``: the architecture and the losses."""
+class ModelSection(LMSection):
+    """``[model]``: the architecture (:class:`~neurosym.lm.model.LMSection`, its context
+    ``max_len`` 32 here) and the losses."""
 
-    kind: Literal["baseline", "fusion"] = "fusion"
-    d_model: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    d_ff: int = 256
-    dropout: float = 0.1
     max_len: int = 32
-    positions: Literal["sinusoidal", "rotary"] = "sinusoidal"
+    kind: Literal["baseline", "fusion"] = "fusion"
     label_smoothing: float = 0.02
     aux_weight: float = 0.5  # fusion only; 0 builds no auxiliary head
     aux_hidden: int = 128  # fusion only
@@ -82,10 +75,8 @@ class ModelSection:
     lexical_output: bool = False  # fusion only: logit(v) = h . (E[v] + W_o f(v)), f the context-free lexicon columns
 
     def __post_init__(self):
-        for key in ("d_model", "n_layers", "n_heads", "d_ff", "max_len", "aux_hidden"):
-            _require(getattr(self, key) >= 1, f"model.{key}", "expected an integer >= 1", getattr(self, key))
-        _require(self.d_model % self.n_heads == 0, "model.n_heads", f"expected a divisor of model.d_model ({self.d_model})", self.n_heads)
-        _require(0 <= self.dropout < 1, "model.dropout", "expected a number in [0, 1)", self.dropout)
+        super().__post_init__()
+        _require(self.aux_hidden >= 1, "model.aux_hidden", "expected an integer >= 1", self.aux_hidden)
         _require(0 <= self.label_smoothing < 1, "model.label_smoothing", "expected a number in [0, 1)", self.label_smoothing)
         _require(0 <= self.control_dropout < 1, "model.control_dropout", "expected a number in [0, 1) (the share of rows trained without control)", self.control_dropout)
         _require(self.uniformizer_classes in ("joint", "per_class"), "model.uniformizer_classes", 'expected "joint" or "per_class"', self.uniformizer_classes)
@@ -183,10 +174,7 @@ class SemanticFusionTask:
     # ------------------------------------------------------------------ the task protocol
     def build_model(self, config: Config) -> CausalLM:
         m = self.model_cfg
-        lm = LMConfig(
-            vocab_size=len(self.auto.vocab), d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads, d_ff=m.d_ff,
-            dropout=m.dropout, max_len=m.max_len, positions=m.positions, pad_id=self.pad_id,
-        )
+        lm = m.lm_config(len(self.auto.vocab), self.pad_id)
         if m.kind == "baseline":
             return CausalLM(lm)
         return build_fusion_lm(
@@ -304,47 +292,14 @@ def recipe_config(
     )
 
 
-def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """Welch's t-test of mean(a) != mean(b) (scipy.stats.ttest_ind, equal_var=False):
-    ``{t, p}``; NaN with fewer than two values on a side."""
-    if len(a) < 2 or len(b) < 2:
-        return {"t": math.nan, "p": math.nan}
-    from scipy import stats  # lazy: scipy.stats takes ~0.5 s to import and only the report needs it
-
-    res = stats.ttest_ind(list(a), list(b), equal_var=False)
-    return {"t": float(res.statistic), "p": float(res.pvalue)}
-
-
 def step_times(
     variants: Sequence[str] = MAIN, repeats: int = 30, warmup: int = 3, threads: int | None = RECIPE_THREADS,
     model: dict | None = None, **data,
 ) -> dict[str, dict[str, float]]:
-    """Milliseconds per training step (forward, losses, backward, AdamW step) of each
-    variant, measured in this process under the same conditions: the same first batch,
-    the same thread count, steps interleaved across variants (so load changes hit all
-    alike). ``{variant: {median_ms, min_ms, params}}``."""
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        setups = []
-        for v in variants:
-            config = recipe_config(v, 0, model=model, threads=threads, **data)
-            t = task(config)
-            seed_all(0)
-            net = t.build_model(config)
-            opt = torch.optim.AdamW(param_groups(net, RECIPE_OPTIM["weight_decay"]), lr=RECIPE_OPTIM["lr"])
-            batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
-            setups.append((v, t, net, opt, batch))
-
-        times = interleaved_step_seconds(setups, repeats=repeats, warmup=warmup)
-        return {
-            v: {"median_ms": 1000 * statistics.median(times[v]), "min_ms": 1000 * min(times[v]),
-                "params": sum(p.numel() for p in net.parameters())}
-            for v, _, net, _, _ in setups
-        }
-    finally:
-        torch.set_num_threads(before)
+    """Milliseconds per training step of each variant, interleaved in this process
+    (:func:`~neurosym.experiments.harness.step_times`): ``{variant: {median_ms, min_ms, params}}``."""
+    return harness.step_times(variants, lambda v: recipe_config(v, 0, model=model, threads=threads, **data), task,
+                              lr=RECIPE_OPTIM["lr"], weight_decay=RECIPE_OPTIM["weight_decay"], repeats=repeats, warmup=warmup, threads=threads)
 
 
 def reproduce(
@@ -359,78 +314,55 @@ def reproduce(
     timing: bool = True,
     **data,
 ) -> dict:
-    """Train each variant for ``seeds`` seeds; return the report dict: ``floor_ppl``, per
+    """Train each variant for ``seeds`` seeds (:func:`~neurosym.experiments.harness.train_grid`);
+    return the report dict, also written to ``out_dir/report.json``: ``floor_ppl``, per
     variant the mean, spread and per-seed figures and ``params``, Welch's test of fusion
     against baseline, step times (``timing``) and the paper's figures."""
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or len(set(variants)) != len(variants):
         raise NeurosymError(f"variants: expected distinct names among {', '.join(VARIANTS)}, got {', '.join(variants)}")
-    runs: dict[str, list[dict]] = {v: [] for v in variants}
-    params: dict[str, int] = {}
-    t = None
-    total, done, spent = seeds * len(variants), 0, []
-    for seed in range(seeds):
-        for v in variants:
-            config = recipe_config(v, seed, out_dir, epochs, model, threads, progress_bar=progress is not None, **data)
-            exists = earlier_run(config, resume)
-            if progress:
-                progress(f"[{done + 1}/{total}] {v}, seed {seed}" + (" (resuming)" if exists else ""))
-            t = task(config)
-            started = time.monotonic()
-            trainer = Trainer(config, t)
-            result = trainer.fit(resume=exists)
-            params[v] = sum(p.numel() for p in trainer.model.parameters())
-            figures = {k: float(val) for k, val in result.eval.items()}
-            figures.update(seed=seed, seconds=result.seconds, run_dir=str(result.run_dir), train_loss=result.loss)
-            runs[v].append(figures)
-            done += 1
-            spent.append(time.monotonic() - started)
-            if progress:
-                how = ("finished earlier, reused" if result.resumed_from == result.steps
-                       else f"resumed from step {result.resumed_from}" if result.resumed_from is not None else "trained")
-                left = statistics.fmean(spent) * (total - done)
-                progress(
-                    f"      {how}: ppl {figures['ppl']:.4f}, seen-only ppl {figures.get('seen_ppl', math.nan):.4f}, "
-                    f"{figures['seconds']:.0f} s of training" + (f"; about {left / 60:.1f} min left" if done < total else "")
-                )
+    grid = harness.train_grid(
+        variants, seeds, lambda v, seed: recipe_config(v, seed, out_dir, epochs, model, threads, progress_bar=progress is not None, **data),
+        task, resume=resume, progress=harness.Progress(seeds * len(variants), progress),
+        describe=lambda f: f"ppl {f['ppl']:.4f}, seen-only ppl {f.get('seen_ppl', math.nan):.4f}, {f['seconds']:.0f} s of training",
+    )
+    t = grid[variants[-1]][-1].task
+    runs = {v: [r.figures for r in rs] for v, rs in grid.items()}
     floor = t.floor()
     report = {
         "floor_ppl": floor, "seeds": seeds, "variants": list(variants), "paper": PAPER, "holdout": t.holdout, "threads": threads,
         "config": {"model": asdict(t.model_cfg), "data": asdict(t.data_cfg), "optim": RECIPE_OPTIM | ({"epochs": epochs} if epochs else {})},
     }
     for v, rows in runs.items():
-        metrics = [k for k in METRICS if k in rows[0]]
-        report[v] = {k: statistics.fmean(r[k] for r in rows) for k in metrics}
-        report[v].update({f"{k}_std": (statistics.stdev(r[k] for r in rows) if len(rows) > 1 else 0.0) for k in metrics})
-        report[v].update(params=params[v], runs=rows)
+        report[v] = harness.summarise(rows, METRICS)
+        report[v].update(params=grid[v][-1].params, runs=rows)
     if "baseline" in runs and "fusion" in runs:
         b, f = report["baseline"], report["fusion"]
         report["fusion_minus_baseline"] = {k: f[k] - b[k] for k in ("ppl", "seen_ppl") if k in f and k in b}
-        report["welch_ppl"] = welch([r["ppl"] for r in runs["fusion"]], [r["ppl"] for r in runs["baseline"]])
+        report["welch_ppl"] = harness.welch([r["ppl"] for r in runs["fusion"]], [r["ppl"] for r in runs["baseline"]])
     report["all_at_or_above_floor"] = all(r["ppl"] >= floor for rows in runs.values() for r in rows)
     if timing:
         report["step_times"] = step_times(variants, threads=threads, model=model, **data)
+    harness.save_json(report, out_dir)
     return report
 
 
 def format_report(r: dict) -> str:
     """The report as a Markdown table plus a sentence on the comparison."""
-    def cell(m: dict, k: str) -> str:
-        return f"{m[k]:.4f} ± {m[k + '_std']:.4f}" if k in m else "—"
-
     timing = r.get("step_times", {})
     lines = [
         f"semantic fusion on clause.fsg ({r['seeds']} seed(s), {r['threads']} thread(s); held out of training: "
         + "; ".join(f"{c}: {', '.join(ws)}" for c, ws in r["holdout"].items()) + ")",
         "",
-        "| model | PPL | seen-only PPL | focus CE (nats) | semantic MSE | parameters | ms/step | paper PPL (non-causal) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    rows = []
     for v in r["variants"]:
         m = r[v]
         ms = f"{timing[v]['median_ms']:.1f}" if v in timing else "—"
         paper = r["paper"].get(v, {}).get("ppl", "—")
-        lines.append(f"| {v} | {cell(m, 'ppl')} | {cell(m, 'seen_ppl')} | {cell(m, 'focus_ce')} | {cell(m, 'sem_mse')} | {m['params']:,} | {ms} | {paper} |")
+        rows.append([v, *(harness.mean_std(m, k) for k in METRICS), f"{m['params']:,}", ms, str(paper)])
+    lines += harness.markdown_table(
+        ["model", "PPL", "seen-only PPL", "focus CE (nats)", "semantic MSE", "parameters", "ms/step", "paper PPL (non-causal)"], rows)
     lines.append(f"| exact floor | {r['floor_ppl']:.4f} | | | | | | {r['paper']['floor_ppl']} (their corpus) |")
     lines.append("")
     if "fusion_minus_baseline" in r:

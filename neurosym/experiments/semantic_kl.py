@@ -30,8 +30,6 @@ Same architecture, data, optimizer and number of steps. :data:`VARIANTS` names t
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,12 +50,11 @@ from neurosym.data.text import (
     read_tagged,
 )
 from neurosym.errors import ConfigError, NeurosymError
-from neurosym.experiments.semantic_fusion import welch
+from neurosym.experiments import harness
 from neurosym.lm.config import Config
 from neurosym.lm.metrics import embedding_health, expected_calibration_error, same_pos_miss_rate
-from neurosym.lm.model import CausalLM, LMConfig
+from neurosym.lm.model import CausalLM, LMSection
 from neurosym.lm.semantic_kl import TemperatureSchedule, semantic_kl_terms
-from neurosym.lm.train import Trainer, earlier_run
 
 DATASETS = ("wikitext-2", "ud-english-ewt")
 SPLITS = {"wikitext-2": ("valid", "test"), "ud-english-ewt": ("train", "test")}  # (train on, evaluate on)
@@ -76,15 +73,12 @@ def _require(ok: bool, key: str, expected: str, value) -> None:
 
 
 @dataclass
-class ModelSection:
-    """``[model]``: the architecture and the objective."""
+class ModelSection(LMSection):
+    """``[model]``: the architecture (:class:`~neurosym.lm.model.LMSection`: 2 layers here,
+    and a context of ``data.window`` tokens unless ``max_len`` is set) and the objective."""
 
-    d_model: int = 128
     n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 256
-    dropout: float = 0.1
-    positions: Literal["sinusoidal", "rotary"] = "sinusoidal"
+    max_len: int | None = None  # None: data.window
     objective: Literal["ce", "semantic_kl"] = "ce"
     kl_lambda: float = 0.5  # semantic_kl: lam * KL + (1 - lam) * CE
     similarity: Literal["dot", "cosine"] = "cosine"
@@ -93,10 +87,7 @@ class ModelSection:
     temperature_schedule: Literal["constant", "linear", "cosine"] = "constant"
 
     def __post_init__(self):
-        for key in ("d_model", "n_layers", "n_heads", "d_ff"):
-            _require(getattr(self, key) >= 1, f"model.{key}", "expected an integer >= 1", getattr(self, key))
-        _require(self.d_model % self.n_heads == 0, "model.n_heads", f"expected a divisor of model.d_model ({self.d_model})", self.n_heads)
-        _require(0 <= self.dropout < 1, "model.dropout", "expected a number in [0, 1)", self.dropout)
+        super().__post_init__()
         _require(0 <= self.kl_lambda <= 1, "model.kl_lambda", "expected a number in [0, 1] (the weight of the KL term)", self.kl_lambda)
         _require(math.isfinite(self.temperature) and self.temperature > 0, "model.temperature", "expected a finite number > 0", self.temperature)
         if self.temperature_schedule != "constant":
@@ -141,6 +132,8 @@ class SemanticKLTask:
         self.model_cfg = m = config.section("model", ModelSection)
         self.data_cfg = d = config.section("data", DataSection)
         self.batch_size = config.optim.batch_size
+        if m.max_len is not None and m.max_len < d.window:
+            raise config.error("model.max_len", f"expected at least data.window = {d.window} (the longest input), got {m.max_len}")
         self.temperatures = m.schedule()
         self.temperature = self.temperatures.start
         try:
@@ -183,10 +176,7 @@ class SemanticKLTask:
     # ------------------------------------------------------------------ the task protocol
     def build_model(self, config: Config) -> CausalLM:
         m = self.model_cfg
-        return CausalLM(LMConfig(
-            vocab_size=len(self.vocab), d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads, d_ff=m.d_ff,
-            dropout=m.dropout, max_len=self.data_cfg.window, positions=m.positions, pad_id=PAD_ID,
-        ))
+        return CausalLM(m.lm_config(len(self.vocab), PAD_ID, max_len=m.max_len or self.data_cfg.window))
 
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.train_ids) / self.batch_size)
@@ -329,31 +319,16 @@ def reproduce(
         raise NeurosymError(f"variants: expected distinct names among {', '.join(VARIANTS)} including baseline, and datasets among "
                             f"{', '.join(DATASETS)}; got {', '.join(variants)} / {', '.join(datasets)}")
     report: dict = {"seeds": seeds, "threads": threads, "variants": list(variants), "datasets": list(datasets)}
-    total, done, spent = seeds * len(variants) * len(datasets), 0, []
+    counter = harness.Progress(seeds * len(variants) * len(datasets), progress)
     for dataset in datasets:
-        runs: dict[str, list[dict]] = {v: [] for v in variants}
-        params: dict[str, int] = {}
-        t = None
-        for seed in range(seeds):
-            for v in variants:
-                config = recipe_config(v, dataset, seed, out_dir, model, data, optim, threads, device, progress_bar=progress is not None)
-                exists = earlier_run(config, resume)
-                if progress:
-                    progress(f"[{done + 1}/{total}] {dataset}, {v}, seed {seed}" + (" (resuming)" if exists else ""))
-                started = time.monotonic()
-                t = task(config)
-                trainer = Trainer(config, t)
-                result = trainer.fit(resume=exists)
-                params[v] = sum(p.numel() for p in trainer.model.parameters())
-                figures = {k: float(val) for k, val in result.eval.items()}
-                figures.update(seed=seed, seconds=result.seconds, run_dir=str(result.run_dir), train_loss=result.loss)
-                runs[v].append(figures)
-                done += 1
-                spent.append(time.monotonic() - started)
-                if progress:
-                    left = statistics.fmean(spent) * (total - done)
-                    progress(f"      ppl {figures['ppl']:.2f}, same-POS miss {figures['same_pos_miss']:.4f}, "
-                             f"{figures['seconds']:.0f} s of training" + (f"; about {left / 60:.1f} min left" if done < total else ""))
+        grid = harness.train_grid(
+            variants, seeds,
+            lambda v, seed: recipe_config(v, dataset, seed, out_dir, model, data, optim, threads, device, progress_bar=progress is not None),  # noqa: B023
+            task, resume=resume, progress=counter, label=lambda v, seed: f"{dataset}, {v}, seed {seed}",  # noqa: B023
+            describe=lambda f: f"ppl {f['ppl']:.2f}, same-POS miss {f['same_pos_miss']:.4f}, {f['seconds']:.0f} s of training",
+        )
+        t = grid[variants[-1]][-1].task
+        runs = {v: [r.figures for r in rs] for v, rs in grid.items()}
         section: dict = {"data": {
             "dataset": dataset, "note": DATA_NOTE[dataset], "train_split": SPLITS[dataset][0], "eval_split": SPLITS[dataset][1],
             "vocab_size": len(t.vocab), "train_windows": len(t.train_ids), "eval_windows": len(t.eval_ids),
@@ -362,15 +337,15 @@ def reproduce(
                        "optim": {**RECIPE_OPTIM, **(optim or {})}},
         }}
         for v, rows in runs.items():
-            section[v] = {k: statistics.fmean(r[k] for r in rows) for k in METRICS}
-            section[v].update({f"{k}_std": (statistics.stdev(r[k] for r in rows) if len(rows) > 1 else 0.0) for k in METRICS})
-            section[v].update(params=params[v], overrides=VARIANTS[v], runs=rows)
+            section[v] = harness.summarise(rows, METRICS)
+            section[v].update(params=grid[v][-1].params, overrides=VARIANTS[v], runs=rows)
         base = runs["baseline"]
         section["welch"] = {
-            v: {k: welch([r[k] for r in runs[v]], [r[k] for r in base]) for k in ("ppl", "same_pos_miss")}
+            v: {k: harness.welch([r[k] for r in runs[v]], [r[k] for r in base]) for k in ("ppl", "same_pos_miss")}
             for v in variants if v != "baseline"
         }
         report[dataset] = section
+    harness.save_json(json_report(report), out_dir)
     return report
 
 
@@ -393,14 +368,11 @@ def format_report(r: dict) -> str:
         d = s["data"]
         lines += ["", f"**{dataset}**: {d['note']}; vocabulary {d['vocab_size']:,}, {d['train_windows']:,} training windows of "
                   f"{d['window']} tokens, PPL over {d['eval_windows']:,} evaluation windows ({d['eval_windows'] * d['window']:,} tokens); "
-                  f"same-POS miss rate on {d['same_pos_on']}", "",
-                  "| model | PPL | same-POS miss | top-1 | ECE | mean cos(W) | eff. rank(W) | parameters |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for v in r["variants"]:
-            m = s[v]
-            cell = lambda k, f: f"{m[k]:{f}} ± {m[k + '_std']:{f}}"  # noqa: E731
-            lines.append(f"| {v} | {cell('ppl', '.2f')} | {cell('same_pos_miss', '.4f')} | {cell('top1', '.4f')} | "
-                         f"{cell('ece', '.4f')} | {cell('mean_cosine', '.4f')} | {cell('effective_rank', '.1f')} | {m['params']:,} |")
+                  f"same-POS miss rate on {d['same_pos_on']}", ""]
+        formats = {"ppl": ".2f", "same_pos_miss": ".4f", "top1": ".4f", "ece": ".4f", "mean_cosine": ".4f", "effective_rank": ".1f"}
+        lines += harness.markdown_table(
+            ["model", "PPL", "same-POS miss", "top-1", "ECE", "mean cos(W)", "eff. rank(W)", "parameters"],
+            ([v, *(harness.mean_std(s[v], k, f) for k, f in formats.items()), f"{s[v]['params']:,}"] for v in r["variants"]))
         lines.append("")
         for v in r["variants"]:
             if v == "baseline":
@@ -420,40 +392,9 @@ def format_report(r: dict) -> str:
 def plot_curves(report: dict, out: str | Path) -> Path:
     """Training curves of the report's runs: per dataset, the training CE (mean over seeds)
     against the step for every variant, and the evaluation PPL at each epoch end."""
-    from matplotlib.figure import Figure  # lazy: matplotlib is slow to import and only plots need it
-
-    from neurosym.files import atomic_write  # lazy: with the figure
-    from neurosym.lm.plot import read_metrics  # lazy: as above
-
-    datasets = report["datasets"]
-    fig = Figure(figsize=(9.0, 3.2 * len(datasets)), layout="constrained")
-    for row, dataset in enumerate(datasets):
-        ax_ce, ax_ppl = fig.add_subplot(len(datasets), 2, 2 * row + 1), fig.add_subplot(len(datasets), 2, 2 * row + 2)
-        for v in report["variants"]:
-            curves: dict[int, list[float]] = {}
-            evals: dict[int, list[float]] = {}
-            for run in report[dataset][v]["runs"]:
-                for line in read_metrics(run["run_dir"]):
-                    if line.get("kind") == "train" and "ce" in line:
-                        curves.setdefault(line["step"], []).append(line["ce"])
-                    elif line.get("kind") == "eval" and "ppl" in line:
-                        evals.setdefault(line["step"], []).append(line["ppl"])
-            steps = sorted(curves)
-            ax_ce.plot(steps, [statistics.fmean(curves[k]) for k in steps], label=v)
-            steps = sorted(evals)
-            ax_ppl.plot(steps, [statistics.fmean(evals[k]) for k in steps], marker="o", label=v)
-        ax_ce.set_title(f"{dataset}: training CE (true next token)")
-        ax_ppl.set_title(f"{dataset}: evaluation PPL ({SPLITS[dataset][1]})")
-        for ax in (ax_ce, ax_ppl):
-            ax.set_xlabel("step")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize="small")
-    fig.suptitle("semantic KL vs CE (WikiText-2: trained on valid.txt; its train split is not available here)", fontsize="medium")
-    import io  # lazy: with the figure
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    return atomic_write(Path(out), lambda f: f.write(buf.getvalue()))
+    panels = {dataset: {v: [run["run_dir"] for run in report[dataset][v]["runs"]] for v in report["variants"]} for dataset in report["datasets"]}
+    return harness.plot_curves(panels, out, title="semantic KL vs CE (WikiText-2: trained on valid.txt; its train split is not available here)",
+                               eval_titles={d: f"{d}: evaluation PPL ({SPLITS[d][1]})" for d in report["datasets"]})
 
 
 def json_report(report: dict) -> dict:

@@ -25,11 +25,15 @@ design's three settings:
   are prefixes rather than sentences (agreement) have no inside features but do have
   these.
 
-Regex priors exist for the Tomita tasks (the seven compiled Tomita automata, one
-bank) and for the tagging tasks of :data:`TOKEN_BANK_TASKS`, whose bank is synthesised
+Each task declares its priors (:class:`~neurosym.tasks.base.Task`: ``regex_prior``,
+``regex_target``, ``grammar``; a task joins the suite through
+:func:`neurosym.tasks.register_task`). Regex priors exist for the Tomita tasks (a
+``"bank"``: the seven compiled Tomita automata, the task's own read first) and for the
+tagging tasks whose prior is ``"synthesised"`` (POS, NER, chunking): a bank synthesised
 from the training split (``neurosym synth --corpus``'s :func:`synthesize_corpus`,
 cached in ``out_dir/banks/``) and read per token (:class:`TokenRegexEncoder`: each
-word's spelling through a character-level WFSA, hard / soft / removed); PCFG priors for the tasks sampled from a grammar (arithmetic, agreement). With a
+word's spelling through a character-level WFSA, hard / soft / removed); PCFG priors for the tasks that name the grammar
+they are sampled from (arithmetic, agreement). With a
 prior, the readout starts *reading* the task's own automaton (:func:`read_automaton`):
 the **cold start**, whose test accuracy before any training is reported per Tomita task.
 
@@ -40,7 +44,8 @@ per token by ``torch.utils.flop_counter``, milliseconds per training step, CPU s
 per run).
 
 Each (task, encoder, share, seed) result is one JSON file written atomically under
-``out_dir/results/``; ``resume=True`` reuses the finished ones.
+``out_dir/results/``; ``resume=True`` reuses the finished ones. The report (tables,
+plots, JSON) is :mod:`neurosym.experiments.suite_report`.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +64,7 @@ from torch import nn
 
 from neurosym.compile.pcfg import load_pcfg
 from neurosym.compile.regex import compile_bank
-from neurosym.data import shipped_file
+from neurosym.data import resolve_data_path
 from neurosym.dsl.regex import parse_regex_bank
 from neurosym.errors import NeurosymError
 from neurosym.experiments.suite_heads import (
@@ -76,27 +81,20 @@ from neurosym.experiments.suite_heads import (
     randomise,
     target_width,
 )
+from neurosym.experiments.suite_report import summarise
 from neurosym.files import atomic_write_bytes
 from neurosym.layers.encoders import build_encoder
 from neurosym.layers.wfsa import RegexLayer
 from neurosym.synth.clock import cpu_clock
 from neurosym.synth.corpus import Table, bank_text, synthesize_corpus
-from neurosym.tasks import IGNORE, NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks, tomita_bank
-from neurosym.tasks.generated import AGREEMENT_FILE, ARITH_FILE
+from neurosym.tasks import IGNORE, NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks
 
 PLAIN = ("mean", "conv", "rnn", "lstm", "attention", "stack")
 REGEX = ("regex-hard", "regex-soft", "regex-removed", "regex-others")
 PCFG = ("pcfg-hard", "pcfg-soft", "pcfg-removed", "pcfg-prefix-hard", "pcfg-prefix-removed")
-ENCODERS = PLAIN + REGEX + PCFG
+SETTINGS = PLAIN + REGEX + PCFG
+"""The suite's encoder settings (names, in report order); :data:`neurosym.layers.encoders.ENCODERS` holds the classes."""
 SHARES = (0.01, 0.1, 1.0)
-GRAMMAR_OF = {"arithmetic": ARITH_FILE, "agreement": AGREEMENT_FILE}
-FLOPS_CAPTION = (
-    "FLOPs are counted by `torch.utils.flop_counter` on one forward pass of 32 test rows: matrix products, convolutions and "
-    "attention only. Element-wise work is not counted: the RNN/LSTM/stack recurrences' gates, the WFSA forward algorithm "
-    "(gathers and products) and the inside/prefix charts' logsumexp, so those encoders are under-counted. Setup is the "
-    "once-per-sentence computation of fixed (hard/removed) PCFG features; milliseconds and seconds are wall time, CPU s "
-    "the run's process CPU time."
-)
 
 
 @dataclass(frozen=True)
@@ -119,8 +117,6 @@ FULL = Budget(n_train=10_000, n_test=2000, steps=3000, batch_size=64, dim=128, l
 
 
 # ---------------------------------------------------------------------- models
-TOKEN_BANK_TASKS = ("pos", "ner", "chunking")
-"""Tagging tasks whose regex prior is a bank synthesised from the training split."""
 BANK_SECONDS_PER_CLASS = 1.0
 MAX_BANK_STATES = 40
 """Synthesised patterns whose DFA has more states are listed but left out of the layer
@@ -128,16 +124,27 @@ MAX_BANK_STATES = 40
 
 
 def prior_of(task: Task, encoder: str) -> str | None:
-    """Why ``encoder`` does not apply to ``task`` (None when it does)."""
+    """Why ``encoder`` does not apply to ``task`` (None when it does), from the priors the
+    task declares (``regex_prior``, ``regex_target``, ``grammar``: :class:`~neurosym.tasks.base.Task`)."""
     if encoder in REGEX:
-        if task.name.startswith("tomita"):
-            return None
-        if task.name in TOKEN_BANK_TASKS:
+        if task.regex_prior == "bank":
+            return "regex-others needs the task's own automaton (regex_target) to leave out" if encoder == "regex-others" and task.regex_target is None else None
+        if task.regex_prior == "synthesised":
             return "regex-others is the leave-one-out Tomita bank" if encoder == "regex-others" else None
         return "no regex prior for this task"
-    if encoder in PCFG and task.name not in GRAMMAR_OF:
+    if encoder in PCFG and task.grammar is None:
         return "no grammar for this task"
     return None
+
+
+def target_index(task: Task, bank) -> int | None:
+    """The position of the task's own automaton (``regex_target``) in its bank, or None."""
+    if task.regex_target is None:
+        return None
+    names = list(bank.patterns)
+    if task.regex_target not in names:
+        raise NeurosymError(f"task {task.name}: regex_target {task.regex_target!r} is not in its bank ({', '.join(names)})")
+    return names.index(task.regex_target)
 
 
 def read_automaton(model: SuiteModel, k: int, gain: float = 10.0) -> None:
@@ -187,19 +194,19 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int, b
             layer.requires_grad_(False)
         return SuiteModel(TokenRegexEncoder(data.vocab, dim, layer, forms=data.forms), family, num)
     if encoder in REGEX:
-        bank_ = tomita_bank(data.vocab)
-        own = f"T{task.name.removeprefix('tomita')}"
-        layer = RegexLayer([a for name, a in bank_.patterns.items() if name != own] if encoder == "regex-others" else bank_)
+        bank_ = task.regex_bank(data.vocab)
+        own = target_index(task, bank_)
+        layer = RegexLayer([a for name, a in bank_.patterns.items() if name != task.regex_target] if encoder == "regex-others" else bank_)
         if encoder == "regex-removed":
             randomise(layer, seed)
         model = SuiteModel(build_encoder("regex", V, dim, automata=layer), family, num)
-        if encoder in ("regex-hard", "regex-soft"):
-            read_automaton(model, int(task.name.removeprefix("tomita")) - 1)
+        if encoder in ("regex-hard", "regex-soft") and own is not None:
+            read_automaton(model, own)
         if encoder in ("regex-hard", "regex-others"):
             model.encoder.layer.requires_grad_(False)
         return model
     if encoder in PCFG:
-        rules = load_pcfg(shipped_file(GRAMMAR_OF[task.name]), vocab=data.vocab)
+        rules = load_pcfg(resolve_data_path(task.grammar), vocab=data.vocab)
         if encoder in ("pcfg-removed", "pcfg-prefix-removed"):
             rules = random_rules(rules, torch.Generator().manual_seed(seed))
         if encoder.startswith("pcfg-prefix"):
@@ -209,7 +216,7 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int, b
         else:
             enc = MemoPCFGEncoder(V, dim, rules=rules)  # the grammar is fixed: features once per sentence
         return Seq2SeqModel(enc, num, pooled_only=True) if family == "seq2seq" else SuiteModel(enc, family, num)
-    raise NeurosymError(f"unknown encoder setting {encoder!r}; known: {', '.join(ENCODERS)}")
+    raise NeurosymError(f"unknown encoder setting {encoder!r}; known: {', '.join(SETTINGS)}")
 
 
 # ---------------------------------------------------------------------- one run
@@ -338,7 +345,7 @@ def run_one(task: Task, data: TaskData, encoder: str, seed: int, budget: Budget,
         for split in (train_split, test_split):
             memo.warm(split.ids.to(device), split.lengths.to(device))
     record["setup_seconds"] = time.perf_counter() - t0
-    if encoder in ("regex-hard", "regex-soft") and share == 1.0 and task.name.startswith("tomita"):
+    if encoder in ("regex-hard", "regex-soft") and share == 1.0 and task.regex_prior == "bank" and task.regex_target is not None:
         record["cold_start"] = accuracy(predict(model, test_split), test_split.labels)
     record["seconds_per_step"] = train(model, train_split, budget, seed)
     pred, nll = evaluate(model, test_split)
@@ -420,7 +427,7 @@ def result_path(out_dir: Path, task: str, encoder: str, share: float, seed: int)
 def reproduce(
     out_dir: str | Path,
     tasks: Sequence[str] | None = None,
-    encoders: Sequence[str] = ENCODERS,
+    encoders: Sequence[str] = SETTINGS,
     seeds: int = 1,
     budget: Budget = QUICK,
     resume: bool = False,
@@ -442,8 +449,8 @@ def reproduce(
             hint = f" ({NOT_BUILT[name]})" if name in NOT_BUILT else ""
             raise NeurosymError(f"unknown task {name!r}{hint}; known: {', '.join(known)}")
     for e in encoders:
-        if e not in ENCODERS:
-            raise NeurosymError(f"unknown encoder setting {e!r}; known: {', '.join(ENCODERS)}")
+        if e not in SETTINGS:
+            raise NeurosymError(f"unknown encoder setting {e!r}; known: {', '.join(SETTINGS)}")
     if seeds < 1:
         raise NeurosymError(f"--seeds must be at least 1, got {seeds}")
     skipped = {name: NOT_BUILT[name] for name in NOT_BUILT}
@@ -491,7 +498,7 @@ def reproduce(
         from concurrent.futures import ProcessPoolExecutor, as_completed  # lazy: as above
 
         ctx = multiprocessing.get_context("spawn")  # no forked torch thread pools
-        args = [(t.name, data_dir, e, seed, budget, share, device, banks.get(t.name) if e in REGEX else None) for t, e, share, seed in todo]
+        args = [(t, e, seed, budget, share, device, banks.get(t.name) if e in REGEX else None) for t, e, share, seed in todo]
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             for fut in as_completed([pool.submit(_worker, *a) for a in args]):
                 finish(fut.result())
@@ -501,9 +508,10 @@ def reproduce(
                 datasets[task.name] = task.load(budget.n_train, budget.n_test, seed=0)  # the data are fixed; seeds vary the models
             finish(run_one(task, datasets[task.name], e, seed, budget, share, device, banks.get(task.name) if e in REGEX else None))
     bar.close()
-    records.sort(key=lambda r: (chosen.index(r["task"]), ENCODERS.index(r["encoder"]), r["share"], r["seed"]))
+    records.sort(key=lambda r: (chosen.index(r["task"]), SETTINGS.index(r["encoder"]), r["share"], r["seed"]))
     sources = {name: known[name].source for name in chosen if name not in skipped}
-    report = summarise(records, skipped, not_applicable, sources, budget, seeds, {t: bank_listing(b) for t, b in banks.items()})
+    report = summarise(records, skipped, not_applicable, sources, budget, seeds, {t: bank_listing(b) for t, b in banks.items()},
+                       settings=[e for e in SETTINGS if e in encoders], max_bank_states=MAX_BANK_STATES)
     atomic_write_bytes(out_dir / "results.json", json.dumps(report, indent=1).encode())
     return report
 
@@ -511,224 +519,19 @@ def reproduce(
 _WORKER_DATA: dict[str, TaskData] = {}
 
 
-def _worker(task_name: str, data_dir, encoder: str, seed: int, budget: Budget, share: float, device: str, bank: str | None) -> dict:
-    """One run in a worker process (one torch thread; its data built once per process)."""
+def _worker(task: Task, encoder: str, seed: int, budget: Budget, share: float, device: str, bank: str | None) -> dict:
+    """One run in a worker process (one torch thread; its data built once per process). The
+    task comes pickled, so a task registered outside the package runs here too."""
     torch.set_num_threads(1)
-    task = {t.name: t for t in all_tasks(data_dir)}[task_name]
-    if task_name not in _WORKER_DATA:
-        _WORKER_DATA[task_name] = task.load(budget.n_train, budget.n_test, seed=0)
-    return run_one(task, _WORKER_DATA[task_name], encoder, seed, budget, share, device, bank)
+    if task.name not in _WORKER_DATA:
+        _WORKER_DATA[task.name] = task.load(budget.n_train, budget.n_test, seed=0)
+    return run_one(task, _WORKER_DATA[task.name], encoder, seed, budget, share, device, bank)
 
 
 def _progress(total: int, enabled: bool):
     from tqdm import tqdm  # lazy: only an interactive run shows a bar
 
     return tqdm(total=total, disable=not enabled, desc="structured suite", unit="run", dynamic_ncols=True)
-
-
-def _mean_std(xs: list[float]) -> tuple[float, float]:
-    a = np.asarray(xs, dtype=float)
-    return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
-
-
-def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources: dict, budget: Budget, seeds: int,
-              banks: dict | None = None) -> dict:
-    """The report: ``tasks`` {task: {encoder: {metric: value, metric_std, ..., seeds}}}
-    (next-token tasks add ``ppl``), ``families`` {task: family}, ``cold_start``
-    {tomitaN: accuracy}, ``cold_start_soft`` (after training), ``by_length``,
-    ``sample_efficiency`` {task: {encoder: {share: accuracy}}}, ``compute`` {encoder:
-    {params, trainable, flops_per_token, ms_per_step, setup_seconds, cpu_seconds}}
-    (medians over tasks), ``cpu_seconds_total`` (every run's CPU time, summed),
-    ``banks`` {task: [{class, regex, states, used}]}, ``skipped``, ``not_applicable``,
-    ``sources``, ``budget``."""
-    full = [r for r in records if r["share"] == 1.0]
-    group: dict[tuple[str, str], list[dict]] = {}
-    for r in full:
-        group.setdefault((r["task"], r["encoder"]), []).append(r)
-    tasks: dict = {}
-    by_length: dict = {}
-    for (t, e), rs in group.items():
-        cell: dict = {"metric": rs[0].get("metric", "accuracy")}
-        for key in rs[0].get("scores", {"accuracy": 0.0}):
-            m, s = _mean_std([r.get("scores", {"accuracy": r["accuracy"]})[key] for r in rs])
-            cell[key], cell[f"{key}_std"] = m, s
-        cell["seeds"] = len(rs)
-        tasks.setdefault(t, {})[e] = cell
-        if "by_length" in rs[0]:
-            by_length.setdefault(t, {})[e] = {k: float(np.mean([r["by_length"].get(k, float("nan")) for r in rs])) for k in rs[0]["by_length"]}
-    cold = {t: float(np.mean([r["cold_start"] for r in rs])) for (t, e), rs in group.items() if e == "regex-hard" and "cold_start" in rs[0]}
-    soft = {t: float(np.mean([r["accuracy"] for r in rs])) for (t, e), rs in group.items() if e == "regex-soft" and t in cold}
-    shares: dict = {}
-    for r in records:
-        shares.setdefault(r["task"], {}).setdefault(r["encoder"], {}).setdefault(f"{r['share']:g}", []).append(r["accuracy"])
-    efficiency = {t: {e: {k: float(np.mean(v)) for k, v in sorted(d.items(), key=lambda kv: float(kv[0]))} for e, d in es.items()}
-                  for t, es in shares.items() if any(len(d) > 1 for d in es.values())}
-    compute: dict = {}
-    for e in dict.fromkeys(r["encoder"] for r in full):
-        rs = [r for r in full if r["encoder"] == e]
-        compute[e] = {"params": int(np.median([r["params"] for r in rs])), "trainable": int(np.median([r["trainable"] for r in rs])),
-                      "flops_per_token": float(np.median([r["flops_per_token"] for r in rs])),
-                      "ms_per_step": 1000 * float(np.median([r["seconds_per_step"] for r in rs])), "tasks": len({r["task"] for r in rs}),
-                      "setup_seconds": float(np.median([r.get("setup_seconds", 0.0) for r in rs])),
-                      "cpu_seconds": float(np.median([r.get("cpu_seconds", float("nan")) for r in rs]))}
-    return {
-        "tasks": tasks, "families": {r["task"]: r.get("family", "classification") for r in records},
-        "cold_start": dict(sorted(cold.items())), "cold_start_soft": dict(sorted(soft.items())),
-        "cpu_seconds_total": float(sum(r.get("cpu_seconds", 0.0) for r in records)), "banks": banks or {},
-        "by_length": by_length, "sample_efficiency": efficiency, "compute": compute, "skipped": skipped,
-        "not_applicable": not_applicable, "sources": sources, "budget": asdict(budget), "seeds": seeds,
-    }
-
-
-# ---------------------------------------------------------------------- report
-def _headline(d: dict) -> float:
-    return d[d.get("metric", "accuracy")]
-
-
-def _fmt(d: dict | None, std: bool = True) -> str:
-    if not d:
-        return "–"
-    key = d.get("metric", "accuracy")
-    s = f"{100 * d[key]:.1f}"
-    return s + (f" ± {100 * d[key + '_std']:.1f}" if std and d.get("seeds", 1) > 1 else "")
-
-
-def format_report(report: dict) -> str:
-    """report.md: the tables."""
-    encoders = list(dict.fromkeys(e for t in report["tasks"].values() for e in t))
-    encoders = [e for e in ENCODERS if e in encoders]
-    lines = ["# Structured-LM suite", "", f"Budget: {report['budget']}; seeds: {report['seeds']}. Test score (%): accuracy, or the "
-             "metric named beside the task; mean ± std over seeds; – = encoder not applicable (see below).", ""]
-    lines += ["| task | " + " | ".join(encoders) + " |", "| --- |" + " ---: |" * len(encoders)]
-    for t, row in report["tasks"].items():
-        best = max(_headline(v) for v in row.values())
-        metric = next(iter(row.values())).get("metric", "accuracy")
-        cells = [(f"**{_fmt(row.get(e))}**" if e in row and _headline(row[e]) == best > 0 else _fmt(row.get(e))) for e in encoders]
-        lines.append(f"| {t}{'' if metric == 'accuracy' else f' ({metric})'} | " + " | ".join(cells) + " |")
-    lm = {t: row for t, row in report["tasks"].items() if any("ppl" in c for c in row.values())}
-    if lm:
-        lines += ["", "## Next-token tasks: test accuracy % / perplexity (exp of the mean test cross-entropy)", "",
-                  "| task | " + " | ".join(encoders) + " |", "| --- |" + " ---: |" * len(encoders)]
-        for t, row in lm.items():
-            lines.append(f"| {t} | " + " | ".join(f"{100 * row[e]['accuracy']:.1f} / {row[e]['ppl']:.1f}" if e in row else "–" for e in encoders) + " |")
-    if report["cold_start"]:
-        lines += ["", "## Cold start (regex bank of the seven compiled Tomita automata)", "",
-                  "| task | before training | regex-soft after training |", "| --- | ---: | ---: |"]
-        for t, a in report["cold_start"].items():
-            s = report["cold_start_soft"].get(t)
-            lines.append(f"| {t} | {100 * a:.1f} | {'–' if s is None else f'{100 * s:.1f}'} |")
-    if report["by_length"]:
-        lines += ["", "## Length generalisation (test score % by test length — seq2seq: by target length; training lengths are shorter)", ""]
-        for t, es in report["by_length"].items():
-            keys = list(next(iter(es.values())))
-            lines += [f"**{t}**", "", "| encoder | " + " | ".join(keys) + " |", "| --- |" + " ---: |" * len(keys)]
-            for e in [e for e in ENCODERS if e in es]:
-                lines.append(f"| {e} | " + " | ".join(f"{100 * es[e].get(k, float('nan')):.1f}" for k in keys) + " |")
-            lines.append("")
-    if report["sample_efficiency"]:
-        lines += ["## Sample efficiency (test accuracy % with a share of the training split, same budget)", ""]
-        for t, es in report["sample_efficiency"].items():
-            keys = list(next(iter(es.values())))
-            lines += [f"**{t}**", "", "| encoder | " + " | ".join(f"{float(k):.0%}" for k in keys) + " |", "| --- |" + " ---: |" * len(keys)]
-            for e in [e for e in ENCODERS if e in es]:
-                lines.append(f"| {e} | " + " | ".join(f"{100 * es[e][k]:.1f}" if k in es[e] else "–" for k in keys) + " |")
-            lines.append("")
-    if report.get("banks"):
-        lines += ["## Regex banks synthesised from the training splits (`neurosym synth --corpus`)", "",
-                  f"Patterns of 2 to {MAX_BANK_STATES} DFA states feed the layer; larger ones (memorised word lists) and "
-                  "empty ones (1 state) are listed but not used.", ""]
-        for t, entries in report["banks"].items():
-            lines += [f"**{t}**", "", "| class | regex | DFA states | used |", "| --- | --- | ---: | --- |"]
-            for b in entries:
-                shown = b["regex"] if len(b["regex"]) <= 120 else b["regex"][:117] + "..."
-                lines.append(f"| {b['class']} | `{shown.replace('|', chr(92) + '|')}` | {b['states']} | {'yes' if b['used'] else 'no'} |")
-            lines.append("")
-    lines += ["## Compute per encoder (medians over the tasks it ran)", "",
-              "| encoder | parameters | trainable | forward FLOPs / token | ms / training step | setup s | CPU s / run |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for e, c in report["compute"].items():
-        lines.append(f"| {e} | {c['params']:,} | {c['trainable']:,} | {c['flops_per_token']:,.0f} | {c['ms_per_step']:.1f} | "
-                     f"{c.get('setup_seconds', 0.0):.1f} | {c.get('cpu_seconds', float('nan')):.1f} |")
-    lines += ["", FLOPS_CAPTION, "", f"CPU time of every run, summed: {report.get('cpu_seconds_total', 0.0) / 60:.1f} min."]
-    lines += ["", "## Data", ""] + [f"* {t}: {s}" for t, s in report["sources"].items()]
-    lines += ["", "## Skipped tasks", ""] + [f"* {t}: {r}" for t, r in report["skipped"].items()]
-    if report["not_applicable"]:
-        reasons: dict[str, set] = {}
-        for t, es in report["not_applicable"].items():
-            for e, r in es.items():
-                reasons.setdefault(r, set()).add(e)
-        lines += ["", "## Encoders not applicable", ""] + [f"* {', '.join(sorted(es))}: {r}" for r, es in reasons.items()]
-    return "\n".join(lines) + "\n"
-
-
-def plot_report(report: dict, out_dir: str | Path) -> list[Path]:
-    """heatmap.png (task x encoder test score), length.png and efficiency.png curves."""
-    import matplotlib  # lazy: only the plots need it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # lazy: as above
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    tasks = list(report["tasks"])
-    encoders = [e for e in ENCODERS if any(e in report["tasks"][t] for t in tasks)]
-    if tasks and encoders:
-        grid = np.full((len(tasks), len(encoders)), np.nan)
-        for i, t in enumerate(tasks):
-            for j, e in enumerate(encoders):
-                if e in report["tasks"][t]:
-                    grid[i, j] = 100 * _headline(report["tasks"][t][e])
-        fig, ax = plt.subplots(figsize=(1.0 + 0.8 * len(encoders), 0.8 + 0.35 * len(tasks)))
-        im = ax.imshow(grid, cmap="viridis", vmin=np.nanmin(grid), vmax=100, aspect="auto")
-        ax.set_xticks(range(len(encoders)), encoders, rotation=45, ha="right")
-        ax.set_yticks(range(len(tasks)), tasks)
-        for i in range(len(tasks)):
-            for j in range(len(encoders)):
-                if not np.isnan(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7, color="w" if grid[i, j] < 75 else "k")
-        fig.colorbar(im, ax=ax, label="test score % (the task's metric: accuracy, F1, UAS, exact match)")
-        fig.tight_layout()
-        paths.append(out_dir / "heatmap.png")
-        fig.savefig(paths[-1], dpi=120)
-        plt.close(fig)
-    for key, name, xlabel in (("by_length", "length.png", "test length"), ("sample_efficiency", "efficiency.png", "share of training data")):
-        block = report[key]
-        if not block:
-            continue
-        n = len(block)
-        cols = min(4, n)
-        rows = -(-n // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
-        for ax, (t, es) in zip(axes.flat, block.items()):
-            for e in [e for e in ENCODERS if e in es]:
-                xs = list(es[e])
-                ax.plot(range(len(xs)), [100 * es[e][k] for k in xs], marker="o", label=e)
-                ax.set_xticks(range(len(xs)), xs if key == "by_length" else [f"{float(k):.0%}" for k in xs], fontsize=7)
-            ax.set_title(t, fontsize=9)
-            ax.set_xlabel(xlabel, fontsize=8)
-            ax.set_ylim(0, 101)
-        for ax in list(axes.flat)[n:]:
-            ax.axis("off")
-        axes.flat[0].legend(fontsize=6)
-        fig.tight_layout()
-        paths.append(out_dir / name)
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
-    return paths
-
-
-def write_report(report: dict, out_dir: str | Path) -> Path:
-    """report.md beside results.json, with the plots linked."""
-    out_dir = Path(out_dir)
-    plots = plot_report(report, out_dir)
-    text = format_report(report) + "\n## Plots\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in plots) + "\n"
-    return atomic_write_bytes(out_dir / "report.md", text.encode())
-
-
-def json_report(report: dict) -> dict:
-    """The ``--json`` view: everything in the report (it is plain JSON already)."""
-    return dict(report)
 
 
 def budget_for(quick: bool, **overrides) -> Budget:

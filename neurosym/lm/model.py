@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, Literal
 
 import torch
@@ -101,6 +101,47 @@ class LMConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+
+# The keys of a recipe's [model] table that are LMConfig's: all its fields but the two the
+# data fix (the vocabulary's size and its padding id).
+ARCHITECTURE_KEYS = tuple(f.name for f in fields(LMConfig) if f.name not in ("vocab_size", "pad_id"))
+
+
+def _require(ok: bool, key: str, expected: str, value: Any) -> None:
+    """A ConfigError ``model.key: expected ..., got value`` unless ``ok`` (positioned by Config.section)."""
+    if not ok:
+        shown = f'"{value}"' if isinstance(value, str) else str(value).replace("True", "true").replace("False", "false")
+        raise ConfigError(f"model.{key}: {expected}, got {shown}")
+
+
+def _check_architecture(self) -> None:
+    for key in ("d_model", "n_layers", "n_heads", "d_ff", "max_len"):
+        value = getattr(self, key)
+        if value is not None:  # a recipe may let max_len follow its data (None)
+            _require(value >= 1, key, "expected an integer >= 1", value)
+    _require(self.d_model % self.n_heads == 0, "n_heads", f"expected a divisor of model.d_model ({self.d_model})", self.n_heads)
+    _require(0 <= self.dropout < 1, "dropout", "expected a number in [0, 1)", self.dropout)
+
+
+def _lm_config(self, vocab_size: int, pad_id: int, **overrides: Any) -> LMConfig:
+    """The :class:`LMConfig` of these keys over a vocabulary (``overrides`` replace keys)."""
+    return LMConfig(vocab_size=vocab_size, pad_id=pad_id, **{**{k: getattr(self, k) for k in ARCHITECTURE_KEYS}, **overrides})
+
+
+LMSection = make_dataclass(
+    "LMSection",
+    [(f.name, f.type, field(default=f.default)) for f in fields(LMConfig) if f.name in ARCHITECTURE_KEYS],
+    namespace={
+        "__module__": __name__,
+        "__doc__": "``[model]``'s architecture keys, made from :class:`LMConfig`'s fields (all but ``vocab_size`` and "
+                   "``pad_id``, which the data fix) with its defaults, checked as ConfigErrors at ``model.<key>``. A "
+                   "recipe's ``[model]`` dataclass subclasses it (redeclaring a key only to change its default, and "
+                   "calling ``super().__post_init__()``), and builds the model with ``lm_config(vocab_size, pad_id)``.",
+        "__post_init__": _check_architecture,
+        "lm_config": _lm_config,
+    },
+)
 
 
 @dataclass

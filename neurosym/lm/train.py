@@ -55,7 +55,7 @@ EVAL_KEYS = {"kind", "step", "epoch", "seconds"}
 
 
 @runtime_checkable
-class Task(Protocol):
+class TrainingTask(Protocol):
     """What the trainer needs from a task (``evaluate`` and ``steps_per_epoch`` are optional).
 
     * ``build_model(config)`` returns the module to train (on the CPU; the trainer moves it).
@@ -132,7 +132,7 @@ def earlier_run(config: Config, resume: bool) -> bool:
     return exists
 
 
-def interleaved_step_seconds(setups: Iterable[tuple[str, Task, nn.Module, torch.optim.Optimizer, Any]], repeats: int = 30,
+def interleaved_step_seconds(setups: Iterable[tuple[str, TrainingTask, nn.Module, torch.optim.Optimizer, Any]], repeats: int = 30,
                              warmup: int = 3) -> dict[str, list[float]]:
     """Seconds per training step (the task's loss, backward, optimiser step) of each
     ``(name, task, model, optimiser, batch)``, measured in this process under the same
@@ -141,7 +141,7 @@ def interleaved_step_seconds(setups: Iterable[tuple[str, Task, nn.Module, torch.
     ``{name: [seconds] * repeats}``."""
     setups = list(setups)
 
-    def step(task: Task, model: nn.Module, opt: torch.optim.Optimizer, batch: Any) -> float:
+    def step(task: TrainingTask, model: nn.Module, opt: torch.optim.Optimizer, batch: Any) -> float:
         started = time.perf_counter()
         loss, _ = task.loss(model, batch)
         opt.zero_grad(set_to_none=True)
@@ -193,14 +193,14 @@ class Trainer:
     callback ends ``fit`` (the last checkpoint stays, so ``fit(resume=True)`` continues).
     """
 
-    def __init__(self, config: Config | dict | str | Path, task: Task, callbacks: Iterable[Callable] = ()):
+    def __init__(self, config: Config | dict | str | Path, task: TrainingTask, callbacks: Iterable[Callable] = ()):
         if isinstance(config, (str, Path)):
             config = load_config(config)
         elif isinstance(config, dict):
             config = Config.from_dict(config)
         for name in ("build_model", "train_batches", "loss"):
             if not callable(getattr(task, name, None)):
-                raise TaskError(f"task {type(task).__name__} has no {name}() method (see neurosym.lm.train.Task)")
+                raise TaskError(f"task {type(task).__name__} has no {name}() method (see neurosym.lm.train.TrainingTask)")
         self.config = config
         self.task = task
         self.callbacks = list(callbacks)
@@ -506,7 +506,7 @@ class Trainer:
 # ---------------------------------------------------------------- entry points for the CLI
 
 
-def resolve_task(config: Config) -> Task:
+def resolve_task(config: Config) -> TrainingTask:
     """Build the task named by ``run.task = "package.module:factory"``: ``factory(config)``."""
     spec = config.run.task
     where = f"{config.source}: " if config.source else ""

@@ -24,10 +24,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
 
+from neurosym.compile.regex import RegexBank
 from neurosym.data import shared_data_dir
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
@@ -176,6 +178,19 @@ class Task(ABC):
         source: what the data are (generator or data set, with its licence).
         length_axis: whether the test set spans longer lengths than training (the
             length-generalisation analysis buckets its accuracy by test length).
+
+    The symbolic priors a task offers the suite's ``regex-*`` and ``pcfg-*`` settings
+    (none by default; a setting without its prior is "not applicable"):
+
+        regex_prior: ``"bank"``: a bank of compiled automata over the task's vocabulary
+            (:meth:`regex_bank`) read by a sequence-level WFSA layer;
+            ``"synthesised"`` (tagging tasks): a bank synthesised from the training
+            split, read per token; None: no regex prior.
+        regex_target: with a bank, the pattern whose acceptance is the label (Tomita:
+            ``T3``): the readout starts by reading it (the cold start), and
+            ``regex-others`` is the bank without it.
+        grammar: the ``.pcfg`` file (a shipped ``grammars/...`` name or a path) the
+            task's sentences come from: the PCFG priors.
     """
 
     name: str = ""
@@ -184,6 +199,9 @@ class Task(ABC):
     source: str = ""
     length_axis: bool = False
     data_dir: Path | None = None
+    regex_prior: Literal["bank", "synthesised"] | None = None
+    regex_target: str | None = None
+    grammar: str | None = None
 
     def __init__(self, data_dir: str | Path | None = None):
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -217,6 +235,11 @@ class Task(ABC):
         if self.family not in FAMILIES:
             raise NeurosymError(f"task {self.name}: unknown family {self.family!r}")
         return data
+
+    def regex_bank(self, vocab: Vocab) -> RegexBank:
+        """The compiled bank of a ``regex_prior = "bank"`` task over ``vocab`` (the task's
+        own vocabulary); a NeurosymError for a task without one."""
+        raise NeurosymError(f"task {self.name}: no regex bank (regex_prior is {self.regex_prior!r})")
 
     def row_lengths(self, split: Split) -> torch.Tensor:
         """(N,) the length the length-generalisation analysis buckets rows by: the input

@@ -276,6 +276,7 @@ class Arithmetic(Task):
     name = "arithmetic"
     family = "classification"
     length_axis = True
+    grammar = ARITH_FILE
 
     def __init__(self, train_len: int = 11, test_len: int = 31, data_dir=None):
         super().__init__(data_dir)
@@ -326,6 +327,7 @@ class Agreement(Task):
 
     name = "agreement"
     family = "classification"
+    grammar = AGREEMENT_FILE
     source = "generated: grammars/agreement.pcfg (Linzen-style attractors), label from the derivation"
 
     def build(self, n_train=None, n_test=None, seed=0) -> TaskData:

@@ -510,6 +510,7 @@ class Chunking(_GUMTask):
     (``span_f1``, conlleval's rule), tag accuracy beside it."""
 
     name = "chunking"
+    regex_prior = "synthesised"
     metric = "f1"
     source = "GUM constituency trees, 6 genres (CC BY 4.0 annotations), official train / test; chunks derived (CoNLL-2000 substitute)"
 

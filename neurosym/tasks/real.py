@@ -81,6 +81,7 @@ class POSTagging(_RealTask):
 
     name = "pos"
     family = "tagging"
+    regex_prior = "synthesised"
     source = "UD English-EWT v2.16 UPOS (CC BY-SA 4.0), the shipped corpora/ train/test (or --data)"
 
     def files(self) -> tuple[Path, Path]:
@@ -127,6 +128,7 @@ class NER(_RealTask):
     name = "ner"
     family = "tagging"
     metric = "f1"
+    regex_prior = "synthesised"
     source = "WNUT-17 (CC BY 4.0), train / annotated test; CoNLL-2003 substitute"
 
     def evaluate(self, pred: torch.Tensor, labels: torch.Tensor, names=()) -> dict[str, float]:

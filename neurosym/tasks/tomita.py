@@ -91,6 +91,13 @@ class Tomita(Task):
             raise NeurosymError(f"there are seven Tomita languages (1..7), got {index}")
         self.index = index
         self.name = f"tomita{index}"
+        self.regex_target = f"T{index}"  # its prior: the bank of the seven Tomita automata, its own read first
+
+    regex_prior = "bank"
+
+    def regex_bank(self, vocab: Vocab) -> RegexBank:
+        """The seven compiled Tomita automata over ``vocab``."""
+        return tomita_bank(vocab)
 
     def automaton(self, vocab: Vocab | None = None) -> Automaton:
         """The compiled DFA of this language."""

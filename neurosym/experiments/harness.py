@@ -1,0 +1,306 @@
+"""The recipe harness: a recipe's variants trained over seeds, resumably, and reported.
+
+Every recipe of ``neurosym reproduce`` (semantic-fusion, semantic-KL, idea gating) is
+the same loop: for each seed and variant, build the run's config, refuse or reuse an
+earlier run folder (:func:`~neurosym.lm.train.earlier_run`), train it with
+:class:`~neurosym.lm.train.Trainer` (a finished run is reused, an unfinished one
+resumed), record its figures and say how long the rest will take. That loop is
+:func:`train_grid`; a recipe keeps only what is its own: its data, its variants (how
+each builds its config) and its report. The harness also gives the pieces the reports
+share: the mean and spread of each figure over seeds (:func:`summarise`), Welch's
+t-test (:func:`welch`) and 95% intervals (:func:`wilson`, :func:`mean_ci`,
+:func:`diff_ci`), Markdown tables (:func:`markdown_table`, :func:`mean_std`),
+interleaved step times (:func:`step_times`), training curves (:func:`plot_curves`),
+PNG and JSON files written atomically (:func:`save_png`, :func:`save_json`). The
+structured suite does not train through :class:`~neurosym.lm.train.Trainer` (its runs
+are small, parallel and stored one JSON file each), so it keeps its own loop and report
+(:mod:`neurosym.experiments.suite_report`).
+
+A recipe hands :func:`train_grid`::
+
+    config(variant, seed) -> Config          # the run folder must differ per variant and seed
+    task(config) -> TrainingTask             # the trainer's task
+    measure(run) -> dict (optional)          # figures read off the trained model (generation...)
+    describe(figures) -> str (optional)      # the progress line after a run
+
+and gets back ``{variant: [Run, ...]}`` in seed order. :class:`Progress` counts runs
+over a whole recipe (several datasets = several grids) for the ``[k/n]`` lines and the
+time left.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from neurosym.files import atomic_write
+from neurosym.lm.config import Config
+from neurosym.lm.train import FitResult, Trainer, TrainingTask, earlier_run, interleaved_step_seconds, param_groups, seed_all
+
+REPORT_FILE = "report.json"
+
+
+@dataclass
+class Run:
+    """One trained (or reused) run of a grid."""
+
+    variant: str
+    seed: int
+    config: Config
+    task: TrainingTask
+    model: nn.Module
+    result: FitResult
+    figures: dict[str, Any]  # the last evaluation's figures, seed, seconds, run_dir, train_loss (+ measure's)
+
+    @property
+    def params(self) -> int:
+        """Parameters of the model, each tied Parameter counted once."""
+        return sum(p.numel() for p in self.model.parameters())
+
+    @property
+    def how(self) -> str:
+        """How the run came to be: trained, resumed from step N, or finished earlier and reused."""
+        r = self.result
+        if r.resumed_from is None:
+            return "trained"
+        return "finished earlier, reused" if r.resumed_from == r.steps else f"resumed from step {r.resumed_from}"
+
+
+class Progress:
+    """``[k/n] label`` before each run and ``how: line; about M min left`` after it, over
+    ``total`` runs (the mean time per run so far times the runs left). ``say=None`` is
+    silent."""
+
+    def __init__(self, total: int, say: Callable[[str], None] | None):
+        self.total, self.say = total, say
+        self.done = 0
+        self.spent: list[float] = []
+
+    def start(self, label: str, resuming: bool) -> None:
+        if self.say:
+            self.say(f"[{self.done + 1}/{self.total}] {label}" + (" (resuming)" if resuming else ""))
+
+    def finish(self, seconds: float, line: str) -> None:
+        self.done += 1
+        self.spent.append(seconds)
+        if self.say:
+            left = statistics.fmean(self.spent) * (self.total - self.done)
+            self.say(f"      {line}" + (f"; about {left / 60:.1f} min left" if self.done < self.total else ""))
+
+    @property
+    def minutes_left(self) -> float:
+        """The estimate of the last line (0 before any run)."""
+        return statistics.fmean(self.spent) * (self.total - self.done) / 60 if self.spent else 0.0
+
+
+def train_grid(
+    variants: Sequence[str],
+    seeds: int,
+    config: Callable[[str, int], Config],
+    task: Callable[[Config], TrainingTask],
+    *,
+    resume: bool = False,
+    progress: Progress | None = None,
+    label: Callable[[str, int], str] = lambda v, seed: f"{v}, seed {seed}",
+    measure: Callable[[Run], Mapping[str, Any]] | None = None,
+    describe: Callable[[dict], str] | None = None,
+) -> dict[str, list[Run]]:
+    """Train every variant for seeds ``0 .. seeds - 1`` (seed-major: all variants of seed 0
+    first); ``{variant: [Run per seed]}``. An existing run folder is an error unless
+    ``resume`` (then a finished run is reused and an unfinished one resumed)."""
+    runs: dict[str, list[Run]] = {v: [] for v in variants}
+    for seed in range(seeds):
+        for v in variants:
+            cfg = config(v, seed)
+            exists = earlier_run(cfg, resume)
+            if progress:
+                progress.start(label(v, seed), exists)
+            started = time.monotonic()
+            t = task(cfg)
+            trainer = Trainer(cfg, t)
+            result = trainer.fit(resume=exists)
+            figures: dict[str, Any] = {k: float(val) for k, val in result.eval.items()}
+            figures.update(seed=seed, seconds=result.seconds, run_dir=str(result.run_dir), train_loss=result.loss)
+            run = Run(v, seed, cfg, t, trainer.model, result, figures)
+            if measure is not None:
+                figures.update(measure(run))
+            runs[v].append(run)
+            if progress:
+                text = describe(figures) if describe else f"{figures['seconds']:.0f} s of training"
+                progress.finish(time.monotonic() - started, f"{run.how}: {text}")
+    return runs
+
+
+# ---------------------------------------------------------------------- statistics
+def summarise(rows: Sequence[Mapping[str, Any]], keys: Iterable[str], finite_only: bool = False) -> dict[str, float]:
+    """Mean and sample standard deviation (``KEY_std``, 0 with one value) of each key over
+    the rows (one per seed). Keys the first row lacks are left out; with ``finite_only``,
+    None and NaN values are dropped (a key with none left is left out), else a NaN makes
+    both NaN."""
+    out: dict[str, float] = {}
+    for k in keys:
+        if finite_only:
+            vals = [r[k] for r in rows if r.get(k) is not None and not math.isnan(r[k])]
+        elif rows and k in rows[0]:
+            vals = [r[k] for r in rows]
+        else:
+            vals = []
+        if vals:
+            out[k] = statistics.fmean(vals)
+            spread = math.nan if any(math.isnan(x) for x in vals) else statistics.stdev(vals) if len(vals) > 1 else 0.0
+            out[f"{k}_std"] = spread  # (statistics.stdev fails on NaN rather than giving it)
+    return out
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Welch's t-test of mean(a) != mean(b) (scipy.stats.ttest_ind, equal_var=False):
+    ``{t, p}``; NaN with fewer than two values on a side."""
+    if len(a) < 2 or len(b) < 2:
+        return {"t": math.nan, "p": math.nan}
+    from scipy import stats  # lazy: scipy.stats takes ~0.5 s to import and only the report needs it
+
+    res = stats.ttest_ind(list(a), list(b), equal_var=False)
+    return {"t": float(res.statistic), "p": float(res.pvalue)}
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson 95% interval of a proportion k / n ((nan, nan) for n = 0)."""
+    if n == 0:
+        return math.nan, math.nan
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and Student-t 95% interval: (mean, lo, hi)."""
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    m = statistics.fmean(values)
+    if n == 1:
+        return m, math.nan, math.nan
+    from scipy import stats  # lazy: only the report needs it
+
+    half = stats.t.ppf(0.975, n - 1) * statistics.stdev(values) / math.sqrt(n)
+    return m, m - half, m + half
+
+
+def diff_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """mean(a) - mean(b) with a Welch 95% interval: (difference, lo, hi)."""
+    if len(a) < 2 or len(b) < 2:
+        return statistics.fmean(a) - statistics.fmean(b) if a and b else math.nan, math.nan, math.nan
+    from scipy import stats  # lazy
+
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se = math.sqrt(va + vb)
+    d = statistics.fmean(a) - statistics.fmean(b)
+    if se == 0:
+        return d, d, d
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = stats.t.ppf(0.975, dof) * se
+    return d, d - half, d + half
+
+
+def step_times(
+    variants: Sequence[str], config: Callable[[str], Config], task: Callable[[Config], TrainingTask], lr: float, weight_decay: float,
+    repeats: int = 30, warmup: int = 3, threads: int | None = None,
+) -> dict[str, dict[str, float]]:
+    """Milliseconds per training step (forward, losses, backward, AdamW step) of each
+    variant, measured in this process under the same conditions: each model (seed 0) on
+    its task's first batch, the same thread count, steps interleaved across variants (so
+    load changes hit all alike). ``{variant: {median_ms, min_ms, params}}``."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        setups = []
+        for v in variants:
+            cfg = config(v)
+            t = task(cfg)
+            seed_all(0)
+            net = t.build_model(cfg)
+            opt = torch.optim.AdamW(param_groups(net, weight_decay), lr=lr)
+            setups.append((v, t, net, opt, t.train_batches(0, torch.Generator().manual_seed(0))[0]))
+        times = interleaved_step_seconds(setups, repeats=repeats, warmup=warmup)
+        return {v: {"median_ms": 1000 * statistics.median(times[v]), "min_ms": 1000 * min(times[v]),
+                    "params": sum(p.numel() for p in net.parameters())}
+                for v, _, net, _, _ in setups}
+    finally:
+        torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------------- tables, plots, files
+def mean_std(m: Mapping[str, float], key: str, fmt: str = ".4f") -> str:
+    """``mean ± std`` of ``key`` (its ``KEY_std`` beside it) in ``fmt``; "—" when absent."""
+    return f"{m[key]:{fmt}} ± {m[key + '_std']:{fmt}}" if key in m else "—"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """The lines of a Markdown table (left-aligned columns)."""
+    return ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |",
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def save_png(fig, path: str | Path, dpi: int = 100) -> Path:
+    """A matplotlib figure written atomically as a PNG (folders made as needed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return atomic_write(path, lambda f: f.write(buf.getvalue()))
+
+
+def save_json(report: Mapping[str, Any], out_dir: str | Path, name: str = REPORT_FILE) -> Path:
+    """The report as ``out_dir/report.json`` (non-JSON values as their ``str``), atomically."""
+    text = json.dumps(report, indent=2, ensure_ascii=False, default=str)
+    return atomic_write(Path(out_dir) / name, lambda f: f.write(text.encode("utf-8")))
+
+
+def mean_curve(run_dirs: Iterable[str | Path], kind: str, key: str) -> tuple[list[int], list[float]]:
+    """The mean over runs of ``key`` on the ``kind`` lines (``train``/``eval``) of their
+    metrics.jsonl, per step: (steps, means)."""
+    from neurosym.lm.plot import read_metrics  # lazy: with the plots (it imports matplotlib's helpers)
+
+    by_step: dict[int, list[float]] = {}
+    for run_dir in run_dirs:
+        for line in read_metrics(run_dir):
+            if line.get("kind") == kind and key in line:
+                by_step.setdefault(line["step"], []).append(line[key])
+    steps = sorted(by_step)
+    return steps, [statistics.fmean(by_step[s]) for s in steps]
+
+
+def plot_curves(panels: Mapping[str, Mapping[str, Sequence[str | Path]]], out: str | Path, title: str = "",
+                train_key: str = "ce", eval_key: str = "ppl", eval_titles: Mapping[str, str] | None = None) -> Path:
+    """Training curves, one row per panel (``{panel: {variant: [run_dir per seed]}}``): the
+    training ``train_key`` (mean over seeds) against the step, and the evaluation
+    ``eval_key`` at each epoch end, every variant a line; written to ``out`` as a PNG."""
+    from matplotlib.figure import Figure  # lazy: matplotlib is slow to import and only plots need it
+
+    fig = Figure(figsize=(9.0, 3.2 * len(panels)), layout="constrained")
+    for row, (panel, variants) in enumerate(panels.items()):
+        ax_train, ax_eval = fig.add_subplot(len(panels), 2, 2 * row + 1), fig.add_subplot(len(panels), 2, 2 * row + 2)
+        for v, dirs in variants.items():
+            ax_train.plot(*mean_curve(dirs, "train", train_key), label=v)
+            ax_eval.plot(*mean_curve(dirs, "eval", eval_key), marker="o", label=v)
+        ax_train.set_title(f"{panel}: training {train_key.upper()} (true next token)")
+        ax_eval.set_title((eval_titles or {}).get(panel, f"{panel}: evaluation {eval_key.upper()}"))
+        for ax in (ax_train, ax_eval):
+            ax.set_xlabel("step")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    return save_png(fig, out)
