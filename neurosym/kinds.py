@@ -471,7 +471,7 @@ def _over(obj: Any, vocab: Vocab | None, origin: str) -> Any:
         raise NeurosymError(f"{origin}: a {kind.name} holds {len(names)} parts ({', '.join(names)}); pass one, as obj['NAME'] or FILE:NAME")
     if vocab is not None and obj.vocab != vocab:
         raise NeurosymError(
-            f"{origin}: the grammar is compiled over {obj.vocab!r}, not the vocabulary asked for {vocab!r}; "
+            f"{origin}: compiled over {obj.vocab!r}, not the tokenizer's vocabulary (or the run's) decoded over, {vocab!r}; "
             "compile it over that vocabulary (for a transformers model, neurosym.hf.tokenizer_vocab(tokenizer, "
             "model.config.vocab_size)), or pass its source"
         )
@@ -497,7 +497,7 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
     A lexicon (``.lex``) is not a grammar: it describes tokens.
     """
     if not isinstance(grammar, (str, Path)):
-        return _over(grammar, vocab, "the grammar")
+        return _over(grammar, vocab, "the compiled grammar")
     found = _grammar_file(grammar)
     if found is None:
         return compile_regex(grammar, vocab, max_states=limits.max_states, time_limit=limits.time_limit)
