@@ -24,7 +24,6 @@ The shipped kinds: ``regex`` (``.regex`` banks), ``fsg``, ``pcfg``, ``lexicon``
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
