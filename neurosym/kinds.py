@@ -448,6 +448,10 @@ def _grammar_file(spec: str | Path) -> tuple[Path, str | None, Kind] | None:
     if kind is None:
         if isinstance(spec, Path):
             kind_of(spec)  # a Path is always a file: an unknown suffix is an error
+        if Path(text).is_file():  # a file of no registered kind is not meant as a regex
+            known = ", ".join(sorted(BY_SUFFIX))
+            raise NeurosymError(f"{text}: a file of unknown kind {Path(text).suffix or '(no extension)'!r}; expected one of {known} "
+                                f"(a word list is a .txt file; for a regex that names a file, wrap it in a group: ({text}))")
         return None
     try:
         path = resolve_data_path(text)

@@ -107,6 +107,10 @@ def test_front_door_errors_are_one_clear_line(tmp_path):
         assert message in str(err.value), (spec, str(err.value))
     with pytest.raises(NeurosymError, match="unknown file kind"):
         kinds.load_grammar(Path("x.unknown"))
+    listed = tmp_path / "words.list"
+    listed.write_text("red\n")
+    with pytest.raises(NeurosymError, match=r"words.list: a file of unknown kind '.list'; expected one of .*a word list is a .txt file"):
+        kinds.load_grammar(str(listed))
     with pytest.raises(NeurosymError, match=r"a regex holds 8 parts .*pass one"):
         kinds.load_grammar(neurosym.load("grammars/dates.regex"))
     with pytest.raises(NeurosymError, match="a FeatureBank is not a grammar to decode with"):
