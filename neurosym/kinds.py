@@ -435,6 +435,14 @@ def _grammar_titles() -> str:
     return ", ".join(titles[:-1]) + " or " + titles[-1] if len(titles) > 1 else "".join(titles)
 
 
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a string no file can have as its name (too long, NUL)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _grammar_file(spec: str | Path) -> tuple[Path, str | None, Kind] | None:
     """``(path, part name or None, kind)`` when ``spec`` names a file of a registered
     kind (``FILE`` or ``FILE:NAME``; ``grammars/...`` and ``lexicons/...`` name shipped
@@ -448,16 +456,16 @@ def _grammar_file(spec: str | Path) -> tuple[Path, str | None, Kind] | None:
     if kind is None:
         if isinstance(spec, Path):
             kind_of(spec)  # a Path is always a file: an unknown suffix is an error
-        if Path(text).is_file():  # a file of no registered kind is not meant as a regex
+        if _is_file(Path(text)):  # a file of no registered kind is not meant as a regex
             known = ", ".join(sorted(BY_SUFFIX))
             raise NeurosymError(f"{text}: a file of unknown kind {Path(text).suffix or '(no extension)'!r}; expected one of {known} "
                                 f"(a word list is a .txt file; for a regex that names a file, wrap it in a group: ({text}))")
         return None
     try:
         path = resolve_data_path(text)
-    except NeurosymError:  # grammars/... that is not shipped either
+    except (NeurosymError, OSError, ValueError):  # grammars/... that is not shipped either; no possible file name
         path = Path(text)
-    if not path.is_file():
+    if not _is_file(path):
         hint = "" if isinstance(spec, Path) else f" (for a regex that ends in {kind.suffix}, wrap it in a group: ({spec}))"
         raise NeurosymError(f"{text}: no such grammar file{hint}")
     return path, name, kind

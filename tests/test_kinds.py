@@ -83,6 +83,9 @@ def test_what_a_string_becomes():
     regex = kinds.load_grammar("(ab)+c")
     assert regex.accepts("ababc") and not regex.accepts("abc c")
     assert kinds.load_grammar("a:b").accepts("a:b")  # ':' in a regex is not FILE:NAME unless FILE has a known suffix
+    assert kinds.load_grammar("a" * 300).accepts("a" * 300)  # longer than any file name: still a regex
+    with pytest.raises(NeurosymError, match="no such grammar file"):
+        kinds.load_grammar("a" * 300 + ".fsg")
 
 
 def test_a_bank_with_one_pattern_needs_no_name(tmp_path):
