@@ -80,20 +80,23 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, as_json:
     ),
 )
 @click.argument("run", type=click.Path(path_type=Path))
-@click.option("--grammar", required=True, help="A .regex bank (FILE or FILE:NAME, default its first pattern), an .fsg grammar, or a word list.")
+@click.option("--grammar", required=True, help="A .regex bank's pattern (FILE:NAME; FILE if it has one), an .fsg or .pcfg grammar, a .txt word list, an artifact or a regex (neurosym.kinds.load_grammar).")
 @click.option("--prompt", default=None, help="Text every sample starts with (it must be in the grammar's language so far).")
 @samples_option(5, "How many samples.")
 @click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Sampling temperature.")
 @click.option("--top-p", default=1.0, show_default=True, type=click.FloatRange(min=0, max=1, min_open=True), help="Nucleus sampling mass (1: off).")
 @seed_option()
 @click.option("--max-len", default=40, show_default=True, type=click.IntRange(min=1), help="Most tokens generated per sample (end included); the model's context may cap it.")
+@click.option("--processor", "processors", multiple=True, help="A registered decoding processor, NAME or NAME:ARG, after the grammar (repeatable; neurosym.decode.processor_names()).")
 @json_option("A JSON list of samples.")
-def generate_cmd(run: Path, grammar: str, prompt: str | None, n: int, temperature: float, top_p: float, seed: int, max_len: int, as_json: bool) -> None:
+def generate_cmd(run: Path, grammar: str, prompt: str | None, n: int, temperature: float, top_p: float, seed: int, max_len: int,
+                 processors: tuple[str, ...], as_json: bool) -> None:
     """Sample from a trained RUN (a run folder or a checkpoint) constrained to a grammar:
     each sample with its grammar log-probability (an FSG's exact log P; n/a for regexes
     and word lists) and the model's log-probability of the generated tokens."""
     from neurosym.decode.run import format_samples, generate_from_run  # lazy: --help must not load torch and every subsystem
-    rows = generate_from_run(run, grammar, prompt=prompt, n=n, temperature=temperature, top_p=top_p, seed=seed, max_len=max_len)
+    rows = generate_from_run(run, grammar, prompt=prompt, n=n, temperature=temperature, top_p=top_p, seed=seed, max_len=max_len,
+                             processors=processors)
     click.echo(json.dumps(rows, indent=2, ensure_ascii=False) if as_json else format_samples(rows))
 
 

@@ -5,6 +5,7 @@ Public API::
     import neurosym
     bank = neurosym.load("grammars/dates.regex")          # a RegexBank
     auto = neurosym.compile_regex(r"(19|20)\\d{2}")         # an Automaton over characters
+    date = neurosym.load_grammar("grammars/dates.regex:DATE", vocab)   # one grammar to decode with, over vocab
 
 The names below load their modules on first use (PEP 562), so ``import neurosym`` (and
 ``neurosym --help``) does not pay for torch until something needs it.
@@ -29,6 +30,7 @@ _LAZY = {
     "Vocab": "neurosym.vocab",
     "WeightedAutomaton": "neurosym.compile.weighted",
     "compile_regex": "neurosym.compile.regex",
+    "load_grammar": "neurosym.kinds",
 }
 
 
@@ -49,9 +51,11 @@ def load(path: str | Path, vocab=None, **limits):
     suffix through the registry :mod:`neurosym.kinds`.
 
     ``.regex`` gives a :class:`RegexBank`, ``.fsg`` a :class:`WeightedAutomaton`,
-    ``.pcfg`` a :class:`RuleTensors`, ``.lex`` a :class:`FeatureBank` and
-    ``.safetensors`` the object it holds. ``limits`` (``max_states``, ``time_limit``)
-    cap the compilation of automata."""
+    ``.pcfg`` a :class:`RuleTensors`, ``.lex`` a :class:`FeatureBank`, ``.txt`` (a word
+    list) an :class:`Automaton` and ``.safetensors`` the object it holds; a kind
+    registered with :func:`neurosym.kinds.register` is read too. ``limits``
+    (``max_states``, ``time_limit``) cap the compilation of automata. For one grammar to
+    decode with (``FILE.regex:NAME``, a regex string, ...) see :func:`load_grammar`."""
     from neurosym import kinds  # lazy: the registry imports every compiler (and torch)
     from neurosym.compile.regex import Limits  # lazy: as above
 
@@ -74,5 +78,6 @@ __all__ = [
     "WeightedAutomaton",
     "compile_regex",
     "load",
+    "load_grammar",
     "__version__",
 ]

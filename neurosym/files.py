@@ -8,6 +8,8 @@ part. The new file gets the mode of the file it replaces, or ``0o666`` minus the
 for a new file (``tempfile.mkstemp`` alone would leave ``0o600``).
 
 :func:`check_output` validates a path a user asked to write before any work is done.
+:func:`shipped_file` and :func:`resolve_data_path` find the files shipped with neurosym
+(``grammars/...``, ``lexicons/...``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 import os
 import stat
 import tempfile
+from importlib import resources
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -128,4 +131,30 @@ def check_output(path: str | Path, inputs: Iterable[str | Path] = (), what: str 
     return path
 
 
-__all__ = ["atomic_write", "atomic_write_bytes", "check_output", "digest", "fsync_dir"]
+# ---------------------------------------------------------------------- shipped files
+SHIPPED = {"grammars": "neurosym.grammars", "lexicons": "neurosym.lexicons"}
+
+
+def shipped_file(relative: str | Path) -> Path:
+    """A file shipped with the package, named as in the repository (``grammars/clause.fsg``,
+    ``lexicons/sentiment.lex``), read through :mod:`importlib.resources` so that a
+    regular (non-editable) install finds it too."""
+    parts = Path(relative).parts
+    if len(parts) < 2 or parts[0] not in SHIPPED:
+        raise NeurosymError(f"{relative}: not a shipped file; expected grammars/<file> or lexicons/<file>")
+    path = resources.files(SHIPPED[parts[0]]).joinpath(*parts[1:])
+    if not path.is_file():
+        raise NeurosymError(f"{relative}: no such shipped file")
+    return Path(str(path))  # installed as plain files (the package is not zip-safe)
+
+
+def resolve_data_path(path: str | Path) -> Path:
+    """A data path of a config or a command: absolute, or relative to the working folder
+    when it exists there, else a shipped file (``grammars/...``, ``lexicons/...``)."""
+    path = Path(path)
+    if path.is_absolute() or path.exists() or not path.parts or path.parts[0] not in SHIPPED:
+        return path
+    return shipped_file(path)
+
+
+__all__ = ["SHIPPED", "atomic_write", "atomic_write_bytes", "check_output", "digest", "fsync_dir", "resolve_data_path", "shipped_file"]

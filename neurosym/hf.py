@@ -7,12 +7,13 @@
 * :func:`tokenizer_vocab`: a :class:`~neurosym.vocab.Vocab` from a fast ``transformers``
   tokenizer: byte-level BPE (GPT-2 style) or SentencePiece-style (``Metaspace``, with
   byte fallback), special tokens spelling nothing, padded to the model's embedding size.
-* :func:`load_grammar`: a regex string, a grammar file (``.regex`` bank patterns as
-  ``FILE:NAME``, ``.fsg``, ``.pcfg``, a ``.txt`` word list) or a compiled object, over
-  that vocabulary.
-* :class:`GrammarLogitsProcessor`: a ``transformers.LogitsProcessor`` driving the
-  processors of :mod:`neurosym.decode` (``GrammarMask``, ``FSGPrior``, ``PCFGMask``,
-  ``PCFGPrior``). The grammar constrains the *continuation*: the first call of a
+* :class:`GrammarLogitsProcessor`: a ``transformers.LogitsProcessor`` over a regex
+  string, a grammar file (``.regex`` bank patterns as ``FILE:NAME``, ``.fsg``, ``.pcfg``,
+  a ``.txt`` word list, a compiled artifact) or a compiled object, read by
+  :func:`neurosym.kinds.load_grammar` (the one grammar front door, also behind ``neurosym
+  generate --grammar``) over the tokenizer's vocabulary, and driving the processors
+  :func:`neurosym.decode.grammar_processors` picks (``GrammarMask``, ``FSGPrior``,
+  ``PCFGMask``, ``PCFGPrior``). The grammar constrains the *continuation*: the first call of a
   ``generate`` sees the prompt, which only fixes where the continuation starts; each
   later call advances every row by its one new token. End-of-sequence is allowed exactly
   where the continuation is a complete sentence of the grammar; rows that ended, or have
@@ -29,16 +30,11 @@ from typing import Any
 import torch
 
 from neurosym.compile.automaton import Automaton
-from neurosym.compile.fsg import load_fsg
-from neurosym.compile.pcfg import RuleTensors, load_pcfg
-from neurosym.compile.regex import Limits, RegexBank, compile_regex, rule_dfa, to_automaton, words_dfa
-from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.data import resolve_data_path
-from neurosym.decode.mask import GrammarMask
-from neurosym.decode.priors import FSGPrior
-from neurosym.decode.processor import LogitsProcessor
-from neurosym.dsl import read_regex_bank
+from neurosym.compile.pcfg import RuleTensors
+from neurosym.compile.regex import Limits
+from neurosym.decode.grammar import grammar_processors
 from neurosym.errors import NeurosymError
+from neurosym.kinds import load_grammar
 from neurosym.vocab import Vocab
 
 
@@ -53,8 +49,6 @@ except ImportError:
     raise MissingExtra("neurosym.hf needs transformers: pip install 'neurosym[hf]'") from None
 
 Grammar = str | Path | Automaton | RuleTensors
-GRAMMAR_SUFFIXES = (".regex", ".fsg", ".pcfg")  # a string ending so names a file, never a regex
-WORD_LIST_SUFFIX = ".txt"
 BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 NEG_INF = float("-inf")
 
@@ -127,102 +121,14 @@ def _metaspace_surfaces(backend: Any, byte_fallback: bool) -> tuple[list[str], l
 
 
 # ---------------------------------------------------------------------- grammars
-def load_grammar(grammar: Grammar, vocab: Vocab, limits: Limits = Limits()) -> Automaton | RuleTensors:
-    """A grammar over ``vocab``: an :class:`Automaton` (a ``WeightedAutomaton`` for an
-    ``.fsg``) or :class:`RuleTensors` (a ``.pcfg``).
-
-    ``grammar`` is a compiled object (over ``vocab``), a :class:`~pathlib.Path`, or a
-    string: a file when it names one with a grammar suffix (``grammars/dates.regex:DATE``,
-    ``clause.fsg``, ``arith.pcfg``, ``words.txt`` (one word a line, ``#`` comments); ``grammars/...`` and ``lexicons/...``
-    also name the files shipped with neurosym), else a Python-syntax regex.
-    """
-    if isinstance(grammar, (Automaton, RuleTensors)):
-        if grammar.vocab != vocab:
-            raise NeurosymError(
-                f"the grammar is compiled over {grammar.vocab!r}, not the tokenizer's vocabulary {vocab!r}; "
-                "compile it over neurosym.hf.tokenizer_vocab(tokenizer, model.config.vocab_size), or pass its source"
-            )
-        return grammar
-    if isinstance(grammar, RegexBank):
-        raise NeurosymError(f"a regex bank holds {len(grammar)} patterns ({', '.join(grammar.names)}); pass one, bank['NAME']")
-    if isinstance(grammar, Path):
-        return _load_file(grammar, None, vocab, limits)
-    if not isinstance(grammar, str):
-        raise NeurosymError(f"grammar must be a regex, a grammar file or a compiled grammar, got {type(grammar).__name__}")
-    found = _grammar_file(grammar)
-    if found is not None:
-        return _load_file(*found, vocab, limits)
-    return compile_regex(grammar, vocab, max_states=limits.max_states, time_limit=limits.time_limit)
-
-
-def _grammar_file(spec: str) -> tuple[Path, str | None] | None:
-    """``(path, pattern name)`` when ``spec`` names a grammar file, else None (a regex)."""
-    head, name = spec, None
-    if Path(spec).suffix not in (*GRAMMAR_SUFFIXES, WORD_LIST_SUFFIX) and ":" in spec:
-        head, _, name = spec.rpartition(":")
-    suffix = Path(head).suffix
-    if suffix not in (*GRAMMAR_SUFFIXES, WORD_LIST_SUFFIX):
-        return None
-    try:
-        path = resolve_data_path(head)
-    except NeurosymError:  # grammars/... that is not shipped either
-        path = Path(head)
-    if path.is_file():
-        return path, name
-    if suffix == WORD_LIST_SUFFIX:
-        return None  # a regex that ends in ".txt"
-    raise NeurosymError(f"{head}: no such grammar file")
-
-
-def _load_file(path: Path, name: str | None, vocab: Vocab, limits: Limits) -> Automaton | RuleTensors:
-    suffix = path.suffix
-    if name is not None and suffix != ".regex":
-        raise NeurosymError(f"{path}:{name}: only a .regex bank has patterns to name (drop :{name})")
-    if suffix == ".regex":
-        bank = read_regex_bank(path)
-        names = list(bank.patterns)
-        if name is None and len(names) != 1:
-            raise NeurosymError(f"{path} has {len(names)} patterns ({', '.join(names)}); name one as {path}:NAME")
-        name = name or names[0]
-        if name not in bank.patterns:
-            raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(names)}")
-        return to_automaton(rule_dfa(bank, bank.patterns[name], limits), vocab, name=name, source=f"{path}:{name}")
-    if suffix == ".fsg":
-        return load_fsg(path, vocab, limits)
-    if suffix == ".pcfg":
-        return load_pcfg(path, vocab, limits)
-    if suffix == WORD_LIST_SUFFIX:
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError as err:
-            raise NeurosymError(f"{path}: not UTF-8 ({err.reason})") from None
-        words = [w for w in (line.strip() for line in lines) if w and not w.startswith("#")]  # as %words reads them
-        if not words:
-            raise NeurosymError(f"{path}: the word list is empty")
-        return to_automaton(words_dfa(words, limits=limits), vocab, name=path.stem, source=str(path))
-    raise NeurosymError(f"{path}: expected a .regex bank, an .fsg or .pcfg grammar, or a .txt word list")
-
-
-def grammar_processors(compiled: Automaton | RuleTensors, eos_id: int, prior_weight: float = 0.0, max_new_tokens: int | None = None) -> list[LogitsProcessor]:
-    """The :mod:`neurosym.decode` processors that enforce ``compiled``: a mask, or with
-    ``prior_weight > 0`` a grammar prior (``weight * log P_grammar(token | prefix)``,
-    which also forbids every token of probability zero)."""
+def _uses(prior_weight: float, max_new_tokens: int | None) -> str:
+    """Which processors :func:`neurosym.decode.grammar_processors` gives: a mask, a
+    prior, or a prior bounded by the completion budget's mask."""
     if not (isinstance(prior_weight, (int, float)) and prior_weight >= 0):
         raise NeurosymError(f"prior_weight must be a number >= 0, got {prior_weight!r}")
-    if isinstance(compiled, RuleTensors):
-        if max_new_tokens is not None:
-            raise NeurosymError("max_new_tokens (a completion budget) is supported for automata (regexes, .fsg, word lists), not .pcfg grammars")
-        from neurosym.decode.pcfg import PCFGMask, PCFGPrior  # lazy: the prefix-probability charts load only for PCFGs
-
-        return [PCFGPrior(compiled, prior_weight, eos_id) if prior_weight > 0 else PCFGMask(compiled, eos_id)]
-    out: list[LogitsProcessor] = []
-    if prior_weight > 0:
-        if not isinstance(compiled, WeightedAutomaton):
-            raise NeurosymError("prior_weight needs a weighted grammar (an .fsg or a .pcfg); a regex only masks")
-        out.append(FSGPrior(compiled, prior_weight, eos_id))
-    if prior_weight == 0 or max_new_tokens is not None:
-        out.append(GrammarMask(compiled, eos_id, max_len=max_new_tokens))
-    return out
+    if prior_weight == 0:
+        return "mask"
+    return "prior" if max_new_tokens is None else "both"
 
 
 # ---------------------------------------------------------------------- the processor
@@ -230,7 +136,9 @@ class GrammarLogitsProcessor(HFLogitsProcessor):
     """A ``transformers.LogitsProcessor`` whose continuations are sentences of a grammar.
 
     Args:
-        grammar: a regex, a grammar file or a compiled grammar (see :func:`load_grammar`).
+        grammar: a regex, a grammar file or a compiled grammar, read by the one front door
+            :func:`neurosym.kinds.load_grammar` (``FILE.regex:NAME``, ``.fsg``, ``.pcfg``,
+            a ``.txt`` word list, a compiled ``.safetensors``; docs/words.md for word lists).
         tokenizer: the model's fast tokenizer.
         prior_weight: 0 masks; ``> 0`` (an ``.fsg`` or ``.pcfg``) also adds
             ``prior_weight * log P_grammar(token | prefix)`` (a product of experts).
@@ -267,8 +175,9 @@ class GrammarLogitsProcessor(HFLogitsProcessor):
         if self.vocab.surfaces[eos] is not None:
             raise NeurosymError(f"eos_token_id {eos} is the ordinary token {self.vocab.tokens[eos]!r}; the end needs a special token")
         self.eos_token_id = eos
+        use = _uses(prior_weight, max_new_tokens)
         self.grammar = load_grammar(grammar, self.vocab, limits)
-        self.processors = grammar_processors(self.grammar, eos, prior_weight, max_new_tokens)
+        self.processors = grammar_processors(self.grammar, eos, use, prior_weight or 1.0, max_new_tokens)
         self.prompt_length: int | None = None
         self._ids: torch.Tensor | None = None  # the ids of the last call
         self._done = torch.zeros(0, dtype=torch.bool)
@@ -350,4 +259,4 @@ def continuations(tokenizer: PreTrainedTokenizerFast, sequences: torch.Tensor, p
     return out
 
 
-__all__ = ["GrammarLogitsProcessor", "MissingExtra", "continuations", "grammar_processors", "load_grammar", "tokenizer_vocab"]
+__all__ = ["GrammarLogitsProcessor", "MissingExtra", "continuations", "tokenizer_vocab"]

@@ -1,28 +1,37 @@
-"""The registry of file kinds: one record per kind of file neurosym reads.
+"""The registry of file kinds, and the one front door from a file or a string to a
+compiled grammar.
 
 Each :class:`Kind` says how a file of that kind is compiled (``load``), reported
-(``inspect``), sampled (``sample``) and summarised once compiled (``summary``), and which
-compiled type and artifact kind belong to it. :func:`neurosym.load`, every command of the
-CLI and the artifact code go through this table, so a new kind is one new record::
+(``inspect``), sampled (``sample``) and summarised once compiled (``summary``), which
+type ``load`` returns (``compiled``), and whether that is a grammar decoding can follow
+(``grammar``) or a file of named parts to choose from (``part``, a ``.regex`` bank).
+:func:`neurosym.load`, every command of the CLI, the artifact code, ``neurosym
+generate`` (:mod:`neurosym.decode.run`) and :mod:`neurosym.hf` go through this table,
+so a new kind is one :func:`register` call (docs/architecture.md, "How to add a file
+kind")::
 
-    kind = kind_of("grammars/clause.fsg")     # the .fsg record
-    auto = load("grammars/clause.fsg")          # a WeightedAutomaton
+    kind = kind_of("grammars/clause.fsg")              # the .fsg record
+    auto = load("grammars/clause.fsg")                  # a WeightedAutomaton
+    date = load_grammar("grammars/dates.regex:DATE", vocab)  # one pattern, over vocab
+    year = load_grammar(r"(19|20)[0-9]{2}", vocab)      # a regex string
     report, text, drawn = kind.inspect(Path("grammars/clause.fsg"), InspectOptions())
 
-Compiled artifacts (``.safetensors``) are a kind too: their header names the compiled
-type, and :mod:`neurosym.compile.artifact` holds one codec per type.
+The shipped kinds: ``regex`` (``.regex`` banks), ``fsg``, ``pcfg``, ``lexicon``
+(``.lex``), ``words`` (``.txt`` word lists, read by :mod:`neurosym.dsl.words`) and
+``artifact`` (``.safetensors``: its header names the compiled type, and
+:mod:`neurosym.compile.artifact` holds one codec per type, named as the kinds here).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neurosym.compile.regex import Limits, load_regex
+from neurosym.compile.regex import Limits, compile_regex, load_pattern, load_regex, load_word_list
 from neurosym.errors import NeurosymError
+from neurosym.files import resolve_data_path
 from neurosym.vocab import Vocab
 
 # Each kind's compiler, reports and artifact codecs are imported when a file of that kind
@@ -54,46 +63,103 @@ class SampleOptions:
     limits: Limits = field(default_factory=Limits)
 
 
+Loader = Callable[[Path, "Vocab | None", Limits], Any]
+Inspector = Callable[[Path, InspectOptions], "tuple[dict, str, Path | None]"]
+Sampler = Callable[[Path, SampleOptions], "list[str]"]
+PartLoader = Callable[[Path, "str | None", "Vocab | None", Limits], Any]
+
+
 @dataclass(frozen=True)
 class Kind:
-    """One kind of file: its suffix and the three things done with it (compile, report,
-    sample); :func:`summary` describes what ``load`` returns."""
+    """One kind of file neurosym reads.
+
+    Attributes:
+        name: the kind's name (``"fsg"``); also the artifact kind of what it compiles to.
+        suffix: the file suffix that selects it (``".fsg"``), dot included.
+        load: ``(path, vocab or None, limits) -> compiled object``; parse and compile.
+        inspect: ``(path, InspectOptions) -> (report dict, text, drawn file or None)``
+            for ``neurosym inspect``; None: the report is :func:`summary` of the loaded file.
+        sample: ``(path, SampleOptions) -> list of strings`` for ``neurosym sample``;
+            None: the kind does not sample.
+        summary: ``compiled object -> dict`` with at least ``kind`` and a one-line
+            ``what`` (``neurosym check``/``compile``); None: none of its own.
+        compiled: ``"package.module:Class"`` of what ``load`` returns; :func:`summary`
+            and :func:`load_grammar` find a compiled object's kind by it (the first kind
+            registered for a class, or for its nearest base class, answers).
+        title: how messages name a file of this kind (``"an .fsg grammar"``).
+        grammar: what ``load`` returns is a grammar decoding can follow (an
+            ``Automaton`` or ``RuleTensors``: :func:`neurosym.decode.grammar_processors`).
+        part: for a file of named parts (a ``.regex`` bank): ``(path, name or None,
+            vocab, limits) -> one grammar``; ``FILE:NAME`` names the part, and a file
+            with one part needs no name.
+        own_vocab: the file carries its vocabulary (a compiled artifact): ``load`` takes
+            no vocab, and :func:`load_grammar` checks the one asked for against it.
+    """
 
     name: str
     suffix: str
-    load: Callable[[Path, Vocab | None, Limits], Any]
-    inspect: Callable[[Path, InspectOptions], tuple[dict, str, Path | None]]
-    sample: Callable[[Path, SampleOptions], list[str]]
+    load: Loader
+    inspect: Inspector | None = None
+    sample: Sampler | None = None
+    summary: Callable[[Any], dict] | None = None
+    compiled: str | None = None
+    title: str = ""
+    grammar: bool = False
+    part: PartLoader | None = None
+    own_vocab: bool = False
+
+    def __post_init__(self):
+        if not self.name or not self.suffix.startswith(".") or len(self.suffix) < 2:
+            raise NeurosymError(f"Kind({self.name!r}, {self.suffix!r}): expected a name and a suffix such as '.toy'")
 
 
 # ---------------------------------------------------------------------- summaries
-def _is(obj: Any, module: str, name: str) -> bool:
-    """``isinstance(obj, module.name)``, without importing ``module``: an object of a class
-    whose module was never imported cannot be an instance of it."""
-    loaded = sys.modules.get(module)
-    return loaded is not None and isinstance(obj, getattr(loaded, name))
+def _regex_summary(obj: Any) -> dict:
+    out = {"kind": "regex", "patterns": len(obj), "states": int(obj.offsets[-1]), "vocab_size": len(obj.vocab)}
+    out["what"] = f"{out['patterns']} patterns, {out['states']} states"
+    return out
+
+
+def _fsg_summary(obj: Any) -> dict:
+    out = {"kind": "fsg", "states": obj.num_states, "vocab_size": len(obj.vocab), "ppl_floor": obj.entropy().ppl_floor}
+    out["what"] = f"{out['states']} states, {out['vocab_size']} tokens, perplexity floor {out['ppl_floor']:.4g}"
+    return out
+
+
+def _pcfg_summary(obj: Any) -> dict:
+    out = {"kind": "pcfg", "nonterminals": obj.N, "preterminals": obj.T, "vocab_size": len(obj.vocab)}
+    out["what"] = f"CNF with {obj.N} nonterminals, {obj.T} preterminals, {len(obj.vocab)} tokens"
+    return out
+
+
+def _lexicon_summary(obj: Any) -> dict:
+    out = {"kind": "lexicon", "features": len(obj.names), "vocab_size": len(obj.vocab), "roles": obj.roles}
+    out["what"] = f"{len(obj.names)} feature columns over {len(obj.vocab)} tokens"
+    return out
+
+
+def _automaton_summary(obj: Any) -> dict:
+    out = {"kind": "automaton", "patterns": 1, "states": obj.num_states, "vocab_size": len(obj.vocab)}
+    out["what"] = f"{obj.num_states} states"
+    return out
+
+
+def kind_of_object(obj: Any) -> Kind | None:
+    """The kind whose ``compiled`` type is ``obj``'s class or its nearest base class
+    (the first registered wins), or None. Reads class names only: no module is imported."""
+    for cls in type(obj).__mro__:
+        found = _BY_TYPE.get(f"{cls.__module__}:{cls.__qualname__}")
+        if found is not None:
+            return found
+    return None
 
 
 def summary(obj: Any) -> dict:
     """Sizes of any compiled object, its kind and a one-line ``what``."""
-    if _is(obj, "neurosym.compile.regex", "RegexBank"):
-        out = {"kind": "regex", "patterns": len(obj), "states": int(obj.offsets[-1]), "vocab_size": len(obj.vocab)}
-        out["what"] = f"{out['patterns']} patterns, {out['states']} states"
-    elif _is(obj, "neurosym.compile.weighted", "WeightedAutomaton"):
-        out = {"kind": "fsg", "states": obj.num_states, "vocab_size": len(obj.vocab), "ppl_floor": obj.entropy().ppl_floor}
-        out["what"] = f"{out['states']} states, {out['vocab_size']} tokens, perplexity floor {out['ppl_floor']:.4g}"
-    elif _is(obj, "neurosym.compile.pcfg", "RuleTensors"):
-        out = {"kind": "pcfg", "nonterminals": obj.N, "preterminals": obj.T, "vocab_size": len(obj.vocab)}
-        out["what"] = f"CNF with {obj.N} nonterminals, {obj.T} preterminals, {len(obj.vocab)} tokens"
-    elif _is(obj, "neurosym.compile.lexicon", "FeatureBank"):
-        out = {"kind": "lexicon", "features": len(obj.names), "vocab_size": len(obj.vocab), "roles": obj.roles}
-        out["what"] = f"{len(obj.names)} feature columns over {len(obj.vocab)} tokens"
-    elif _is(obj, "neurosym.compile.automaton", "Automaton"):
-        out = {"kind": "automaton", "patterns": 1, "states": obj.num_states, "vocab_size": len(obj.vocab)}
-        out["what"] = f"{obj.num_states} states"
-    else:
+    kind = kind_of_object(obj)
+    if kind is None or kind.summary is None:
         raise NeurosymError(f"no summary for a {type(obj).__name__}")
-    return out
+    return kind.summary(obj)
 
 
 # ---------------------------------------------------------------------- per-kind loaders
@@ -131,9 +197,10 @@ def _no_drawing(draw: Path | None, what: str) -> None:
 
 
 def _inspect_bank(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
+    """A regex bank, a word list, or an automaton / bank artifact, reported as a bank."""
     from neurosym import report  # lazy: the reports import every compiler
 
-    bank = report.load_any(path, max_states=o.limits.max_states, time_limit=o.limits.time_limit)
+    bank = report.as_bank(load(path, None, o.limits))
     unknown = [n for n in o.names if n not in bank.patterns]
     if unknown:
         raise NeurosymError(f"{path}: no pattern named {', '.join(unknown)}; the bank has {', '.join(bank.names)}")
@@ -171,7 +238,7 @@ def _inspect_artifact(path: Path, o: InspectOptions) -> tuple[dict, str, Path | 
     from neurosym.compile.artifact import artifact_kind  # lazy: safetensors and every codec, for artifacts only
 
     kind = artifact_kind(path)
-    if kind in ("pcfg", "features"):
+    if kind in ("pcfg", "lexicon"):
         _no_drawing(o.draw, "a PCFG or lexicon artifact")
         r = report.describe_artifact(path, o.samples, o.seed)
         return r, report.format_artifact(r), None
@@ -182,13 +249,24 @@ def _inspect_artifact(path: Path, o: InspectOptions) -> tuple[dict, str, Path | 
     return _inspect_bank(path, o)
 
 
+def _inspect_summary(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
+    """The report of a kind without one of its own: the summary of the loaded file."""
+    _no_drawing(o.draw, f"a {kind_of(path).name} file")
+    r = {"path": str(path), **summary(load(path, None, o.limits))}
+    return r, f"{path}: {r['what']}", None
+
+
 # ---------------------------------------------------------------------- per-kind samplers
-def _sample_regex(path: Path, o: SampleOptions) -> list[str]:
-    bank = load_regex(path, None, o.limits)
-    name = o.pattern or bank.names[0]
-    if name not in bank.patterns:
-        raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(bank.names)}")
-    out = bank.patterns[name].char_dfa.sample(o.n, max_len=o.max_len, seed=o.seed)
+def _sample_automata(path: Path, o: SampleOptions) -> list[str]:
+    """Strings of a regex bank's pattern (``o.pattern``, default the first) or of a word
+    list: uniform random walks of the character DFA."""
+    obj = load(path, None, o.limits)
+    patterns = obj.patterns if hasattr(obj, "patterns") else {obj.name: obj}
+    names = list(patterns)
+    name = o.pattern or names[0]
+    if name not in patterns:
+        raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(names)}")
+    out = patterns[name].char_dfa.sample(o.n, max_len=o.max_len, seed=o.seed)
     if o.n and not out:
         raise NeurosymError(f"{path}: pattern {name} has no string of at most {o.max_len} characters; raise --max-len")
     return out
@@ -206,7 +284,8 @@ def _sentences(auto: Any, o: SampleOptions) -> list[str]:
 def _sample_artifact(path: Path, o: SampleOptions) -> list[str]:
     """An FSG artifact samples as its source grammar does (same seed, same sentences)."""
     obj = _load_artifact(path, None, o.limits)
-    if not _is(obj, "neurosym.compile.weighted", "WeightedAutomaton"):
+    kind = kind_of_object(obj)
+    if kind is None or kind.name != "fsg":
         raise NeurosymError(f"{path}: sample the source grammar; of compiled artifacts only FSGs sample")
     return _sentences(obj, o)
 
@@ -222,23 +301,74 @@ def _sample_pcfg(path: Path, o: SampleOptions) -> list[str]:
     return [str(t) if o.trees else " ".join(t.leaves()) for t in drawn]
 
 
-def _cannot_sample(why: str) -> Callable[[Path, SampleOptions], list[str]]:
+def _cannot_sample(why: str) -> Sampler:
     def sample(path: Path, o: SampleOptions) -> list[str]:
         raise NeurosymError(f"{path}: {why}")
 
     return sample
 
 
-KINDS: tuple[Kind, ...] = (
-    Kind("regex", ".regex", load_regex, _inspect_bank, _sample_regex),
-    Kind("fsg", ".fsg", _load_fsg, _inspect_fsg, _sample_fsg),
-    Kind("pcfg", ".pcfg", _load_pcfg, _inspect_pcfg, _sample_pcfg),
+# ---------------------------------------------------------------------- the registry
+BY_SUFFIX: dict[str, Kind] = {}  # suffix -> kind, in registration order
+_BY_NAME: dict[str, Kind] = {}
+_BY_TYPE: dict[str, Kind] = {}  # "module:Class" -> the first kind registered for it
+
+
+def register(kind: Kind, replace: bool = False) -> Kind:
+    """Add ``kind`` to the registry: from now on its suffix is read by :func:`load`,
+    :func:`inspect`, :func:`sample`, :func:`load_grammar` (so ``neurosym.load``, ``neurosym
+    check / compile / inspect / sample`` and ``neurosym generate --grammar``). A name or a
+    suffix already taken is an error unless ``replace``. Returns ``kind``."""
+    if not isinstance(kind, Kind):
+        raise NeurosymError(f"register expects a neurosym.kinds.Kind, got {type(kind).__name__}")
+    taken = [k for k in (_BY_NAME.get(kind.name), BY_SUFFIX.get(kind.suffix)) if k is not None]
+    if taken and not replace:
+        raise NeurosymError(f"kind {kind.name!r} ({kind.suffix}): {taken[0].name!r} ({taken[0].suffix}) is registered already; "
+                            "pass replace=True to replace it")
+    for old in taken:
+        unregister(old.name)
+    _BY_NAME[kind.name] = kind
+    BY_SUFFIX[kind.suffix] = kind
+    if kind.compiled is not None:
+        _BY_TYPE.setdefault(kind.compiled, kind)
+    return kind
+
+
+def unregister(name: str) -> Kind:
+    """Remove the kind called ``name`` (a NeurosymError if there is none); returns it."""
+    kind = _BY_NAME.pop(name, None)
+    if kind is None:
+        raise NeurosymError(f"no kind named {name!r}; registered: {', '.join(_BY_NAME)}")
+    del BY_SUFFIX[kind.suffix]
+    if _BY_TYPE.get(kind.compiled) is kind:
+        del _BY_TYPE[kind.compiled]
+        heir = next((k for k in _BY_NAME.values() if k.compiled == kind.compiled), None)
+        if heir is not None:
+            _BY_TYPE[kind.compiled] = heir
+    return kind
+
+
+def registered() -> tuple[Kind, ...]:
+    """Every registered kind, in registration order."""
+    return tuple(_BY_NAME.values())
+
+
+for _kind in (
+    Kind("regex", ".regex", load_regex, _inspect_bank, _sample_automata, _regex_summary, "neurosym.compile.regex:RegexBank",
+         "a .regex bank (FILE.regex:NAME)", part=load_pattern),
+    Kind("fsg", ".fsg", _load_fsg, _inspect_fsg, _sample_fsg, _fsg_summary, "neurosym.compile.weighted:WeightedAutomaton",
+         "an .fsg grammar", grammar=True),
+    Kind("pcfg", ".pcfg", _load_pcfg, _inspect_pcfg, _sample_pcfg, _pcfg_summary, "neurosym.compile.pcfg:RuleTensors",
+         "a .pcfg grammar", grammar=True),
     Kind("lexicon", ".lex", _load_lexicon, _inspect_lexicon,
-         _cannot_sample("a lexicon describes tokens and does not generate sentences; sample its FSG instead")),
-    Kind("artifact", ".safetensors", _load_artifact, _inspect_artifact, _sample_artifact),
-)
-BY_SUFFIX: dict[str, Kind] = {k.suffix: k for k in KINDS}
-SOURCE_SUFFIXES = tuple(k.suffix for k in KINDS if k.name != "artifact")
+         _cannot_sample("a lexicon describes tokens and does not generate sentences; sample its FSG instead"),
+         _lexicon_summary, "neurosym.compile.lexicon:FeatureBank", "a .lex lexicon"),
+    Kind("words", ".txt", load_word_list, _inspect_bank, _sample_automata, _automaton_summary, "neurosym.compile.automaton:Automaton",
+         "a .txt word list", grammar=True),
+    Kind("artifact", ".safetensors", _load_artifact, _inspect_artifact, _sample_artifact, title="a compiled .safetensors artifact",
+         own_vocab=True),
+):
+    register(_kind)
 
 
 def kind_of(path: str | Path) -> Kind:
@@ -258,12 +388,17 @@ def _too_deep(path: Path) -> NeurosymError:
     )
 
 
-def load(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> Any:
-    """Parse and compile a grammar file (or read an artifact), chosen by its suffix."""
+def _existing(path: str | Path) -> tuple[Path, Kind]:
     path = Path(path)
     kind = kind_of(path)
     if not path.is_file():
         raise NeurosymError(f"{path}: no such file")
+    return path, kind
+
+
+def load(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> Any:
+    """Parse and compile a grammar file (or read an artifact), chosen by its suffix."""
+    path, kind = _existing(path)
     try:
         return kind.load(path, vocab, limits)
     except RecursionError:
@@ -272,12 +407,9 @@ def load(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()
 
 def inspect(path: str | Path, options: InspectOptions = InspectOptions()) -> tuple[dict, str, Path | None]:
     """``(report dict, text, drawn file or None)`` for any file neurosym reads."""
-    path = Path(path)
-    kind = kind_of(path)
-    if not path.is_file():
-        raise NeurosymError(f"{path}: no such file")
+    path, kind = _existing(path)
     try:
-        return kind.inspect(path, options)
+        return (kind.inspect or _inspect_summary)(path, options)
     except RecursionError:
         raise _too_deep(path) from None
 
@@ -288,12 +420,113 @@ def sample(path: str | Path, options: SampleOptions = SampleOptions()) -> list[s
     kind = kind_of(path)
     if options.trees and kind.name != "pcfg":
         raise NeurosymError("--trees applies to PCFGs only")
-    if not path.is_file():
-        raise NeurosymError(f"{path}: no such file")
+    path, kind = _existing(path)
+    if kind.sample is None:
+        raise NeurosymError(f"{path}: a {kind.name} file does not sample")
     try:
         return kind.sample(path, options)
     except RecursionError:
         raise _too_deep(path) from None
 
 
-__all__ = ["BY_SUFFIX", "InspectOptions", "KINDS", "Kind", "SampleOptions", "inspect", "kind_of", "load", "sample", "summary"]
+# ---------------------------------------------------------------------- the grammar front door
+def _grammar_titles() -> str:
+    titles = [k.title or f"a {k.suffix} file" for k in _BY_NAME.values() if k.grammar or k.part is not None or k.own_vocab]
+    return ", ".join(titles[:-1]) + " or " + titles[-1] if len(titles) > 1 else "".join(titles)
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a string no file can have as its name (too long, NUL)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _grammar_file(spec: str | Path) -> tuple[Path, str | None, Kind] | None:
+    """``(path, part name or None, kind)`` when ``spec`` names a file of a registered
+    kind (``FILE`` or ``FILE:NAME``; ``grammars/...`` and ``lexicons/...`` name shipped
+    files too), else None: a string that is a regex."""
+    text, name = str(spec), None
+    if isinstance(spec, str) and Path(spec).suffix not in BY_SUFFIX and ":" in spec:
+        head, _, part = spec.rpartition(":")
+        if Path(head).suffix in BY_SUFFIX:
+            text, name = head, part
+    kind = BY_SUFFIX.get(Path(text).suffix)
+    if kind is None:
+        if isinstance(spec, Path):
+            kind_of(spec)  # a Path is always a file: an unknown suffix is an error
+        if _is_file(Path(text)):  # a file of no registered kind is not meant as a regex
+            known = ", ".join(sorted(BY_SUFFIX))
+            raise NeurosymError(f"{text}: a file of unknown kind {Path(text).suffix or '(no extension)'!r}; expected one of {known} "
+                                f"(a word list is a .txt file; for a regex that names a file, wrap it in a group: ({text}))")
+        return None
+    try:
+        path = resolve_data_path(text)
+    except (NeurosymError, OSError, ValueError):  # grammars/... that is not shipped either; no possible file name
+        path = Path(text)
+    if not _is_file(path):
+        hint = "" if isinstance(spec, Path) else f" (for a regex that ends in {kind.suffix}, wrap it in a group: ({spec}))"
+        raise NeurosymError(f"{text}: no such grammar file{hint}")
+    return path, name, kind
+
+
+def _over(obj: Any, vocab: Vocab | None, origin: str) -> Any:
+    """``obj`` if it is a grammar to decode with over ``vocab`` (any vocab when None)."""
+    kind = kind_of_object(obj)
+    if kind is None or not (kind.grammar or kind.part is not None):
+        raise NeurosymError(f"{origin}: a {type(obj).__name__} is not a grammar to decode with; expected {_grammar_titles()}, "
+                            "a regex, or a compiled automaton or rule tensors")
+    if not kind.grammar:
+        names = list(getattr(obj, "names", ()))
+        raise NeurosymError(f"{origin}: a {kind.name} holds {len(names)} parts ({', '.join(names)}); pass one, as obj['NAME'] or FILE:NAME")
+    if vocab is not None and obj.vocab != vocab:
+        raise NeurosymError(
+            f"{origin}: compiled over {obj.vocab!r}, not the tokenizer's vocabulary (or the run's) decoded over, {vocab!r}; "
+            "compile it over that vocabulary (for a transformers model, neurosym.hf.tokenizer_vocab(tokenizer, "
+            "model.config.vocab_size)), or pass its source"
+        )
+    return obj
+
+
+def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limits()) -> Any:
+    """The one front door from a file or a string to a grammar decoding can follow (an
+    ``Automaton``, a ``WeightedAutomaton`` for an ``.fsg``, ``RuleTensors`` for a
+    ``.pcfg``), compiled over ``vocab`` (default: the grammar's own vocabulary).
+
+    ``grammar`` is one of:
+
+    * a file of a registered kind (a :class:`~pathlib.Path`, or a string ending in its
+      suffix): ``clause.fsg``, ``arith.pcfg``, ``words.txt`` (a word list,
+      docs/words.md), a compiled ``x.safetensors``; a ``.regex`` bank's pattern as
+      ``dates.regex:DATE`` (a bank with one pattern needs no name); ``grammars/...`` and
+      ``lexicons/...`` also name the files shipped with neurosym. A string ending in a
+      registered suffix names a file, never a regex;
+    * any other string: a Python-syntax regex;
+    * a compiled automaton or rule tensors (checked to be over ``vocab``).
+
+    A lexicon (``.lex``) is not a grammar: it describes tokens.
+    """
+    if not isinstance(grammar, (str, Path)):
+        return _over(grammar, vocab, "the compiled grammar")
+    found = _grammar_file(grammar)
+    if found is None:
+        return compile_regex(grammar, vocab, max_states=limits.max_states, time_limit=limits.time_limit)
+    path, name, kind = found
+    if name is not None and kind.part is None:
+        raise NeurosymError(f"{path}:{name}: only {', '.join(k.title for k in _BY_NAME.values() if k.part)} "
+                            f"has patterns to name (drop :{name})")
+    if not (kind.grammar or kind.part is not None or kind.own_vocab):
+        raise NeurosymError(f"{path}: {kind.title or 'a ' + kind.name + ' file'} is not a grammar to decode with; expected {_grammar_titles()}")
+    try:
+        if kind.part is not None:
+            return kind.part(path, name, vocab, limits)
+        return _over(kind.load(path, None if kind.own_vocab else vocab, limits), vocab, str(path))
+    except RecursionError:
+        raise _too_deep(path) from None
+
+
+__all__ = [
+    "BY_SUFFIX", "InspectOptions", "Kind", "SampleOptions", "inspect", "kind_of", "kind_of_object", "load", "load_grammar",
+    "register", "registered", "sample", "summary", "unregister",
+]

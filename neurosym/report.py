@@ -20,7 +20,7 @@ from neurosym.compile.lexicon import FeatureBank, static_memberships
 from neurosym.compile.pcfg import format_summary, summary
 from neurosym.compile.pcfg_check import check_pcfg
 from neurosym.compile.pcfg_sample import sample_trees
-from neurosym.compile.regex import Limits, RegexBank, load_regex
+from neurosym.compile.regex import Limits, RegexBank
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import format_lexicon_summary, read_lexicon
@@ -30,17 +30,14 @@ from neurosym.files import atomic_write_bytes
 
 
 # ---------------------------------------------------------------------- regex banks and automata
-def load_any(path: str | Path, **limits) -> RegexBank:
-    """A bank from a grammar file or a saved artifact (a lone automaton becomes a one-pattern bank)."""
-    path = Path(path)
-    if path.suffix != ".safetensors" and not path.is_file():
-        raise NeurosymError(f"{path}: no such file")
-    obj = load_artifact(path) if path.suffix == ".safetensors" else load_regex(path, None, Limits(**limits))
-    if isinstance(obj, Automaton):
-        name = obj.name or "PATTERN"
-        obj.name = name
-        return RegexBank({name: obj}, torch.ones(1), obj.vocab)
-    return obj
+def as_bank(obj: RegexBank | Automaton, path: str | None = None) -> RegexBank:
+    """A bank to report on: ``obj`` itself, or a lone automaton (a pattern, a word list)
+    as a one-pattern bank."""
+    if isinstance(obj, RegexBank):
+        return obj
+    name = obj.name or "PATTERN"
+    obj.name = name
+    return RegexBank({name: obj}, torch.ones(1), obj.vocab, path=path)
 
 
 def char_ranges(chars: list[str], limit: int = 60) -> str:
@@ -342,7 +339,7 @@ def describe_artifact(path: str | Path, samples: int = 5, seed: int = 0) -> dict
     """Sizes and samples of a saved PCFG (``RuleTensors``) or lexicon (``FeatureBank``) artifact."""
     obj = load_artifact(path)
     if isinstance(obj, FeatureBank):
-        return {"path": str(path), "kind": "features", "columns": obj.names, "vocab_size": len(obj.vocab), "roles": obj.roles}
+        return {"path": str(path), "kind": "lexicon", "columns": obj.names, "vocab_size": len(obj.vocab), "roles": obj.roles}
     sents = obj.sample(samples, seed=seed)
     return {
         "path": str(path),
@@ -356,7 +353,7 @@ def describe_artifact(path: str | Path, samples: int = 5, seed: int = 0) -> dict
 
 
 def format_artifact(r: dict) -> str:
-    if r["kind"] == "features":
+    if r["kind"] == "lexicon":
         roles = f"; roles: {', '.join(r['roles'])}" if r["roles"] else ""
         return f"{r['path']}: feature bank, {len(r['columns'])} columns over {r['vocab_size']} tokens{roles}\n  columns: {', '.join(r['columns'])}"
     lines = [f"{r['path']}: PCFG rule tensors, start {r['start']}, {r['nonterminals']} nonterminals, {r['preterminals']} preterminals, {r['vocab_size']} tokens", "  samples:"]

@@ -14,9 +14,10 @@ from neurosym.cli.main import main
 from neurosym.compile.fsg import load_fsg
 from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import shipped_file
+from neurosym.decode import TokenBan, WithinClassMixture, check_no_dead_end
 from neurosym.errors import NeurosymError
 from neurosym.experiments.control import (
-    SETTINGS, PaperSampler, Request, TokenBan, WithinClassMixture, banned_tokens, check_no_dead_end, confusion, control_block, control_spec, decode, distinct_2,
+    SETTINGS, PaperSampler, Request, banned_tokens, confusion, control_block, control_spec, decode, distinct_2,
     evaluate_recipe, format_control,
     grammaticality, measure, measure_generations, ood_hits, polarity_accuracy, processors, punct_accuracy,
     realised_polarity, realised_punct, request_controls, same_controls, sampler_share,

@@ -7,15 +7,20 @@ The header's ``kind`` says what the file holds:
 * ``"automaton"``: one :class:`Automaton`: its arcs as CSR rows (``0.indptr`` (Q+1,),
   ``0.tokens`` and ``0.targets`` (E,) int32, tokens ascending in each row), ``0.final``,
   and its character DFA (a 32k-token BPE automaton is stored in its arcs, not a (Q, V) table);
-* ``"bank"``: a :class:`RegexBank` (``weights`` and each pattern's ``i.indptr`` ...);
+* ``"regex"``: a :class:`RegexBank` (``weights`` and each pattern's ``i.indptr`` ...);
 * ``"fsg"``: a :class:`WeightedAutomaton` (``delta``, ``final``, ``log_probs``,
   ``final_log_probs`` and one ``role.<name>`` table per role, all float64);
 * ``"pcfg"``: a :class:`RuleTensors` (``root``, ``binary``, ``emit``, ``root_term``,
   ``empty`` in their own dtype; the symbol names, start symbol and path in the header);
-* ``"features"``: a :class:`FeatureBank`. Its rules need the lexicon itself, so the
+* ``"lexicon"``: a :class:`FeatureBank`. Its rules need the lexicon itself, so the
   header holds the lexicon's source texts (the file and every include, as read), and
   loading re-parses them (never the files on disk) and rebuilds the bank; ``table`` is
   stored too, and the rebuilt bank must reproduce it exactly.
+
+The kinds are named as the file kinds of :mod:`neurosym.kinds` (``regex``, ``fsg``,
+``pcfg``, ``lexicon``; ``automaton`` for one automaton: a pattern, a regex string or a
+word list). Artifacts written before issue 27 name ``regex`` ``"bank"`` and ``lexicon``
+``"features"``; they are still read.
 
 Files are written atomically: to a temporary file in the same folder, fsynced, then
 renamed, so a killed process never leaves a half-written artifact.
@@ -81,7 +86,7 @@ def to_bytes(obj: Artifact) -> bytes:
 
 def _automata_to_tensors(obj: Automaton | RegexBank) -> tuple[dict[str, torch.Tensor], dict]:
     if isinstance(obj, RegexBank):
-        autos, kind = list(obj.patterns.values()), "bank"
+        autos, kind = list(obj.patterns.values()), "regex"
         weights = obj.weights
     else:
         autos, kind = [obj], "automaton"
@@ -142,7 +147,7 @@ def _features_to_tensors(bank: FeatureBank) -> tuple[dict[str, torch.Tensor], di
     if lex.source_key is None or lex.source_key not in lex.sources:
         raise NeurosymError("cannot save this FeatureBank: its lexicon was not parsed from text (load_lexicon, parse_lexicon), so there are no sources to store")
     header = {
-        "kind": "features",
+        "kind": "lexicon",
         "path": lex.path,
         "lexicon": {"sources": dict(lex.sources), "key": lex.source_key, "format": lex.source_format, "folder": lex.source_folder},
         "ignore_case": bool(bank.ignore_case),
@@ -165,9 +170,9 @@ def from_bytes(data: bytes, origin: str = "<bytes>") -> Artifact:
         raise NeurosymError(f"{origin}: not a neurosym artifact (its header is not a JSON object)")
     if header.get("format") != FORMAT or header.get("format_version") != FORMAT_VERSION:
         raise NeurosymError(f"{origin}: artifact format {header.get('format')!r} v{header.get('format_version')} is not {FORMAT!r} v{FORMAT_VERSION}")
-    kind = header.get("kind")
-    if kind not in KINDS:
-        raise NeurosymError(f"{origin}: unknown artifact kind {kind!r}; this neurosym reads {', '.join(KINDS)}")
+    kind = CANONICAL.get(header.get("kind"))  # artifacts written before issue 27 say "bank" and "features"
+    if kind is None:
+        raise NeurosymError(f"{origin}: unknown artifact kind {header.get('kind')!r}; this neurosym reads {', '.join(KINDS)}")
     if "checksum" in header and header["checksum"] != digest(tensors):
         raise NeurosymError(f"{origin}: corrupt artifact: its tensors do not match the checksum written with them")
     try:
@@ -212,7 +217,7 @@ def _validate(kind: str, tensors: dict[str, torch.Tensor], header: dict, V: int,
         if (same_row & (tok[1:] <= tok[:-1])).any():
             raise bad(f"{i}.tokens are not strictly ascending within a state's row")
 
-    if kind in ("automaton", "bank"):
+    if kind in ("automaton", "regex"):
         for i in range(len(header["names"])):
             sparse_arcs(i)
     elif kind == "fsg":
@@ -249,7 +254,7 @@ def _automata_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab
             tensors[f"{i}.targets"].numpy().astype(np.int64), tensors[f"{i}.final"].numpy().astype(bool), len(vocab),
         )
         autos.append(Automaton.from_arcs(arcs, vocab, char_dfa=char_dfa, name=name, source=source))
-    if header["kind"] == "automaton":
+    if CANONICAL[header["kind"]] == "automaton":
         return autos[0]
     return RegexBank({a.name: a for a in autos}, tensors["weights"], vocab, path=header.get("path"))
 
@@ -290,7 +295,8 @@ def _features_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab
 @dataclass(frozen=True)
 class Codec:
     """How one compiled type becomes tensors + header and back; ``kinds`` are the header
-    kinds it writes and reads."""
+    kinds it reads, the first the one it writes (the file kind's name in
+    :mod:`neurosym.kinds`; later ones are older names still read)."""
 
     type: type
     kinds: tuple[str, ...]
@@ -302,12 +308,13 @@ class Codec:
 CODECS = (
     Codec(WeightedAutomaton, ("fsg",), _fsg_to_tensors, _fsg_from_tensors),
     Codec(RuleTensors, ("pcfg",), _pcfg_to_tensors, _pcfg_from_tensors),
-    Codec(FeatureBank, ("features",), _features_to_tensors, _features_from_tensors),
-    Codec(RegexBank, ("bank",), _automata_to_tensors, _automata_from_tensors),
+    Codec(FeatureBank, ("lexicon", "features"), _features_to_tensors, _features_from_tensors),
+    Codec(RegexBank, ("regex", "bank"), _automata_to_tensors, _automata_from_tensors),
     Codec(Automaton, ("automaton",), _automata_to_tensors, _automata_from_tensors),
 )
 BY_KIND = {k: c for c in CODECS for k in c.kinds}
-KINDS = tuple(BY_KIND)
+CANONICAL = {k: c.kinds[0] for c in CODECS for k in c.kinds}  # any name read -> the name written
+KINDS = tuple(c.kinds[0] for c in CODECS)  # the kinds written today
 
 
 def _read_header(data: bytes) -> dict:
@@ -317,15 +324,17 @@ def _read_header(data: bytes) -> dict:
 
 
 def artifact_kind(path: str | Path) -> str | None:
-    """The ``kind`` in a saved artifact's header (automaton, bank, fsg, pcfg, features),
-    or None when the file is missing or not an artifact. Reads the header only."""
+    """The ``kind`` in a saved artifact's header (automaton, regex, fsg, pcfg, lexicon;
+    the older names bank and features read as regex and lexicon), or None when the file
+    is missing or not an artifact. Reads the header only."""
     try:
         with open(path, "rb") as f:
             n = int.from_bytes(f.read(8), "little")
             if not 0 < n < 1 << 30:
                 return None
             meta = json.loads(f.read(n))["__metadata__"]
-        return json.loads(meta["neurosym"]).get("kind")
+        kind = json.loads(meta["neurosym"]).get("kind")
+        return CANONICAL.get(kind, kind)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

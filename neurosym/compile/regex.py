@@ -26,9 +26,10 @@ from neurosym.compile.nfa import Builder, Frag
 from neurosym.compile.token_index import token_index
 from neurosym.dsl import regex_ir
 from neurosym.dsl.regex_syntax import parse_pattern
-from neurosym.errors import CompileError, SourceError, Span
+from neurosym.errors import CompileError, NeurosymError, SourceError, Span
 from neurosym.vocab import Vocab
 from neurosym.dsl.regex import read_regex_bank, too_many_patterns
+from neurosym.dsl.words import read_word_list
 
 REGEX_SPECIALS = ("<unk>",)  # a default character vocabulary's only special: "any other character"
 ALLOWED_FLAGS = frozenset("is")
@@ -337,13 +338,37 @@ def load_regex(path: str | Path, vocab: Vocab | None = None, limits: Limits = Li
     return compile_bank(read_regex_bank(path, max_patterns=limits.max_patterns), vocab, limits)
 
 
+def load_pattern(path: str | Path, name: str | None, vocab: Vocab | None = None, limits: Limits = Limits()) -> Automaton:
+    """One pattern of a `.regex` bank file as an :class:`Automaton` (only that pattern is
+    compiled): ``name``, or the bank's only pattern when ``name`` is None."""
+    bank = read_regex_bank(path, max_patterns=limits.max_patterns)
+    names = list(bank.patterns)
+    if name is None:
+        if len(names) != 1:
+            listed = ", ".join(names) or "none"
+            raise NeurosymError(f"{path} has {len(names)} patterns ({listed}); name one as {path}:NAME")
+        name = names[0]
+    if name not in bank.patterns:
+        raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(names)}")
+    return to_automaton(rule_dfa(bank, bank.patterns[name], limits), vocab, name=name, source=f"{path}:{name}")
+
+
+def load_word_list(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> Automaton:
+    """A word list file (one word a line; the rule of :mod:`neurosym.dsl.words`) as an
+    :class:`Automaton` accepting exactly its words."""
+    path = Path(path)
+    return to_automaton(words_dfa(read_word_list(path), limits=limits), vocab, name=path.stem, source=str(path))
+
+
 __all__ = [
     "Limits",
     "RegexBank",
     "compile_bank",
     "compile_regex",
     "default_vocab",
+    "load_pattern",
     "load_regex",
+    "load_word_list",
     "pattern_dfa",
     "rule_dfa",
     "to_automaton",

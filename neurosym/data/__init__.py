@@ -3,38 +3,13 @@
 from __future__ import annotations
 
 import os
-from importlib import resources
 from pathlib import Path
 
 from neurosym.errors import NeurosymError
+from neurosym.files import SHIPPED, resolve_data_path, shipped_file  # where shipped files are: one place, below the compiler
 
 # A source checkout keeps the shared data sets beside the repository (../shared/data).
 CHECKOUT_SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-SHIPPED = {"grammars": "neurosym.grammars", "lexicons": "neurosym.lexicons"}
-
-
-def shipped_file(relative: str | Path) -> Path:
-    """A file shipped with the package, named as in the repository (``grammars/clause.fsg``,
-    ``lexicons/sentiment.lex``), read through :mod:`importlib.resources` so that a
-    regular (non-editable) install finds it too."""
-    parts = Path(relative).parts
-    if len(parts) < 2 or parts[0] not in SHIPPED:
-        raise NeurosymError(f"{relative}: not a shipped file; expected grammars/<file> or lexicons/<file>")
-    path = resources.files(SHIPPED[parts[0]]).joinpath(*parts[1:])
-    if not path.is_file():
-        raise NeurosymError(f"{relative}: no such shipped file")
-    return Path(str(path))  # installed as plain files (the package is not zip-safe)
-
-
-def resolve_data_path(path: str | Path) -> Path:
-    """A data path of a config: absolute, or relative to the working folder when it exists
-    there, else a shipped file (``grammars/...``, ``lexicons/...``)."""
-    path = Path(path)
-    if path.is_absolute() or path.exists() or not path.parts or path.parts[0] not in SHIPPED:
-        return path
-    return shipped_file(path)
-
-
 def shared_data_dir() -> Path | None:
     """The shared data folder: ``$NEUROSYM_SHARED_DATA``, else ``../shared/data`` beside the
     source checkout; ``None`` when neither exists (e.g. in a user's install)."""

@@ -11,6 +11,10 @@ row is never stuck: it can always go on or end.
 With ``max_len``, a token is allowed only if the row can still reach a final state and
 end within ``max_len`` tokens counted from :meth:`~GrammarMask.reset` (prompt and
 end-of-sequence included), so every row ends accepted inside that budget.
+
+:class:`TokenBan` forbids a fixed set of tokens at every step (``--processor
+ban:TOKEN,...``); :func:`check_no_dead_end` says whether an automaton restricted by such
+a ban can still end from every state it reaches.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import numpy as np
 import torch
 
 from neurosym.compile.automaton import Automaton
-from neurosym.decode.processor import LogitsProcessor
+from neurosym.decode.processor import LogitsProcessor, ProcessorContext, register_processor
 from neurosym.errors import NeurosymError
+from neurosym.semiring import LOG_ZERO
 
 UNREACHABLE = 2**31 - 1  # distance to a final state from a rejecting state
 DENSE_LIMIT = 2**20  # automata with at most this many (state, token) pairs get dense per-state tables
@@ -212,4 +217,74 @@ def states_allowing(automaton: Automaton, tokens: Sequence[int] | torch.Tensor) 
     return states[hit.any(dim=1)].tolist()
 
 
-__all__ = ["DENSE_LIMIT", "GrammarMask", "StateTracker", "UNREACHABLE", "arc_endpoints", "distance_to_final", "states_allowing"]
+# ---------------------------------------------------------------------- fixed bans
+class TokenBan(LogitsProcessor):
+    """Forbid (``-inf``) a fixed set of tokens at every step."""
+
+    def __init__(self, token_ids: Sequence[int], vocab_size: int):
+        ids = sorted({int(t) for t in token_ids})
+        if ids and not (0 <= ids[0] and ids[-1] < vocab_size):
+            raise NeurosymError(f"TokenBan: token ids must be in [0, {vocab_size}), got {ids}")
+        self.banned = torch.zeros(vocab_size, dtype=torch.bool)
+        self.banned[ids] = True
+
+    def __repr__(self) -> str:
+        return f"TokenBan({int(self.banned.sum())} tokens)"
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        if scores.shape[-1] != self.banned.shape[0]:
+            raise NeurosymError(f"{self!r}: scores have {scores.shape[-1]} tokens, expected {self.banned.shape[0]}")
+        return scores.masked_fill_(self.banned.to(scores.device)[None, :], LOG_ZERO)
+
+    def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
+        t = tokens.long().cpu()
+        inside = (t >= 0) & (t < self.banned.shape[0])
+        return (inside & ~self.banned[t.clamp(0, self.banned.shape[0] - 1)]).to(tokens.device)
+
+
+def check_no_dead_end(automaton: Automaton, banned: Sequence[int]) -> None:
+    """A NeurosymError unless every state reachable without ``banned`` tokens can still
+    reach a final state without them (so a ban on top of the grammar mask never leaves a
+    row without a token)."""
+    delta = automaton.delta.cpu().numpy().copy()
+    delta[:, list(banned)] = -1
+    Q = delta.shape[0]
+    reach = np.zeros(Q, dtype=bool)
+    reach[automaton.start] = True
+    todo = [automaton.start]
+    while todo:
+        q = todo.pop()
+        for r in set(delta[q][delta[q] >= 0].tolist()):
+            if not reach[r]:
+                reach[r] = True
+                todo.append(r)
+    alive = automaton.final.cpu().numpy().astype(bool).copy()
+    changed = True
+    while changed:
+        nxt = alive | np.array([bool(alive[delta[q][delta[q] >= 0]].any()) for q in range(Q)])
+        changed = bool((nxt != alive).any())
+        alive = nxt
+    stuck = np.nonzero(reach & ~alive)[0]
+    if stuck.size:
+        raise NeurosymError(f"forbidding {', '.join(automaton.vocab.tokens[t] for t in banned)} leaves state(s) {stuck.tolist()[:5]} "
+                            "of the grammar without a way to end")
+
+
+def _ban(arg: str | None, ctx: ProcessorContext) -> TokenBan:
+    """``ban:WORD,WORD``: forbid these tokens of the vocabulary at every step."""
+    words = [w for w in (arg or "").split(",") if w]
+    if not words:
+        raise NeurosymError("--processor ban: expected ban:TOKEN[,TOKEN...]")
+    missing = [w for w in words if w not in ctx.vocab]
+    if missing:
+        raise NeurosymError(f"--processor ban: {', '.join(map(repr, missing))} not in the vocabulary")
+    return TokenBan([ctx.vocab.id(w) for w in words], len(ctx.vocab))
+
+
+register_processor("ban", _ban, "ban:TOKEN[,TOKEN...]: forbid these tokens at every step")
+
+
+__all__ = [
+    "DENSE_LIMIT", "GrammarMask", "StateTracker", "TokenBan", "UNREACHABLE", "arc_endpoints", "check_no_dead_end", "distance_to_final",
+    "states_allowing",
+]

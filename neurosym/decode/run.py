@@ -1,5 +1,8 @@
 """What ``neurosym generate`` does: load a trained run, compile a grammar over its
-vocabulary, sample through a :class:`GrammarMask`, and score each sample.
+vocabulary (through the one front door, :func:`neurosym.kinds.load_grammar`), sample
+through the processors :func:`neurosym.decode.grammar_processors` picks (a
+``GrammarMask``, a ``PCFGMask``) and any registered processors named, and score each
+sample.
 
 A run is what ``neurosym train`` writes: a folder with ``last.pt`` (or a checkpoint file
 itself). The checkpoint holds the config; the config's task rebuilds the model (whose
@@ -10,24 +13,20 @@ recipe). A fusion model reads the task's feature bank on the generated prefix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from neurosym.compile.automaton import Automaton
-from neurosym.compile.fsg import load_fsg
-from neurosym.compile.pcfg import RuleTensors, load_pcfg
-from neurosym.compile.regex import load_regex, to_automaton, words_dfa
+from neurosym.compile.pcfg import RuleTensors
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.data import resolve_data_path
 from neurosym.decode.generate import feature_inputs, generate
-from neurosym.decode.mask import GrammarMask
-from neurosym.decode.pcfg import PCFGMask
-from neurosym.decode.processor import LogitsProcessor
-from neurosym.decode.sampling import Nucleus, Temperature
+from neurosym.decode.grammar import budget_of, grammar_processors
+from neurosym.decode.processor import ProcessorContext, build_processor
 from neurosym.errors import NeurosymError
+from neurosym.kinds import load_grammar
 from neurosym.layers.prefix import prefix_state
 from neurosym.lm.checkpoint import load_checkpoint
 from neurosym.lm.config import Config
@@ -61,52 +60,6 @@ def load_run(path: str | Path) -> LoadedRun:
     return LoadedRun(model.eval(), vocab, task, config)
 
 
-def load_grammar(spec: str, vocab: Vocab) -> Automaton | RuleTensors:
-    """``FILE`` or ``FILE:NAME`` over ``vocab``: a ``.regex`` bank's pattern (default the
-    first), an ``.fsg`` grammar, a ``.pcfg`` grammar (its rule tensors), or a word list
-    (one word per line, any other suffix).
-    ``grammars/...`` names a shipped file when there is no such file here."""
-    path, name = _find(spec), None
-    if not path.exists() and ":" in spec:
-        head, _, name = spec.rpartition(":")
-        path = _find(head)
-    if not path.is_file():
-        raise NeurosymError(f"--grammar: no such file {path}")
-    suffix = path.suffix
-    if suffix == ".fsg":
-        if name is not None:
-            raise NeurosymError(f"--grammar {spec}: an .fsg grammar has no patterns to choose (drop :{name})")
-        return load_fsg(path, vocab)
-    if suffix == ".regex":
-        bank = load_regex(path, vocab)
-        if not bank.names:
-            raise NeurosymError(f"{path}: the bank defines no pattern")
-        name = name or bank.names[0]
-        if name not in bank.names:
-            raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(bank.names)}")
-        return bank[name]
-    if suffix == ".pcfg":
-        if name is not None:
-            raise NeurosymError(f"--grammar {spec}: a .pcfg grammar has no patterns to choose (drop :{name})")
-        return load_pcfg(path, vocab)
-    if suffix in (".lex", ".safetensors"):
-        raise NeurosymError(f"--grammar {path}: expected a .regex bank, an .fsg or .pcfg grammar or a word list, got a {suffix} file")
-    try:
-        words = [w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
-    except UnicodeDecodeError as err:
-        raise NeurosymError(f"{path}: not UTF-8 ({err.reason})") from None
-    if not words:
-        raise NeurosymError(f"{path}: the word list is empty")
-    return to_automaton(words_dfa(words), vocab, name=path.stem)
-
-
-def _find(spec: str) -> Path:
-    try:
-        return resolve_data_path(spec)
-    except NeurosymError:  # not a shipped file either: reported by the caller
-        return Path(spec)
-
-
 def generate_from_run(
     run: str | Path,
     grammar: str,
@@ -116,10 +69,18 @@ def generate_from_run(
     top_p: float = 1.0,
     seed: int = 0,
     max_len: int = 40,
+    processors: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """``neurosym generate``: one dict per sample (``text``, ``tokens``, ``status``,
     ``grammar_log_prob`` — the FSG's or PCFG's exact log P of the whole text, else None —
-    and ``model_log_prob`` of the generated tokens given the prompt)."""
+    and ``model_log_prob`` of the generated tokens given the prompt).
+
+    ``grammar`` is read by :func:`neurosym.kinds.load_grammar` over the run's vocabulary
+    and enforced by :func:`neurosym.decode.grammar_processors` (its mask);
+    ``processors`` are registered processor names (``NAME`` or ``NAME:ARG``,
+    :func:`neurosym.decode.processor.build_processor`), applied after the grammar in
+    order, then ``temperature`` and ``top_p`` (the processors ``temperature`` and
+    ``top-p``)."""
     loaded = load_run(run)
     model, vocab = loaded.model, loaded.vocab
     auto = load_grammar(grammar, vocab)
@@ -130,14 +91,10 @@ def generate_from_run(
     budget = min(max_len, model.config.max_len - context + 1)  # the model reads at most max_len positions
     if budget < 1:
         raise NeurosymError(f"--prompt is {len(prompt_ids)} tokens: no room left in the model's {model.config.max_len} positions")
-    if isinstance(auto, RuleTensors):  # exact prefix probabilities: the mask, and the sentence's log P
-        processors: list[LogitsProcessor] = [PCFGMask(auto, eos)]
-    else:
-        processors = [GrammarMask(auto, eos, max_len=len(prompt_ids) + budget)]
-    if temperature != 1.0:
-        processors.append(Temperature(temperature))
-    if top_p < 1.0:
-        processors.append(Nucleus(top_p))
+    chain = grammar_processors(auto, eos, max_len=budget_of(auto, len(prompt_ids) + budget))
+    ctx = ProcessorContext(vocab, eos, budget)
+    named = [*processors, *([f"temperature:{temperature!r}"] if temperature != 1.0 else []), *([f"top-p:{top_p!r}"] if top_p < 1.0 else [])]
+    chain += [build_processor(spec, ctx) for spec in named]
     kwargs: dict[str, Any] = {}
     adapter = model.adapter
     if adapter is not None:
@@ -147,7 +104,7 @@ def generate_from_run(
         kwargs["position_inputs"] = feature_inputs(bank, fsg)
         if getattr(adapter, "n_control", 0):
             kwargs["inputs"] = {"control": torch.zeros(n, adapter.n_control)}  # no steering: a neutral control
-    out = generate(model, n=n, prompts=[prompt_ids], max_len=budget, processors=processors, seed=seed, eos_id=eos,
+    out = generate(model, n=n, prompts=[prompt_ids], max_len=budget, processors=chain, seed=seed, eos_id=eos,
                    bos_id=bos, vocab=vocab, **kwargs)
     rows = []
     for b in range(n):
@@ -180,4 +137,4 @@ def format_samples(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LoadedRun", "format_samples", "generate_from_run", "load_grammar", "load_run"]
+__all__ = ["LoadedRun", "format_samples", "generate_from_run", "load_run"]

@@ -1,4 +1,5 @@
-"""Sampling transforms: temperature, top-k, nucleus, repetition penalty, class mixture.
+"""Sampling transforms: temperature, top-k, nucleus, repetition penalty, class mixture
+(plain, and inside the class's own mass).
 
 Each is a :class:`~neurosym.decode.processor.LogitsProcessor` acting on (B, V) scores,
 vectorised over rows and tokens. ``-inf`` (a forbidden token) stays ``-inf``: put them
@@ -8,11 +9,11 @@ after masks and priors, which decide what is allowed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 
-from neurosym.decode.processor import LogitsProcessor
+from neurosym.decode.processor import LogitsProcessor, ProcessorContext, number_arg, register_processor
 from neurosym.errors import NeurosymError
 
 NEG_INF = float("-inf")
@@ -170,4 +171,69 @@ class ClassMixture(LogitsProcessor):
         return out
 
 
-__all__ = ["ClassMixture", "Nucleus", "RepetitionPenalty", "Temperature", "TopK", "nucleus_keep"]
+class WithinClassMixture(LogitsProcessor):
+    """The class mixture inside the class's own mass: with ``q = softmax(scores / T)``
+    over the allowed tokens and ``Q_C`` its mass on the allowed class tokens ``C``,
+
+        p(v) = (1 - alpha) q(v) + alpha * Q_C / |C|   for v in C,   p(v) = q(v) otherwise,
+
+    then nucleus ``top_p`` of p (mix, then truncate). Where only the class is allowed
+    (``Q_C = 1``) this is :class:`~neurosym.decode.ClassMixture`; where the class competes
+    with other tokens (``clause.fsg``'s optional intensifier: an adjective or an
+    intensifier may come next) the model keeps its own odds of drawing a class token and
+    the mixture only changes which one. So every drawn class token is held out with
+    probability ``alpha * |held-out| / |C| + (1 - alpha) * (the model's own share)``
+    before the nucleus, wherever it is drawn."""
+
+    def __init__(self, class_ids: Sequence[int], alpha: float, T: float = 1.0, top_p: float | None = None):
+        self.spec = ClassMixture(class_ids, alpha, T, top_p)  # checks the arguments, holds the ids
+        self.ids, self.alpha, self.T, self.top_p = self.spec.ids, float(alpha), float(T), top_p
+
+    def __repr__(self) -> str:
+        return f"WithinClassMixture({len(self.ids)} tokens, alpha={self.alpha:g}, T={self.T:g}, top_p={self.top_p})"
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        V = scores.shape[-1]
+        if int(self.ids[-1]) >= V:
+            raise NeurosymError(f"WithinClassMixture: token id {int(self.ids[-1])} is outside the vocabulary of {V} tokens")
+        member = torch.zeros(V, dtype=torch.bool, device=scores.device)
+        member[self.ids.to(scores.device)] = True
+        allowed = scores > NEG_INF
+        in_class = member[None, :] & allowed
+        count = in_class.sum(dim=1, keepdim=True).clamp(min=1)
+        q = torch.softmax(scores.double() / self.T, dim=1)
+        mass = (q * in_class).sum(dim=1, keepdim=True)
+        p = torch.where(in_class, (1 - self.alpha) * q + self.alpha * mass / count, q)
+        out = p.log().to(scores.dtype).masked_fill(~allowed, NEG_INF)
+        if self.top_p is not None and self.top_p < 1:
+            out = out.masked_fill(~nucleus_keep(out, self.top_p), NEG_INF)
+        return out
+
+
+# ---------------------------------------------------------------------- named processors
+def _temperature(arg: str | None, ctx: ProcessorContext) -> Temperature:
+    return Temperature(number_arg("temperature", arg))
+
+
+def _top_k(arg: str | None, ctx: ProcessorContext) -> TopK:
+    return TopK(int(number_arg("top-k", arg, int)))
+
+
+def _top_p(arg: str | None, ctx: ProcessorContext) -> Nucleus:
+    return Nucleus(number_arg("top-p", arg))
+
+
+def _repetition(arg: str | None, ctx: ProcessorContext) -> RepetitionPenalty:
+    last_k, sep, factor = (arg or "").partition(",")
+    if not sep:
+        raise NeurosymError("--processor repetition-penalty: expected repetition-penalty:LAST_K,FACTOR")
+    return RepetitionPenalty(int(number_arg("repetition-penalty", last_k, int)), number_arg("repetition-penalty", factor))
+
+
+register_processor("temperature", _temperature, "temperature:T: divide the scores by T")
+register_processor("top-k", _top_k, "top-k:K: keep the K best tokens")
+register_processor("top-p", _top_p, "top-p:P: nucleus sampling, keep the smallest set of mass P")
+register_processor("repetition-penalty", _repetition, "repetition-penalty:LAST_K,FACTOR: penalise the last LAST_K tokens")
+
+
+__all__ = ["ClassMixture", "Nucleus", "RepetitionPenalty", "Temperature", "TopK", "WithinClassMixture", "nucleus_keep"]

@@ -19,6 +19,7 @@ from neurosym.dsl.errors import lark_error
 from neurosym.dsl.pattern_check import check_pattern
 from neurosym.dsl.errors import check_source_size, read_error, resolve_path
 from neurosym.dsl.escapes import unquote
+from neurosym.dsl.words import decode_utf8, parse_word_list
 from neurosym.errors import NeurosymError, SourceError, Span
 
 FRIENDLY = {
@@ -234,12 +235,12 @@ class _Builder:
         path = resolve_path(self.folder, rel, at)
         try:
             check_source_size(path)
-            lines = path.read_text(encoding="utf-8").splitlines()
+            text = decode_utf8(path.read_bytes(), str(path))  # bad bytes: positioned in the word list itself
         except FileNotFoundError:
             raise SourceError.at(at, f"no such word list {rel}") from None
         except (OSError, ValueError) as err:
             raise SourceError.at(at, "word list: " + read_error(err, rel)) from None
-        words = tuple(w for w in (line.strip() for line in lines) if w and not w.startswith("#"))
+        words = parse_word_list(text)  # the one word-list rule (neurosym/dsl/words.py)
         if not words:
             raise SourceError.at(at, f"word list {rel} is empty")
         return regex_ir.Words(str(path), words, at)

@@ -9,12 +9,12 @@ vector (``control=`` (B, C)) whenever the model has a control channel, in every 
 
 * ``soft``: no processor at all: whatever control the model learned;
 * ``soft-mask``: the grammar's :class:`~neurosym.decode.GrammarMask`;
-* ``hard``: the grammar mask plus :class:`TokenBan` of the other polarity's words and
-  of every other punctuation token;
+* ``hard``: the grammar mask plus :class:`~neurosym.decode.TokenBan` of the other
+  polarity's words and of every other punctuation token;
 * ``paper``: ``hard`` plus the semantic-fusion design's sampler,
   :class:`~neurosym.decode.ClassMixture` over the requested polarity's words (``alpha``,
   temperature, then nucleus: mix, then truncate), by default inside the class's own
-  mass (:class:`WithinClassMixture`).
+  mass (:class:`~neurosym.decode.WithinClassMixture`).
 
 A request's control vector is the mean gold control (``control_from_features`` with
 the recipe's columns) of grammar sentences that satisfy the request
@@ -39,17 +39,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.lexicon import FeatureBank
 from neurosym.data.corpora import sample_sentences
 from neurosym.decode.generate import Generation, feature_inputs, generate
-from neurosym.decode.mask import GrammarMask
+from neurosym.decode.mask import GrammarMask, TokenBan, check_no_dead_end
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.decode.run import load_run
-from neurosym.decode.sampling import ClassMixture, nucleus_keep
+from neurosym.decode.sampling import ClassMixture, WithinClassMixture
 from neurosym.errors import NeurosymError
 from neurosym.files import atomic_write_bytes
 from neurosym.experiments.semantic_fusion import CONTROL
@@ -256,69 +255,6 @@ def measure(samples: Sequence[Sequence[int]], requests: Sequence[Request], spec:
 
 
 # ---------------------------------------------------------------------- settings
-class TokenBan(LogitsProcessor):
-    """Forbid (``-inf``) a fixed set of tokens at every step."""
-
-    def __init__(self, token_ids: Sequence[int], vocab_size: int):
-        ids = sorted({int(t) for t in token_ids})
-        if ids and not (0 <= ids[0] and ids[-1] < vocab_size):
-            raise NeurosymError(f"TokenBan: token ids must be in [0, {vocab_size}), got {ids}")
-        self.banned = torch.zeros(vocab_size, dtype=torch.bool)
-        self.banned[ids] = True
-
-    def __repr__(self) -> str:
-        return f"TokenBan({int(self.banned.sum())} tokens)"
-
-    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
-        if scores.shape[-1] != self.banned.shape[0]:
-            raise NeurosymError(f"{self!r}: scores have {scores.shape[-1]} tokens, expected {self.banned.shape[0]}")
-        return scores.masked_fill_(self.banned.to(scores.device)[None, :], float("-inf"))
-
-    def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
-        t = tokens.long().cpu()
-        inside = (t >= 0) & (t < self.banned.shape[0])
-        return (inside & ~self.banned[t.clamp(0, self.banned.shape[0] - 1)]).to(tokens.device)
-
-
-class WithinClassMixture(LogitsProcessor):
-    """The class mixture inside the class's own mass: with ``q = softmax(scores / T)``
-    over the allowed tokens and ``Q_C`` its mass on the allowed class tokens ``C``,
-
-        p(v) = (1 - alpha) q(v) + alpha * Q_C / |C|   for v in C,   p(v) = q(v) otherwise,
-
-    then nucleus ``top_p`` of p (mix, then truncate). Where only the class is allowed
-    (``Q_C = 1``) this is :class:`~neurosym.decode.ClassMixture`; where the class competes
-    with other tokens (``clause.fsg``'s optional intensifier: an adjective or an
-    intensifier may come next) the model keeps its own odds of drawing a class token and
-    the mixture only changes which one. So every drawn class token is held out with
-    probability ``alpha * |held-out| / |C| + (1 - alpha) * (the model's own share)``
-    before the nucleus, wherever it is drawn."""
-
-    def __init__(self, class_ids: Sequence[int], alpha: float, T: float = 1.0, top_p: float | None = None):
-        self.spec = ClassMixture(class_ids, alpha, T, top_p)  # checks the arguments, holds the ids
-        self.ids, self.alpha, self.T, self.top_p = self.spec.ids, float(alpha), float(T), top_p
-
-    def __repr__(self) -> str:
-        return f"WithinClassMixture({len(self.ids)} tokens, alpha={self.alpha:g}, T={self.T:g}, top_p={self.top_p})"
-
-    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
-        V = scores.shape[-1]
-        if int(self.ids[-1]) >= V:
-            raise NeurosymError(f"WithinClassMixture: token id {int(self.ids[-1])} is outside the vocabulary of {V} tokens")
-        member = torch.zeros(V, dtype=torch.bool, device=scores.device)
-        member[self.ids.to(scores.device)] = True
-        allowed = scores > float("-inf")
-        in_class = member[None, :] & allowed
-        count = in_class.sum(dim=1, keepdim=True).clamp(min=1)
-        q = torch.softmax(scores.double() / self.T, dim=1)
-        mass = (q * in_class).sum(dim=1, keepdim=True)
-        p = torch.where(in_class, (1 - self.alpha) * q + self.alpha * mass / count, q)
-        out = p.log().to(scores.dtype).masked_fill(~allowed, float("-inf"))
-        if self.top_p is not None and self.top_p < 1:
-            out = out.masked_fill(~nucleus_keep(out, self.top_p), float("-inf"))
-        return out
-
-
 def banned_tokens(request: Request, spec: ControlSpec) -> list[int]:
     """What ``hard`` forbids for ``request``: the other polarity's words and every other
     punctuation token."""
@@ -326,34 +262,6 @@ def banned_tokens(request: Request, spec: ControlSpec) -> list[int]:
     other = "neg" if request.polarity == "pos" else "pos"
     keep = spec.vocab.id(request.punct)
     return sorted(set(spec.words[other]) | {t for t in spec.punctuation if t != keep})
-
-
-def check_no_dead_end(automaton: Automaton, banned: Sequence[int]) -> None:
-    """A NeurosymError unless every state reachable without ``banned`` tokens can still
-    reach a final state without them (so a ban on top of the grammar mask never leaves a
-    row without a token)."""
-    delta = automaton.delta.cpu().numpy().copy()
-    delta[:, list(banned)] = -1
-    Q = delta.shape[0]
-    reach = np.zeros(Q, dtype=bool)
-    reach[automaton.start] = True
-    todo = [automaton.start]
-    while todo:
-        q = todo.pop()
-        for r in set(delta[q][delta[q] >= 0].tolist()):
-            if not reach[r]:
-                reach[r] = True
-                todo.append(r)
-    alive = automaton.final.cpu().numpy().astype(bool).copy()
-    changed = True
-    while changed:
-        nxt = alive | np.array([bool(alive[delta[q][delta[q] >= 0]].any()) for q in range(Q)])
-        changed = bool((nxt != alive).any())
-        alive = nxt
-    stuck = np.nonzero(reach & ~alive)[0]
-    if stuck.size:
-        raise NeurosymError(f"forbidding {', '.join(automaton.vocab.tokens[t] for t in banned)} leaves state(s) {stuck.tolist()[:5]} "
-                            "of the grammar without a way to end")
 
 
 def processors(setting: str, request: Request, spec: ControlSpec, eos_id: int, max_len: int | None = None,
@@ -684,8 +592,8 @@ def format_eval(report: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "POLARITIES", "PUNCTUATION", "PaperSampler", "REALISED", "Request", "SETTINGS", "ControlSpec", "TokenBan", "WithinClassMixture",
-    "banned_tokens", "check_no_dead_end", "confusion", "control_block", "control_spec", "decode", "distinct_2", "evaluate_recipe",
+    "POLARITIES", "PUNCTUATION", "PaperSampler", "REALISED", "Request", "SETTINGS", "ControlSpec",
+    "banned_tokens", "confusion", "control_block", "control_spec", "decode", "distinct_2", "evaluate_recipe",
     "evaluate_run", "format_control", "format_eval", "load_requests", "grammaticality", "measure", "measure_generations", "ood_hits", "polarity_accuracy", "processors",
     "punct_accuracy", "realised_polarity", "realised_punct", "request_controls", "same_controls", "sampler_share",
 ]

@@ -94,7 +94,7 @@ def test_errors_are_one_line_and_positioned(run_dir):
     nothing = generate(str(run_dir / "nope"), "--grammar", "grammars/clause.fsg")
     assert nothing.exit_code == 2 and "no such checkpoint" in nothing.output
     lex = generate(str(run_dir), "--grammar", "lexicons/sentiment.lex")
-    assert lex.exit_code == 2 and "expected a .regex bank, an .fsg or .pcfg grammar or a word list" in lex.output
+    assert lex.exit_code == 2 and "is not a grammar to decode with; expected a .regex bank" in lex.output
 
 
 TINY_PCFG = """
