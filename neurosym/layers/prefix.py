@@ -270,7 +270,10 @@ class PrefixState:
     # ------------------------------------------------------------------ queries
     def next_log_prob(self) -> Tensor:
         """(B, V) ``log P(prefix v ...)`` for every token ``v``."""
-        t, lp = self.grammar.by_token
+        g = self.grammar
+        if g.T == 0:  # a grammar of the empty sentence alone emits nothing
+            return self.next_preterminal.new_full((self.batch_size, g.V), LOG_ZERO)
+        t, lp = g.by_token
         return _logsumexp(self.next_preterminal[:, t] + lp, 1)
 
     def token_log_prob(self, tokens: Tensor) -> Tensor:
@@ -326,7 +329,8 @@ class PrefixState:
         col = self.chart.new_full((a, c + 1, self.chart.shape[-1]), LOG_ZERO)  # by width w: span [K - w, K)
         col[:, 1, N:] = e
         lockstep = a == self.batch_size and bool((K == c).all())  # every row at the same column: slices, no gathers
-        alive = [False, bool(e.max() > LOG_ZERO)] + [False] * (c - 1)  # widths with an analysis in some row
+        # widths with an analysis in some row; without nonterminals no span is wider than one token
+        alive = [False, N > 0 and bool((e > LOG_ZERO).any())] + [False] * (c - 1)
         for d in range(1, c):  # right child of width d, final once the narrower ones are in
             if not alive[d]:
                 continue
