@@ -39,6 +39,7 @@ from neurosym.decode.priors import FSGPrior
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.dsl import read_regex_bank
 from neurosym.errors import NeurosymError
+from neurosym.semiring import LOG_ZERO
 from neurosym.vocab import Vocab
 
 
@@ -56,7 +57,6 @@ Grammar = str | Path | Automaton | RuleTensors
 GRAMMAR_SUFFIXES = (".regex", ".fsg", ".pcfg")  # a string ending so names a file, never a regex
 WORD_LIST_SUFFIX = ".txt"
 BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-NEG_INF = float("-inf")
 
 
 # ---------------------------------------------------------------------- vocabularies
@@ -293,10 +293,10 @@ class GrammarLogitsProcessor(HFLogitsProcessor):
             head = proc(head)
         if head.data_ptr() != out.data_ptr():  # a processor that returned a new tensor
             out[:, :V] = head
-        out[:, V:] = NEG_INF
-        stuck = self._done.to(out.device) | (out.amax(dim=1) == NEG_INF)  # ended, or nothing left: end (again)
+        out[:, V:] = LOG_ZERO
+        stuck = self._done.to(out.device) | (out.amax(dim=1) == LOG_ZERO)  # ended, or nothing left: end (again)
         if bool(stuck.any()):
-            out[stuck] = NEG_INF
+            out[stuck] = LOG_ZERO
             out[stuck, self.eos_token_id] = 0.0
         return out
 

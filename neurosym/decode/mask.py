@@ -23,6 +23,7 @@ import torch
 from neurosym.compile.automaton import Automaton
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import NeurosymError
+from neurosym.semiring import LOG_ZERO
 
 UNREACHABLE = 2**31 - 1  # distance to a final state from a rejecting state
 DENSE_LIMIT = 2**20  # automata with at most this many (state, token) pairs get dense per-state tables
@@ -153,9 +154,9 @@ class GrammarMask(LogitsProcessor):
             bias = self._bias
             if bias is None or bias.dtype != scores.dtype or bias.device != scores.device:
                 zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
-                bias = self._bias = torch.where(self.table.to(scores.device), zero, float("-inf"))
+                bias = self._bias = torch.where(self.table.to(scores.device), zero, LOG_ZERO)
             return scores.add_(bias[self.tracker.states.to(scores.device)])  # state -1 reads the last row: nothing allowed
-        return scores.masked_fill_(~self.allowed_matrix().to(scores.device), float("-inf"))
+        return scores.masked_fill_(~self.allowed_matrix().to(scores.device), LOG_ZERO)
 
     def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
         states = self.tracker.states
