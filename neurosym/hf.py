@@ -35,6 +35,7 @@ from neurosym.compile.regex import Limits
 from neurosym.decode.grammar import grammar_processors
 from neurosym.errors import NeurosymError
 from neurosym.kinds import load_grammar
+from neurosym.semiring import LOG_ZERO
 from neurosym.vocab import Vocab
 
 
@@ -50,7 +51,6 @@ except ImportError:
 
 Grammar = str | Path | Automaton | RuleTensors
 BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-NEG_INF = float("-inf")
 
 
 # ---------------------------------------------------------------------- vocabularies
@@ -202,10 +202,10 @@ class GrammarLogitsProcessor(HFLogitsProcessor):
             head = proc(head)
         if head.data_ptr() != out.data_ptr():  # a processor that returned a new tensor
             out[:, :V] = head
-        out[:, V:] = NEG_INF
-        stuck = self._done.to(out.device) | (out.amax(dim=1) == NEG_INF)  # ended, or nothing left: end (again)
+        out[:, V:] = LOG_ZERO
+        stuck = self._done.to(out.device) | (out.amax(dim=1) == LOG_ZERO)  # ended, or nothing left: end (again)
         if bool(stuck.any()):
-            out[stuck] = NEG_INF
+            out[stuck] = LOG_ZERO
             out[stuck, self.eos_token_id] = 0.0
         return out
 

@@ -38,8 +38,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-NEG_INF = float("-inf")
-LOG_ZERO = NEG_INF  # log 0: the semiring zero of every log-space dynamic program
+LOG_ZERO = float("-inf")  # log 0: the semiring zero of every log-space dynamic program
 # A finite stand-in for LOG_ZERO, for the few places where -inf would turn into NaN
 # (inf - inf in a clamped log-sum's gradient, 0 * inf in a KL, a soft minimum over
 # "no path" costs). exp() of it is 0 in every float dtype; sums of a few stay finite.
@@ -164,7 +163,7 @@ class Semiring:
     """The interface: ``zero``, ``one``, ``plus``, ``sum``, ``times``, ``matmul`` and
     ``prepare``. All ops broadcast like torch."""
 
-    zero: float = NEG_INF
+    zero: float = LOG_ZERO
     one: float = 0.0
 
     @classmethod
@@ -205,7 +204,7 @@ class LogSemiring(Semiring):
         m = _max(x, dim)
         s = torch.exp(x - m).sum(dim, keepdim=True)
         ok = s > 0
-        return (torch.where(ok, torch.log(torch.where(ok, s, 1.0)), NEG_INF) + m).squeeze(dim)
+        return (torch.where(ok, torch.log(torch.where(ok, s, 1.0)), LOG_ZERO) + m).squeeze(dim)
 
     @staticmethod
     def matmul(a: Tensor, b: Tensor | LogOperand) -> Tensor:
@@ -239,7 +238,7 @@ class MaxSemiring(Semiring):
         rows, k, j = a.shape[-2], a.shape[-1], b.shape[-1]
         step = max(1, MAX_CHUNK // max(1, math.prod(batch) * k * j))
         if rows == 0 or k == 0:
-            fill = NEG_INF if k == 0 else 0.0
+            fill = LOG_ZERO if k == 0 else 0.0
             return a.new_full((*batch, rows, j), fill)
         blocks = [
             (a[..., r : r + step, :, None] + b[..., None, :, :]).max(-2).values

@@ -19,6 +19,7 @@ from neurosym import kinds
 from neurosym.compile.regex import Limits, compile_regex
 from neurosym.dsl import fsg, pcfg
 from neurosym.dsl.lexicon import reader
+from neurosym.dsl.source import lark_parser
 from neurosym.errors import CompileError, SourceError
 
 
@@ -49,19 +50,19 @@ def _lines(pieces):
 @settings(max_examples=400, deadline=None)
 @given(_lines(LEX_PIECES))
 def test_lexicon_fast_lines_equal_lark(line):
-    assert _same_as_lark(reader.lexicon_parser(), reader.fast_line, line)
+    assert _same_as_lark(lark_parser(reader.GRAMMAR), reader.fast_line, line)
 
 
 @settings(max_examples=400, deadline=None)
 @given(_lines(FSG_PIECES))
 def test_fsg_fast_lines_equal_lark(line):
-    assert _same_as_lark(fsg._parser(), fsg.fast_line, line)
+    assert _same_as_lark(lark_parser(fsg.GRAMMAR), fsg.fast_line, line)
 
 
 @settings(max_examples=400, deadline=None)
 @given(_lines(PCFG_PIECES))
 def test_pcfg_fast_lines_equal_lark(line):
-    assert _same_as_lark(pcfg._parser(), pcfg.fast_line, line)
+    assert _same_as_lark(lark_parser(pcfg.GRAMMAR), pcfg.fast_line, line)
 
 
 def test_the_fast_path_takes_the_plain_lines():

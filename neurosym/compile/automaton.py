@@ -22,6 +22,7 @@ import torch
 from neurosym.compile.dfa import CharDFA, sample_paths
 from neurosym.compile.token_index import WORD_BITS, TokenArcs, TokenWalker, token_arcs, vocab_trie
 from neurosym.errors import NeurosymError
+from neurosym.semiring import LOG_ZERO
 from neurosym.vocab import Vocab
 
 DENSE_MASK_BYTES = 1 << 20  # mask tables up to this size are stored densely (a mask write is then one row copy)
@@ -290,7 +291,7 @@ class Automaton:
         Memory is Q*Q*V: fine for character vocabularies, large for a 32k BPE vocabulary.
         """
         Q, V = self.num_states, self.arcs.num_tokens
-        out = torch.full((Q, Q, V), float("-inf"), dtype=dtype)
+        out = torch.full((Q, Q, V), LOG_ZERO, dtype=dtype)
         out[torch.from_numpy(self.arcs.sources), torch.from_numpy(self.arcs.targets), torch.from_numpy(self.arcs.tokens)] = 0.0
         return out
 

@@ -1,5 +1,12 @@
-"""The real-semiring star ``W* = (I - W)^-1`` of a sparse weight relation, written once:
-unit-rule chains of a PCFG (compile/cnf.py) and <eps> arcs of an FSG (compile/fsg.py)."""
+"""PCFG and FSG quantities that are fixed points, each written once.
+
+* :func:`sparse_star`: the real-semiring star ``W* = (I - W)^-1`` of a sparse weight
+  relation (unit-rule chains of a PCFG in compile/cnf.py, <eps> arcs of an FSG in
+  compile/fsg.py, left-corner chains of prefix probabilities in layers/prefix.py).
+* :func:`least_fixed_point`: the least non-negative solution of a PCFG's polynomial
+  system ``x = f(x)`` (probabilities of deriving the empty string in compile/cnf.py,
+  partition functions in layers/prefix.py): Newton steps from 0, then fixed-point steps.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,10 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
 from neurosym.errors import CompileError
+
+FIXPOINT_TOL = 1e-15  # relative change at which the least-fixed-point iteration stops
+FIXPOINT_MAX_ITER = 100_000
+FIXPOINT_DIVERGED = 1e30  # a component past this: the system has no finite solution
 
 
 def sparse_star(weights: dict[tuple[int, int], float], n: int, cycle: str) -> sp.csr_matrix:
@@ -37,3 +48,46 @@ def sparse_star(weights: dict[tuple[int, int], float], n: int, cycle: str) -> sp
     cols = np.concatenate([outside, touched[c]])
     vals = np.concatenate([np.ones(len(outside)), inner[r, c]])
     return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+
+
+def least_fixed_point(n: int, lhs: np.ndarray, left: np.ndarray, right: np.ndarray, p: np.ndarray, constants: np.ndarray) -> np.ndarray | None:
+    """(n,) the least non-negative solution of ``x_a = sum_{r: lhs[r] = a} p[r] v[left[r]] v[right[r]]``
+    with ``v = concat(x, constants)`` (so a rule may read unknowns and constants:
+    ``constants`` holds 1 for rules of fewer than two symbols, a preterminal's total weight,
+    ...; all non-negative).
+
+    Newton's method from 0 (a step solves ``(I - J) d = f(x) - x``) while ``I - J`` is a
+    nonsingular M-matrix (spectral radius of ``J`` below 1), where each step stays below
+    the least solution; a plain fixed-point step ``x <- f(x)`` elsewhere; never below the
+    fixed-point step, so the iterates rise monotonically. Stops when no component moves
+    by more than ``FIXPOINT_TOL`` relative. A component that has no derivation stays exactly
+    0. Returns ``None`` when the iterates diverge (the system has no finite solution)."""
+    lhs, left, right = (np.asarray(a, dtype=np.int64) for a in (lhs, left, right))
+    p = np.asarray(p, dtype=np.float64)
+    v = np.concatenate([np.zeros(n), np.asarray(constants, dtype=np.float64)])
+    if n == 0:
+        return v[:0]
+    eye = np.eye(n)
+    for _ in range(FIXPOINT_MAX_ITER):
+        x = v[:n]
+        f = np.bincount(lhs, weights=p * v[left] * v[right], minlength=n)
+        J = np.zeros((n, len(v)))
+        np.add.at(J, (lhs, left), p * v[right])
+        np.add.at(J, (lhs, right), p * v[left])
+        JN = J[:, :n]
+        step = f - x
+        if np.max(np.abs(np.linalg.eigvals(JN))) < 1:
+            newton = np.linalg.solve(eye - JN, step)
+            if np.all(np.isfinite(newton)):
+                step = newton
+        new = np.maximum(x + step, f)
+        if not np.all(np.isfinite(new)) or new.max() > FIXPOINT_DIVERGED:
+            return None
+        done = np.all(np.abs(new - x) <= FIXPOINT_TOL * new)
+        v[:n] = new
+        if done:
+            return v[:n].copy()
+    return None
+
+
+__all__ = ["least_fixed_point", "sparse_star"]

@@ -7,8 +7,8 @@ Steps (each exact, with probability bookkeeping):
 2. *Binarisation*, right-branching: ``A -> X Y Z`` becomes ``A -> X A|<Y-Z>`` and
    ``A|<Y-Z> -> Y Z [1]``.
 3. *Epsilon elimination*: ``e[A] = P(A =>* empty)`` is the least fixed point of the
-   polynomial system ``e = f(e)`` (Newton's method from 0, then fixed-point polishing to
-   1e-15). Each nonterminal is then conditioned on deriving a non-empty string:
+   polynomial system ``e = f(e)`` (``closure.least_fixed_point``: Newton's method from 0,
+   then fixed-point steps). Each nonterminal is then conditioned on deriving a non-empty string:
    ``A -> B C [p]`` gives ``A -> B C [p(1-e_B)(1-e_C)/(1-e_A)]``,
    ``A -> B [p(1-e_B)e_C/(1-e_A)]`` and ``A -> C [p e_B(1-e_C)/(1-e_A)]``.
 4. *Unit elimination*: with ``U[A, B]`` the unit-rule probabilities,
@@ -32,13 +32,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from neurosym.compile.closure import sparse_star
+from neurosym.compile.closure import least_fixed_point, sparse_star
 from neurosym.compile.pcfg_check import check_pcfg, generating, worklist_fixpoint
 from neurosym.dsl.pcfg import NT, Grammar, Production, Terminal, TerminalImport
 from neurosym.compile.regex import DEFAULT_MAX_CNF_SYMBOLS
 from neurosym.errors import CompileError, Span
 
-NULL_TOL = 1e-15
 DEFAULT_MAX_SYMBOLS = DEFAULT_MAX_CNF_SYMBOLS  # CNF symbols before elimination: the unit and epsilon steps hold (k, k) matrices
 SHORT_NAME = 6  # fresh binarisation symbols spell out at most this many symbols of their rule
 
@@ -275,55 +274,25 @@ def _terminal_of(g: _Rules, s: int) -> Terminal:
 
 
 def _null_probabilities(g: _Rules, n: int) -> np.ndarray:
-    """``e[A] = P(A =>* empty)``: least fixed point of ``e = f(e)`` (Newton, then polishing)
-    over the nullable symbols only."""
+    """``e[A] = P(A =>* empty)``: the least fixed point of ``e = f(e)``
+    (:func:`neurosym.compile.closure.least_fixed_point`) over the nullable symbols only."""
     candidates = [(a, rhs) for a, rhs, _ in g.rules if all(s >= 0 for s in rhs)]
     nullable_set = worklist_fixpoint([a for a, _ in candidates], [rhs for _, rhs in candidates])
     e = np.zeros(n)
     if not nullable_set:
         return e
     idx = np.array(sorted(nullable_set), dtype=np.int64)
-    at = {int(s): i for i, s in enumerate(idx)}  # nullable symbol -> row of the (k, k) Jacobian
-    rules = [(at[a], tuple(at[s] for s in rhs), p) for a, rhs, p in g.rules if a in at and all(s in at for s in rhs)]
+    at = {int(s): i for i, s in enumerate(idx)}  # nullable symbol -> unknown
     k = len(idx)
-
-    def f_and_jacobian(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        f = np.zeros(k)
-        J = np.zeros((k, k))
-        for a, rhs, p in rules:
-            if len(rhs) == 0:
-                f[a] += p
-            elif len(rhs) == 1:
-                f[a] += p * x[rhs[0]]
-                J[a, rhs[0]] += p
-            else:
-                b, c = rhs
-                f[a] += p * x[b] * x[c]
-                J[a, b] += p * x[c]
-                J[a, c] += p * x[b]
-        return f, J
-
-    x = np.zeros(k)
-    eye = np.eye(k)
-    for _ in range(100):
-        f, J = f_and_jacobian(x)
-        try:
-            step = np.linalg.solve(eye - J, f - x)
-        except np.linalg.LinAlgError:
-            break
-        if not np.all(np.isfinite(step)):
-            break
-        x = np.clip(x + step, 0.0, 1.0)
-        if np.abs(step).max() < NULL_TOL:
-            break
-    for _ in range(100_000):  # polish (and the fallback when Newton's matrix is singular)
-        f, _ = f_and_jacobian(x)
-        f = np.clip(f, 0.0, 1.0)
-        done = np.abs(f - x).max() < NULL_TOL
-        x = f
-        if done:
-            break
-    e[idx] = x
+    one = k  # the constant 1 stands in for the missing children of rules shorter than two
+    rules = [(at[a], [at[s] for s in rhs] + [one] * (2 - len(rhs)), p) for a, rhs, p in g.rules if a in at and all(s in at for s in rhs)]
+    lhs = np.array([a for a, _, _ in rules], dtype=np.int64)
+    kids = np.array([c for _, c, _ in rules], dtype=np.int64).reshape(-1, 2)
+    probs = np.array([p for _, _, p in rules])
+    x = least_fixed_point(k, lhs, kids[:, 0], kids[:, 1], probs, np.ones(1))
+    if x is None:
+        raise CompileError("the probabilities of deriving the empty string do not converge; is the grammar consistent?")
+    e[idx] = np.clip(x, 0.0, 1.0)
     return e
 
 

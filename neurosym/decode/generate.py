@@ -34,9 +34,9 @@ import torch
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import NeurosymError
 from neurosym.lm.model import CausalLM
+from neurosym.semiring import LOG_ZERO
 from neurosym.vocab import Vocab
 
-NEG_INF = float("-inf")
 STATUS = ("max_len", "eos", "dead_end")
 PositionInputs = Callable[[torch.Tensor], Mapping[str, torch.Tensor]]
 
@@ -189,7 +189,7 @@ def generate(
             scores = full.clone()
             for proc in processors:
                 scores = proc(scores)
-            dead = sampling & ~(scores > NEG_INF).any(dim=1)
+            dead = sampling & ~(scores > LOG_ZERO).any(dim=1)
             go = sampling & ~dead
             log_p = torch.log_softmax(scores.double(), dim=1)
             safe = torch.where(go[:, None], log_p, 0.0)  # dead and idle rows draw a placeholder

@@ -158,9 +158,9 @@ class GrammarMask(LogitsProcessor):
             bias = self._bias
             if bias is None or bias.dtype != scores.dtype or bias.device != scores.device:
                 zero = torch.zeros((), dtype=scores.dtype, device=scores.device)
-                bias = self._bias = torch.where(self.table.to(scores.device), zero, float("-inf"))
+                bias = self._bias = torch.where(self.table.to(scores.device), zero, LOG_ZERO)
             return scores.add_(bias[self.tracker.states.to(scores.device)])  # state -1 reads the last row: nothing allowed
-        return scores.masked_fill_(~self.allowed_matrix().to(scores.device), float("-inf"))
+        return scores.masked_fill_(~self.allowed_matrix().to(scores.device), LOG_ZERO)
 
     def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
         states = self.tracker.states

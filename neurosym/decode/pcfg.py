@@ -26,11 +26,11 @@ from torch import Tensor
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.layers.prefix import PrefixGrammar, PrefixState
+from neurosym.semiring import LOG_ZERO
 
 if TYPE_CHECKING:
     from neurosym.compile.pcfg import RuleTensors
 
-NEG_INF = float("-inf")
 
 
 class _PrefixProcessor(LogitsProcessor):
@@ -82,7 +82,7 @@ class _PrefixProcessor(LogitsProcessor):
                 f"{type(self).__name__}: scores have {V} columns but the grammar's vocabulary has {self.grammar.V} tokens and eos_id is {self.eos_id}"
             )
         nxt, end = state.next_token_log_probs()
-        out = scores.new_full((B, V), NEG_INF, dtype=nxt.dtype)
+        out = scores.new_full((B, V), LOG_ZERO, dtype=nxt.dtype)
         out[:, : self.grammar.V] = nxt
         out[:, self.eos_id] = end
         return out
@@ -90,7 +90,7 @@ class _PrefixProcessor(LogitsProcessor):
     def allowed(self, tokens: Tensor) -> Tensor:
         """(B,) bool: the grammar can continue each row's prefix with its token (the end
         of sentence when the prefix is a whole sentence)."""
-        return self._token_log_probs(tokens) > NEG_INF
+        return self._token_log_probs(tokens) > LOG_ZERO
 
     def _token_log_probs(self, tokens: Tensor) -> Tensor:
         """(B,) float64 ``log P(token | prefix)`` (``eos_id``: the end), without the (B, V) vector."""
@@ -98,7 +98,7 @@ class _PrefixProcessor(LogitsProcessor):
         tokens = torch.as_tensor(tokens, device=state.device).long()
         norm = state.prefix_log_prob
         joint = torch.where(tokens == self.eos_id, state.sentence_log_prob, state.token_log_prob(tokens))
-        return torch.where(torch.isfinite(norm), joint - torch.where(torch.isfinite(norm), norm, 0.0), NEG_INF).double()
+        return torch.where(torch.isfinite(norm), joint - torch.where(torch.isfinite(norm), norm, 0.0), LOG_ZERO).double()
 
     def describe_allowed(self, row: int, limit: int = 8) -> list[int]:
         """Up to ``limit`` token ids row ``row`` may take next, the most probable first."""
@@ -151,8 +151,8 @@ class PCFGMask(_PrefixProcessor):
         return f"PCFGMask({self.name})"
 
     def __call__(self, scores: Tensor) -> Tensor:
-        forbid = self._log_probs(scores) == NEG_INF
-        return scores.masked_fill_(forbid, NEG_INF)
+        forbid = self._log_probs(scores) == LOG_ZERO
+        return scores.masked_fill_(forbid, LOG_ZERO)
 
 
 __all__ = ["PCFGMask", "PCFGPrior"]

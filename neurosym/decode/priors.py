@@ -29,8 +29,8 @@ from neurosym.decode.mask import StateTracker
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import NeurosymError
 from neurosym.layers.wfsa import RegexLayer
+from neurosym.semiring import LOG_ZERO
 
-NEG_INF = float("-inf")
 
 
 def _check_weight(owner: str, weight: float) -> float:
@@ -53,18 +53,18 @@ class Prior(LogitsProcessor, ABC):
 
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         lp = self.log_prior().to(device=scores.device, dtype=scores.dtype)
-        shift = torch.where(lp == NEG_INF, NEG_INF, self.weight * lp)  # -inf stays -inf at weight 0
+        shift = torch.where(lp == LOG_ZERO, LOG_ZERO, self.weight * lp)  # -inf stays -inf at weight 0
         return scores.add_(shift)
 
     def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.log_prob(tokens) > NEG_INF
+        return self.log_prob(tokens) > LOG_ZERO
 
     def log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
         lp = self.log_prior()
         return lp.gather(1, tokens.to(lp.device).long()[:, None]).squeeze(1)
 
     def describe_allowed(self, row: int, limit: int = 8) -> list[int]:
-        return (self.log_prior()[row] > NEG_INF).nonzero().flatten()[:limit].tolist()
+        return (self.log_prior()[row] > LOG_ZERO).nonzero().flatten()[:limit].tolist()
 
 
 class FSGPrior(Prior):
@@ -86,12 +86,12 @@ class FSGPrior(Prior):
         V = wa.log_probs.shape[1]
         if not 0 <= eos_id < V:
             raise NeurosymError(f"FSGPrior: eos_id must be a token id in [0, {V}), got {eos_id}")
-        if bool((wa.log_probs[:, eos_id] > NEG_INF).any()):
+        if bool((wa.log_probs[:, eos_id] > LOG_ZERO).any()):
             raise NeurosymError(f"FSGPrior: the grammar reads token {eos_id} ({wa.vocab.tokens[eos_id]!r}), so it cannot mark the end")
         self.automaton, self.weight, self.eos_id = wa, _check_weight("FSGPrior", weight), eos_id
         table = wa.log_probs.clone()
         table[:, eos_id] = wa.final_log_probs
-        self.table = torch.cat([table, torch.full((1, V), NEG_INF, dtype=torch.float64)])  # (Q + 1, V); row Q: rejected
+        self.table = torch.cat([table, torch.full((1, V), LOG_ZERO, dtype=torch.float64)])  # (Q + 1, V); row Q: rejected
         self.tracker = StateTracker(wa)
         self._shift: torch.Tensor | None = None  # (Q + 1, V) weight * table in the scores' dtype, built on first use
 
@@ -112,7 +112,7 @@ class FSGPrior(Prior):
         shift = self._shift
         if shift is None or shift.dtype != scores.dtype or shift.device != scores.device:  # weight * table, -inf kept, once
             table = self.table.to(scores.device)
-            shift = self._shift = torch.where(table == NEG_INF, NEG_INF, self.weight * table).to(scores.dtype)
+            shift = self._shift = torch.where(table == LOG_ZERO, LOG_ZERO, self.weight * table).to(scores.dtype)
         return scores.add_(shift[self.tracker.states.to(scores.device)])
 
 
@@ -222,10 +222,10 @@ class MixturePrior(Prior):
         # log sum_k w_k exp(parts_k), written so that tokens no prior allows give -inf
         # and a zero (not NaN) gradient
         top = parts.amax(dim=0)
-        top = torch.where(top > NEG_INF, top, 0.0)
+        top = torch.where(top > LOG_ZERO, top, 0.0)
         total = (w[:, None, None] * (parts - top).exp()).sum(dim=0)
         some = total > 0
-        return torch.where(some, torch.where(some, total, 1.0).log() + top, NEG_INF)
+        return torch.where(some, torch.where(some, total, 1.0).log() + top, LOG_ZERO)
 
 
 def learnable(c: Sequence[float]) -> nn.Parameter:

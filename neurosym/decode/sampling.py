@@ -15,8 +15,8 @@ import torch
 
 from neurosym.decode.processor import LogitsProcessor, ProcessorContext, number_arg, register_processor
 from neurosym.errors import NeurosymError
+from neurosym.semiring import LOG_ZERO
 
-NEG_INF = float("-inf")
 EMPTY = 2**62  # RepetitionPenalty: a history slot without a token yet (above any token id)
 
 
@@ -48,7 +48,7 @@ class TopK(LogitsProcessor):
 
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         top = scores.topk(min(self.k, scores.shape[-1]), dim=-1)
-        return torch.full_like(scores, NEG_INF).scatter_(-1, top.indices, top.values)
+        return torch.full_like(scores, LOG_ZERO).scatter_(-1, top.indices, top.values)
 
 
 def nucleus_keep(scores: torch.Tensor, p: float) -> torch.Tensor:
@@ -58,7 +58,7 @@ def nucleus_keep(scores: torch.Tensor, p: float) -> torch.Tensor:
     ordered, order = scores.sort(dim=-1, descending=True)
     probs = torch.softmax(ordered.double(), dim=-1)
     before = probs.cumsum(dim=-1) - probs  # mass ranked strictly above each token (exactly 0 for the first)
-    keep_sorted = (before < p) & (ordered > NEG_INF)
+    keep_sorted = (before < p) & (ordered > LOG_ZERO)
     return torch.empty_like(keep_sorted).scatter_(-1, order, keep_sorted)
 
 
@@ -77,7 +77,7 @@ class Nucleus(LogitsProcessor):
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         if self.p >= 1:
             return scores
-        return scores.masked_fill_(~nucleus_keep(scores, self.p), NEG_INF)
+        return scores.masked_fill_(~nucleus_keep(scores, self.p), LOG_ZERO)
 
 
 class RepetitionPenalty(LogitsProcessor):
@@ -157,7 +157,7 @@ class ClassMixture(LogitsProcessor):
         B, V = scores.shape
         if int(self.ids[-1]) >= V:
             raise NeurosymError(f"ClassMixture: token id {int(self.ids[-1])} is outside the vocabulary of {V} tokens")
-        allowed = scores > NEG_INF
+        allowed = scores > LOG_ZERO
         member = torch.zeros(V, dtype=torch.bool, device=scores.device)
         member[self.ids.to(scores.device)] = True
         in_class = member[None, :] & allowed  # (B, V)
@@ -165,9 +165,9 @@ class ClassMixture(LogitsProcessor):
         model = torch.softmax(scores.double() / self.T, dim=1)
         uniform = in_class.double() / count.clamp(min=1)
         p = torch.where(count > 0, (1 - self.alpha) * model + self.alpha * uniform, model)
-        out = p.log().to(scores.dtype).masked_fill(~allowed, NEG_INF)
+        out = p.log().to(scores.dtype).masked_fill(~allowed, LOG_ZERO)
         if self.top_p is not None and self.top_p < 1:
-            out = out.masked_fill(~nucleus_keep(out, self.top_p), NEG_INF)
+            out = out.masked_fill(~nucleus_keep(out, self.top_p), LOG_ZERO)
         return out
 
 

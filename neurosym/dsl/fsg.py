@@ -13,19 +13,18 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedInput
+from lark import Token, Tree
 
-from neurosym.dsl.errors import lark_error
 from neurosym.dsl.fastlines import merge, split_fast, token
-from neurosym.dsl.errors import check_source_size, read_error, resolve_path
+from neurosym.dsl.errors import resolve_path
 from neurosym.dsl.escapes import unquote
+from neurosym.dsl.source import parse_text, read_source
 from neurosym.errors import NeurosymError, SourceError, Span
 
+GRAMMAR = "fsg.lark"  # the lark grammar, beside this module
 FRIENDLY = {
     "WORD": "a state, label or weight",
     "STRING": "a quoted word",
@@ -125,34 +124,18 @@ class FsgGrammar:
         return math.exp(weight) if self.weights == "logprob" else weight
 
 
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    return Lark.open(str(Path(__file__).with_name("fsg.lark")), parser="lalr", propagate_positions=True)
-
-
 def read_fsg(path: str | Path) -> FsgGrammar:
     """Parse an `.fsg` file; imports resolve against its folder."""
     p = Path(path)
-    try:
-        check_source_size(p)
-        text = p.read_text(encoding="utf-8")
-    except (OSError, ValueError) as err:
-        raise NeurosymError(f"{p}: {read_error(err, 'the file')}") from None
-    except UnicodeDecodeError as err:
-        raise NeurosymError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    return parse_fsg(text, p)
+    return parse_fsg(read_source(p, str(p)), p)
 
 
 def parse_fsg(text: str, path: str | Path | None = None) -> FsgGrammar:
     """Parse `.fsg` text; imports resolve against ``path``'s folder (or the cwd)."""
     display = str(path) if path is not None else None
     folder = Path(path).resolve().parent if path is not None else Path.cwd()
-    parser = _parser()
     slow, fast = split_fast(text, fast_line)
-    try:
-        tree = parser.parse(slow if slow.endswith("\n") else slow + "\n")
-    except UnexpectedInput as err:
-        raise lark_error(err, parser, display, slow, FRIENDLY) from None
+    tree = parse_text(GRAMMAR, slow, display, FRIENDLY)
     tree.children = merge(tree.children, fast)
     return _Builder(display, folder).build(tree)
 

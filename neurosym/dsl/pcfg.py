@@ -17,22 +17,21 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedInput
+from lark import Token, Tree
 
 from neurosym.dsl import regex_ir
-from neurosym.dsl.errors import lark_error
 from neurosym.dsl.fastlines import merge, split_fast, token
-from neurosym.dsl.errors import check_source_size, read_error, resolve_path
+from neurosym.dsl.errors import resolve_path
 from neurosym.dsl.escapes import unquote
-from neurosym.errors import NeurosymError, SourceError, Span
+from neurosym.dsl.source import parse_text, read_source
+from neurosym.errors import SourceError, Span
 from neurosym.dsl.regex import read_regex_bank
 
 SUM_TOLERANCE = 1e-6
+GRAMMAR = "pcfg.lark"  # the lark grammar, beside this module
 FRIENDLY = {
     "NAME": "a nonterminal name",
     "STRING": "a quoted terminal",
@@ -200,22 +199,10 @@ class Grammar:
 
 
 # ---------------------------------------------------------------------- parsing
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    return Lark.open(str(Path(__file__).with_name("pcfg.lark")), parser="lalr", propagate_positions=True)
-
-
 def read_pcfg(path: str | Path) -> Grammar:
     """Parse a `.pcfg` file (imports resolve against its folder)."""
     p = Path(path)
-    try:
-        check_source_size(p)
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SourceError(f"the file is not UTF-8 ({err.reason})", str(p), 1, 1) from None
-    except (OSError, ValueError) as err:
-        raise NeurosymError(f"{p}: {read_error(err, 'the file')}") from None
-    return parse_pcfg(text, p)
+    return parse_pcfg(read_source(p, str(p)), p)
 
 
 def as_grammar(g: "Grammar | str | Path") -> Grammar:
@@ -229,10 +216,7 @@ def parse_pcfg(text: str, path: str | Path | None = None) -> Grammar:
     folder = Path.cwd() if path is None else Path(path).resolve().parent
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     slow, fast = split_fast(text, fast_line, _alone)
-    try:
-        tree = _parser().parse(slow if slow.endswith("\n") else slow + "\n")
-    except UnexpectedInput as err:
-        raise lark_error(err, _parser(), display, slow, FRIENDLY) from None
+    tree = parse_text(GRAMMAR, slow, display, FRIENDLY)
     tree.children = merge(tree.children, fast)
     return _Builder(display, folder).build(tree)
 

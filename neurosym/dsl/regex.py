@@ -8,19 +8,17 @@ missing imports and names an import does not define, and unsupported regex featu
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedInput
+from lark import Token, Tree
 
 from neurosym.dsl import regex_ir
-from neurosym.dsl.errors import lark_error
-from neurosym.dsl.pattern_check import check_pattern
 from neurosym.dsl.errors import check_source_size, read_error, resolve_path
 from neurosym.dsl.escapes import unquote
+from neurosym.dsl.pattern_check import check_pattern
+from neurosym.dsl.source import IncludeReader, parse_text
 from neurosym.dsl.words import decode_utf8, parse_word_list
-from neurosym.errors import NeurosymError, SourceError, Span
+from neurosym.errors import SourceError, Span
 
 FRIENDLY = {
     "NAME": "a pattern name (UPPERCASE)",
@@ -31,11 +29,6 @@ FRIENDLY = {
     "VALUE": "an attribute value",
 }
 ATTRIBUTES = {"weight": "a non-negative number", "flags": "letters from 'i' (ignore case) and 's' (dot matches newline)"}
-
-
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    return Lark.open(str(Path(__file__).with_name("regex.lark")), parser="lalr", propagate_positions=True)
 
 
 def read_regex_bank(path: str | Path, max_patterns: int | None = None) -> regex_ir.Bank:
@@ -66,51 +59,30 @@ def parse_regex_bank(text: str, path: str | Path | None = None) -> regex_ir.Bank
     return loader.parse(text, display=str(p), scope=str(p.resolve()), folder=p.resolve().parent)
 
 
-class _Loader:
+class _Loader(IncludeReader):
     """Loads banks recursively; each file once, import cycles reported."""
 
     def __init__(self, max_patterns: int | None = None) -> None:
+        super().__init__("import")
         self.loaded: dict[str, regex_ir.Bank] = {}
-        self.loading: set[str] = set()
         self.max_patterns = max_patterns
 
     def load(self, path: Path, display: str, at: Span | None = None) -> regex_ir.Bank:
         key = str(path)
-        if key in self.loaded:
-            return self.loaded[key]
-        if key in self.loading:
-            raise SourceError.at(at or Span(display, 1, 1), f"import cycle: {display} imports itself (directly or indirectly)")
-        try:
-            check_source_size(path, display)
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
-        except (OSError, ValueError) as err:
-            if at is not None:
-                raise SourceError.at(at, read_error(err, display)) from None
-            raise NeurosymError(f"{display}: {read_error(err, 'the file')}") from None
-        self.loading.add(key)
-        try:
-            bank = self.parse(text, display=display, scope=key, folder=path.parent)
-        finally:
-            self.loading.discard(key)
-        self.loaded[key] = bank
-        return bank
+        if key not in self.loaded:
+            self.loaded[key] = self.include(path, display, at, lambda text: self.parse(text, display=display, scope=key, folder=path.parent))
+        return self.loaded[key]
 
     def parse(self, text: str, display: str | None, scope: str, folder: Path) -> regex_ir.Bank:
         if self.max_patterns is not None:
             self.check_count(text, display)
-        try:
-            tree = _parser().parse(text if text.endswith("\n") else text + "\n")
-        except UnexpectedInput as err:
-            raise lark_error(err, _parser(), display, text, FRIENDLY) from None
+        tree = parse_text("regex.lark", text, display, FRIENDLY)
         builder = _Builder(self, display, scope, folder)
         for item in tree.children:
             if isinstance(item, Tree):
                 builder.item(item)
         builder.check_references()
         return builder.bank
-
 
     def check_count(self, text: str, display: str | None) -> None:
         """A SourceError at the first rule line past ``max_patterns`` (a rule is one line

@@ -206,7 +206,7 @@ def build_model(task: Task, data: TaskData, encoder: str, dim: int, seed: int, b
             model.encoder.layer.requires_grad_(False)
         return model
     if encoder in PCFG:
-        rules = load_pcfg(resolve_data_path(task.grammar), vocab=data.vocab)
+        rules = load_pcfg(resolve_data_path(task.grammar), vocab=data.vocab, dtype=torch.float32)  # the encoders train in float32
         if encoder in ("pcfg-removed", "pcfg-prefix-removed"):
             rules = random_rules(rules, torch.Generator().manual_seed(seed))
         if encoder.startswith("pcfg-prefix"):

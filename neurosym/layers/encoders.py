@@ -40,6 +40,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from neurosym.errors import NeurosymError
 from neurosym.layers.pda import NondeterministicStackRNN, StackRNN
 from neurosym.layers.wfsa import RegexLayer  # lazily: the encoders work without it
+from neurosym.semiring import LOG_ZERO
 
 POOLS = ("mean", "max", "last", "first")
 
@@ -69,7 +70,7 @@ def masked_pool(states: torch.Tensor, mask: torch.Tensor, mode: str = "mean") ->
     if mode == "mean":
         return (states * m).sum(1) / m.sum(1).clamp_min(1.0)
     if mode == "max":
-        return states.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1).nan_to_num(0.0, 0.0, 0.0) * any_
+        return states.masked_fill(~mask.unsqueeze(-1), LOG_ZERO).amax(1).nan_to_num(0.0, 0.0, 0.0) * any_
     if mode in ("last", "first"):
         if mode == "last":
             idx = (mask.long().cumsum(1).argmax(1))  # the first position reaching the final count: the last True
@@ -456,7 +457,7 @@ class PCFGEncoder(Encoder):
         self.rules = rules
         self.features = tuple(f for f in self.FEATURES if f in features)
         self.floor = float(floor)
-        self.register_buffer("rule_index", torch.nonzero(rules.binary > float("-inf")), persistent=False)  # (R, 3)
+        self.register_buffer("rule_index", torch.nonzero(rules.binary > LOG_ZERO), persistent=False)  # (R, 3)
         sizes = {"logz": 2, "roots": rules.N, "rules": len(self.rule_index)}
         self.num_features = sum(sizes[f] for f in self.features)
         self.proj = nn.Linear(self.num_features, dim)

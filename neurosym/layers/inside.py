@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from neurosym.errors import NeurosymError
-from neurosym.semiring import LogSemiring, MaxSemiring, Semiring
+from neurosym.semiring import LOG_ZERO, LogSemiring, MaxSemiring, Semiring
 
 if TYPE_CHECKING:
     from neurosym.compile.pcfg import RuleTensors
@@ -245,7 +245,7 @@ def sample_parses(
         return [[None] * n for _ in range(B)]
     with torch.no_grad():
         log_z, chart = _chart(terms, rules, roots, lengths, LogSemiring)
-        dense = terms.new_full((B, L, L, S), float("-inf"))  # dense[b, i, j]: span (i, j), nonterminals then preterminals
+        dense = terms.new_full((B, L, L, S), LOG_ZERO)  # dense[b, i, j]: span (i, j), nonterminals then preterminals
         dense.diagonal(0, 1, 2)[:, N:] = terms.mT
         for w in range(2, L + 1):
             dense.diagonal(w - 1, 1, 2)[:, :N] = chart[w].mT
@@ -300,7 +300,7 @@ def _draw_splits(dense: Tensor, rules: Tensor, sent: Tensor, i: Tensor, j: Tenso
     left = dense[sent[:, None], i[:, None], mid - 1]  # (M, K, S)
     right = dense[sent[:, None], mid, j[:, None]]
     scores = left[:, :, :, None] + right[:, :, None, :] + rules[sent, label][:, None]  # (M, K, S, S)
-    scores = scores.masked_fill(~valid[:, :, None, None], float("-inf")).flatten(1)
+    scores = scores.masked_fill(~valid[:, :, None, None], LOG_ZERO).flatten(1)
     pick = torch.multinomial(torch.softmax(scores, -1), 1, generator=generator)[:, 0]
     return pick // (S * S) + 1, pick // S % S, pick % S
 

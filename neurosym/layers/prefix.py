@@ -26,7 +26,7 @@ A new token ``w`` at position ``k - 1`` costs the chart column of spans ending a
    ends at ``k``, its sibling ``X`` starts there);
 3. ``O[k] = s ⊗ K``, where ``K`` closes left corners once for the grammar: a node
    ``A`` at ``k`` has its left child at ``k`` too, ``L[A, X] = ⊕_C p(A -> X C) Z_C``,
-   ``L* = (I - L_NN)^-1`` (a linear solve), ``K = [[L*, L* L_NT], [0, I]]``.
+   ``L* = (I - L_NN)^-1`` (``compile.closure.sparse_star``), ``K = [[L*, L* L_NT], [0, I]]``.
 
 Then ``P(prefix ...) = ⊕_t O[k-1, t] emit[t, w]``, ``P(prefix v ...) = ⊕_t O[k, t]
 emit[t, v]`` (all ``v`` at once, through the preterminals) and ``P(prefix) = root ·
@@ -49,15 +49,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from neurosym.errors import NeurosymError
+from neurosym.compile.closure import least_fixed_point, sparse_star
+from neurosym.errors import CompileError, NeurosymError
 from neurosym.semiring import LOG_ZERO
 
 if TYPE_CHECKING:
     from neurosym.compile.pcfg import RuleTensors
 
-Z_TOL = 1e-14  # relative change at which the partition-function iteration stops
-Z_MAX_ITER = 100_000
-Z_DIVERGED = 1e30
 START_CAPACITY = 8  # chart positions allocated at first; doubled when full
 
 
@@ -189,60 +187,42 @@ def _padded(groups: np.ndarray, n: int, index_cols: tuple, logp: np.ndarray) -> 
 
 def _partition(N: int, z_t: np.ndarray, a, b, c, p) -> np.ndarray:
     """(S,) partition functions: ``z_t`` for preterminals; for nonterminals the least
-    solution of ``Z_A = sum p Z_B Z_C``, by Newton steps from 0 where ``I - J`` is a
-    convergent M-matrix (each such step stays below the least solution) and plain
-    fixed-point steps elsewhere. Exactly 0 for a nonterminal with no finite derivation."""
-    S = N + len(z_t)
-    z = np.concatenate([np.zeros(N), z_t])
-    eye = np.eye(N)
-    for _ in range(Z_MAX_ITER):
-        f = np.bincount(a, weights=p * z[b] * z[c], minlength=N)
-        J = np.zeros((N, S))
-        np.add.at(J, (a, b), p * z[c])
-        np.add.at(J, (a, c), p * z[b])
-        JN = J[:, :N]
-        step = f - z[:N]
-        if N and np.max(np.abs(np.linalg.eigvals(JN))) < 1:
-            step = np.linalg.solve(eye - JN, step)
-        new = np.maximum(z[:N] + step, f)  # never below a fixed-point step: stays monotone
-        done = np.all(np.abs(new - z[:N]) <= Z_TOL * np.maximum(new, 1e-300))
-        z[:N] = new
-        if not np.all(np.isfinite(new)) or (N and new.max() > Z_DIVERGED):
-            break
-        if done:
-            return z
-    raise NeurosymError(
-        "the grammar's total weight diverges (its rules' weights have no finite partition function); "
-        "prefix probabilities need normalised (or at least summable) rule weights"
-    )
+    solution of ``Z_A = sum p Z_B Z_C`` (:func:`neurosym.compile.closure.least_fixed_point`).
+    Exactly 0 for a nonterminal with no finite derivation."""
+    z = least_fixed_point(N, a, b, c, p, z_t)
+    if z is None:
+        raise NeurosymError(
+            "the grammar's total weight diverges (its rules' weights have no finite partition function); "
+            "prefix probabilities need normalised (or at least summable) rule weights"
+        )
+    return np.concatenate([z, z_t])
 
 
 def _closure(N: int, T: int, z: np.ndarray, a, b, c, p) -> np.ndarray:
     """(S, S) ``K``: ``K[A, X]`` the weight of node ``X`` starting where a predicted
     ``A`` starts (a chain of left children, their right siblings weighted by ``Z``);
-    ``K[t, t] = 1``. Entries with no such chain are exactly 0, whatever the rounding."""
+    ``K[t, t] = 1``. The star ``L* = (I - L_NN)^-1`` is
+    :func:`neurosym.compile.closure.sparse_star`. Entries with no such chain are exactly
+    0, the others at least the smallest normal float, whatever the rounding."""
     S = N + T
     L = np.zeros((N, S))
     np.add.at(L, (a, b), p * z[c])
-    LN = L[:, :N]
-    if N and np.max(np.abs(np.linalg.eigvals(LN))) >= 1 - 1e-12:
+    rows, cols = np.nonzero(L[:, :N])
+    try:
+        star = sparse_star(dict(zip(zip(rows.tolist(), cols.tolist()), L[rows, cols].tolist())), N, "")
+    except CompileError:
         raise NeurosymError(
             "the grammar's left-corner chains do not converge (spectral radius of the left-corner matrix >= 1); "
             "its rule weights are not summable"
-        )
-    star = np.linalg.solve(np.eye(N) - LN, np.eye(N)) if N else np.zeros((0, 0))
+        ) from None
     K = np.zeros((S, S))
-    K[:N, :N] = star
+    K[:N, :N] = star.toarray()
     K[:N, N:] = star @ L[:, N:]
     K[N:, N:] = np.eye(T)
-    adj = np.zeros((S, S), dtype=bool)
-    adj[:N] = L > 0
-    reach = np.eye(S, dtype=bool) | adj
-    while True:  # reflexive-transitive closure by squaring
-        nxt = (reach.astype(np.float32) @ reach.astype(np.float32)) > 0
-        if np.array_equal(nxt, reach):
-            break
-        reach = nxt
+    reach = np.zeros((S, S), dtype=bool)  # the chains: star's pattern, then one left corner into a preterminal
+    reach[:N, :N] = K[:N, :N] != 0
+    reach[:N, N:] = (reach[:N, :N].astype(np.float64) @ (L[:, N:] > 0)) > 0
+    reach[N:, N:] = np.eye(T, dtype=bool)
     return np.where(reach, np.maximum(K, np.finfo(np.float64).tiny), 0.0)
 
 
@@ -290,7 +270,10 @@ class PrefixState:
     # ------------------------------------------------------------------ queries
     def next_log_prob(self) -> Tensor:
         """(B, V) ``log P(prefix v ...)`` for every token ``v``."""
-        t, lp = self.grammar.by_token
+        g = self.grammar
+        if g.T == 0:  # a grammar of the empty sentence alone emits nothing
+            return self.next_preterminal.new_full((self.batch_size, g.V), LOG_ZERO)
+        t, lp = g.by_token
         return _logsumexp(self.next_preterminal[:, t] + lp, 1)
 
     def token_log_prob(self, tokens: Tensor) -> Tensor:
@@ -346,7 +329,8 @@ class PrefixState:
         col = self.chart.new_full((a, c + 1, self.chart.shape[-1]), LOG_ZERO)  # by width w: span [K - w, K)
         col[:, 1, N:] = e
         lockstep = a == self.batch_size and bool((K == c).all())  # every row at the same column: slices, no gathers
-        alive = [False, bool(e.max() > LOG_ZERO)] + [False] * (c - 1)  # widths with an analysis in some row
+        # widths with an analysis in some row; without nonterminals no span is wider than one token
+        alive = [False, N > 0 and bool((e > LOG_ZERO).any())] + [False] * (c - 1)
         for d in range(1, c):  # right child of width d, final once the narrower ones are in
             if not alive[d]:
                 continue

@@ -51,7 +51,7 @@ from neurosym.compile.automaton import Automaton
 from neurosym.compile.dfa import minimize_table, subset_construction
 from neurosym.compile.regex import RegexBank
 from neurosym.errors import NeurosymError
-from neurosym.semiring import LOG_ZERO_FINITE
+from neurosym.semiring import LOG_ZERO, LOG_ZERO_FINITE
 from neurosym.vocab import Vocab
 
 
@@ -92,7 +92,7 @@ class RegexLayer(nn.Module):
     ):
         super().__init__()
         autos, names = _as_automata(automata)
-        if not penalty < 0 or penalty == float("-inf"):
+        if not penalty < 0 or penalty == LOG_ZERO:
             raise NeurosymError(f"penalty must be a finite negative number, got {penalty}")
         self.vocab: Vocab = autos[0].vocab
         self.names = names
@@ -117,7 +117,7 @@ class RegexLayer(nn.Module):
         self.groups = _size_groups(sizes, max_groups)
         prior = self.prior_log_weights()  # (V, K, Q, Q), -inf on padding
         if rank is None:
-            self.log_weights = nn.Parameter(prior.masked_fill(prior == float("-inf"), penalty))
+            self.log_weights = nn.Parameter(prior.masked_fill(prior == LOG_ZERO, penalty))
         else:
             if rank < 1:
                 raise NeurosymError(f"rank must be a positive integer, got {rank}")
@@ -161,7 +161,7 @@ class RegexLayer(nn.Module):
         arcs.scatter_(-1, self.delta.where(self.delta >= 0, Q).unsqueeze(-1), True)
         arcs = arcs[..., :Q].permute(2, 0, 1, 3)  # (V, K, Q, Q)
         out = torch.where(arcs, 0.0, self.penalty).to(dtype)
-        return out.masked_fill(~self._pair_mask(), float("-inf"))
+        return out.masked_fill(~self._pair_mask(), LOG_ZERO)
 
     def token_log_weights(self) -> torch.Tensor:
         """Effective transition log-weights (V, K, Q, Q), -inf where a state is padding
@@ -171,17 +171,17 @@ class RegexLayer(nn.Module):
         else:
             t = torch.einsum("vr,kirj->vkij", self.token_factors, self.state_factors)
             w = t.clamp_min(torch.finfo(t.dtype).tiny).log()
-        return w.masked_fill(~self._pair_mask(), float("-inf"))
+        return w.masked_fill(~self._pair_mask(), LOG_ZERO)
 
     def transition_log_weights(self) -> torch.Tensor:
         """Effective transition log-weights as (K, Q, Q, V) (a view of :meth:`token_log_weights`)."""
         return self.token_log_weights().permute(1, 2, 3, 0)
 
     def _start(self) -> torch.Tensor:
-        return self.start_weights.masked_fill(~self.state_mask, float("-inf"))
+        return self.start_weights.masked_fill(~self.state_mask, LOG_ZERO)
 
     def _final(self) -> torch.Tensor:
-        return self.final_weights.masked_fill(~self.state_mask, float("-inf"))
+        return self.final_weights.masked_fill(~self.state_mask, LOG_ZERO)
 
     # ------------------------------------------------------------------ forward
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -269,7 +269,7 @@ class RegexLayer(nn.Module):
         def rows(w: torch.Tensor, final: torch.Tensor) -> torch.Tensor:
             w = w.permute(1, 2, 0, 3).reshape(K, Q, V * Q)  # (K, Q_from, V·Q_to)
             logits = torch.cat([w, final.unsqueeze(-1)], dim=-1)
-            return logits.masked_fill(logits == float("-inf"), LOG_ZERO_FINITE).log_softmax(-1)
+            return logits.masked_fill(logits == LOG_ZERO, LOG_ZERO_FINITE).log_softmax(-1)
 
         def start(w: torch.Tensor) -> torch.Tensor:
             return w.masked_fill(~self.state_mask, LOG_ZERO_FINITE).log_softmax(-1)
@@ -366,7 +366,7 @@ def forward_scores(
         alphas[0] = alpha
     for t in range(L):
         shift = alpha.detach().amax(-1, keepdim=True)  # (B, K, 1); exact: the result does not depend on it
-        nxt = (step((alpha - shift).exp(), ids[:, t]) + shift).masked_fill(~valid, float("-inf"))
+        nxt = (step((alpha - shift).exp(), ids[:, t]) + shift).masked_fill(~valid, LOG_ZERO)
         alpha = nxt if active is None else torch.where(active[:, t, None, None], nxt, alpha)
         if alphas is not None:
             alphas[t + 1] = alpha
@@ -379,7 +379,7 @@ def dense_step(w: torch.Tensor) -> tuple[Step, torch.Tensor, torch.Tensor]:
     per position. Returns ``(step, P, m)``. Mass more than ~87 nats (float32) below a
     sum's largest term is floored at the smallest normal number, never -inf."""
     m = w.amax(dim=2)  # (V, K, Q)
-    m = m.masked_fill(m == float("-inf"), 0.0)
+    m = m.masked_fill(m == LOG_ZERO, 0.0)
     p = (w - m.unsqueeze(2)).exp()
     tiny = torch.finfo(w.dtype).tiny
 
@@ -428,7 +428,7 @@ class DenseForward(torch.autograd.Function):
             shift = u.amax(-1, keepdim=True)
             flow = p.index_select(0, tok) * (u - shift).exp().unsqueeze(-2)  # (B, K, Q, Q) = exp(W + beta - shift)
             rows = flow.sum(-1).clamp_min(tiny)  # (B, K, Q)
-            nb = (rows.log() + shift).masked_fill(~valid, float("-inf"))  # beta one step earlier
+            nb = (rows.log() + shift).masked_fill(~valid, LOG_ZERO)  # beta one step earlier
             # arc posterior = state posterior exp(alpha[i] + beta_t[i] - s) x next-state share flow[i, j] / rows[i]
             gamma = (alphas[t] + nb - s).exp() * g
             if active is not None:

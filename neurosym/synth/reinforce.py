@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from neurosym.semiring import LOG_ZERO
 from neurosym.synth import clock
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.beam import Progress, Scorer
@@ -137,7 +138,7 @@ def search(
                 # a token keeps the sequence completable if pending - 1 + arity <= tokens left after it
                 left = max_tokens - t - 1
                 ok = (pending[:, None] - 1 + arity[None, :]) <= left
-                logits = logits.masked_fill(~ok, float("-inf"))
+                logits = logits.masked_fill(~ok, LOG_ZERO)
                 dist = torch.distributions.Categorical(logits=logits)
                 tok = torch.multinomial(dist.probs, 1, generator=gen).squeeze(1)
                 logp = logp + torch.where(active, dist.log_prob(tok), torch.zeros(()))

@@ -286,7 +286,7 @@ class Arithmetic(Task):
     def build(self, n_train=None, n_test=None, seed=0) -> TaskData:
         n_train = 1000 if n_train is None else n_train
         n_test = 1000 if n_test is None else n_test
-        rules = load_pcfg(shipped_file(ARITH_FILE))
+        rules = load_pcfg(shipped_file(ARITH_FILE), dtype=torch.float32)  # float32 as before: the same draws, the same data
         vocab = rules.vocab
         want = {"train": n_train, "test": n_test}
         got: dict[str, list[tuple[list[str], int]]] = {"train": [], "test": []}

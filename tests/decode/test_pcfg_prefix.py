@@ -338,3 +338,27 @@ def test_the_chi_square_check_has_power():
     assert chisquare_exact(Counter(map(tuple, got)), {s: p / total for s, p in language.items()}) < 1e-6
     lp = np.array([math.log(language[tuple(s)] / total) for s in got])
     assert abs(-lp.mean() - entropy_of(language)) > 3 * lp.std(ddof=1) / math.sqrt(len(got))
+
+
+def test_processors_of_a_grammar_without_cnf_nonterminals_end_rows_that_leave_it(tmp_path):
+    """Issue 33: a start symbol with only lexical rules (no CNF nonterminal), unreachable
+    rules beside it; the processors follow a prefix out of the language without an error."""
+    path = tmp_path / "g.pcfg"
+    path.write_text("S -> 'a' [0.107] | 'b' [0.893]\nU -> 'a' U2 [1]\nU2 -> 'b' [1]\n")
+    rules = load_pcfg(path)
+    V, eos = len(rules.vocab), rules.vocab.id("<eos>")
+    a, b = rules.vocab.id("a"), rules.vocab.id("b")
+    prior, mask = PCFGPrior(rules), PCFGMask(rules)
+    seen = []
+    for proc in (prior, mask):
+        proc.reset(1)
+        rows = []
+        for token in (a, a, b):
+            rows.append(proc(torch.zeros(1, V, dtype=torch.float64))[0])
+            proc.advance(torch.tensor([token]))
+        seen.append(rows)
+    (p0, p1, p2), (m0, m1, m2) = seen
+    assert math.isclose(p0[a].exp().item(), 0.107, rel_tol=1e-15) and math.isclose(p0[b].exp().item(), 0.893, rel_tol=1e-15)
+    assert p0[eos] == -math.inf and p1[eos] == 0.0 and bool((p1[:eos] == -math.inf).all() and (p1[eos + 1 :] == -math.inf).all())
+    assert bool((p2 == -math.inf).all()) and bool((m2 == -math.inf).all())
+    assert torch.equal(torch.isfinite(m0), torch.isfinite(p0)) and torch.equal(torch.isfinite(m1), torch.isfinite(p1))

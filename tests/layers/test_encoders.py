@@ -148,7 +148,7 @@ def test_pcfg_features(grammar):
     states, mask = enc.tokens(ids, lengths)
     post = enc.posteriors(ids, lengths)[1]
     full = [b for b in (0, 1, 3) if int(lengths[b]) >= 2]
-    assert torch.allclose(post[full].sum(-1)[mask[full, : post.shape[1]]], torch.ones(1), atol=1e-4)
+    assert torch.allclose(post[full].sum(-1)[mask[full, : post.shape[1]]], torch.ones(1, dtype=post.dtype), atol=1e-4)
     enc(ids, lengths).sum().backward()
     assert enc.proj.weight.grad.abs().sum() > 0
     with pytest.raises(NeurosymError, match="unknown or no pcfg features"):

@@ -6,17 +6,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Tree
+from lark import Tree
 from lark.exceptions import UnexpectedInput
 
-from neurosym.dsl.errors import check_source_size, lark_error, read_error
 from neurosym.dsl.fastlines import merge, split_fast, token
 from neurosym.dsl.lexicon.builder import LexiconBuilder
 from neurosym.dsl.lexicon.model import Lexicon
 from neurosym.dsl.lexicon.raw import RAW_FORMATS, check_format, read_raw
+from neurosym.dsl.source import IncludeReader, parse_text
 from neurosym.errors import NeurosymError, SourceError, Span
 
 
@@ -67,9 +66,7 @@ def fast_line(line: str, number: int) -> Tree | None:
     return Tree("entry", [Tree("headword", [token("WORD", m.group(2), number, m.start(2) + 1)]), *assigns])
 
 
-@lru_cache(maxsize=1)
-def lexicon_parser() -> Lark:
-    return Lark.open(str(Path(__file__).with_name("lexicon.lark")), parser="lalr", propagate_positions=True)
+GRAMMAR = "lexicon/lexicon.lark"  # the lark grammar, beside this module
 
 
 def read_lexicon(path: str | Path, format: str | None = None) -> Lexicon:
@@ -89,7 +86,7 @@ def parse_lexicon(text: str, path: str | Path | None = None, format: str = "lex"
     return loader.parse(text, display=str(p), key=str(p.resolve()), folder=p.resolve().parent, fmt=format)
 
 
-class LexiconReader:
+class LexiconReader(IncludeReader):
     """Loads lexicons recursively; include cycles reported.
 
     Every text it reads (the main file, `.lex` includes, raw VADER / AFINN includes) is
@@ -98,9 +95,7 @@ class LexiconReader:
     loader that re-parses a lexicon from its recorded sources, without any file."""
 
     def __init__(self, reader: Callable[[Path], str] | None = None) -> None:
-        self.loading: set[str] = set()
-        self.sources: dict[str, str] = {}
-        self.reader = reader
+        super().__init__("include", reader)
 
     @classmethod
     def from_sources(cls, sources: Mapping[str, str]) -> "LexiconReader":
@@ -121,14 +116,6 @@ class LexiconReader:
         normalised without touching the disk (the recorded keys were resolved already)."""
         return Path(os.path.normpath(path)) if self.reader is not None else path.resolve()
 
-    def read(self, path: Path) -> str:
-        """The text of ``path`` (from disk or the ``reader``), recorded in ``sources``."""
-        if self.reader is None:
-            check_source_size(path)
-        text = self.reader(path) if self.reader is not None else path.read_text(encoding="utf-8")
-        self.sources[str(path)] = text
-        return text
-
     def reparse(self, key: str, display: str | None, fmt: str = "lex", folder: str | Path | None = None) -> Lexicon:
         """The lexicon whose main text is recorded under ``key`` (``Lexicon.source_key``),
         its includes resolved against ``folder`` (default: ``key``'s folder)."""
@@ -142,22 +129,7 @@ class LexiconReader:
 
     def load(self, path: Path, display: str, fmt: str, at: Span | None = None) -> Lexicon:
         check_format(fmt, at)
-        key = str(path)
-        if key in self.loading:
-            raise SourceError.at(at or Span(display, 1, 1), f"include cycle: {display} includes itself (directly or indirectly)")
-        try:
-            text = self.read(path)
-        except UnicodeDecodeError as err:
-            raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
-        except (OSError, ValueError) as err:
-            if at is not None:
-                raise SourceError.at(at, read_error(err, display)) from None
-            raise NeurosymError(f"{display}: {read_error(err, 'the file')}") from None
-        self.loading.add(key)
-        try:
-            return self.parse(text, display=display, key=key, folder=path.parent, fmt=fmt)
-        finally:
-            self.loading.discard(key)
+        return self.include(path, display, at, lambda text: self.parse(text, display=display, key=str(path), folder=path.parent, fmt=fmt))
 
     def parse(self, text: str, display: str | None, key: str, folder: Path, fmt: str) -> Lexicon:
         self.sources[key] = text
@@ -172,10 +144,7 @@ class LexiconReader:
         if m and not m.group(1):  # %format on the last line, without a newline
             raw_line = text.count("\n") + 2
         slow, fast = split_fast(header, fast_line)
-        try:
-            tree = lexicon_parser().parse(slow if slow.endswith("\n") else slow + "\n")
-        except UnexpectedInput as err:
-            raise syntax_error(err, display, slow) from None
+        tree = parse_text(GRAMMAR, slow, display, FRIENDLY, lambda err: misspelt_directive(err, display, slow))
         tree.children = merge(tree.children, fast)
         builder = LexiconBuilder(self, lex, display, folder)
         builder.build(tree)
@@ -186,11 +155,11 @@ class LexiconReader:
         return lex
 
 
-def syntax_error(err: UnexpectedInput, display: str | None, text: str) -> SourceError:
-    """lark's error, or a clearer one for a misspelt ``%directive``."""
+def misspelt_directive(err: UnexpectedInput, display: str | None, text: str) -> SourceError | None:
+    """A clearer error than lark's for a misspelt ``%directive`` (None for any other error)."""
     pos = getattr(err, "pos_in_stream", None)
     if isinstance(pos, int) and text.startswith("%", pos):
         m = re.match(r"%\w*", text[pos:])
         if m and m.group(0) not in ("%feature", "%class", "%modifier", "%include", "%format"):
             return SourceError(f"unknown directive {m.group(0)!r}; expected one of %feature, %class, %modifier, %include, %format", display, err.line, err.column)
-    return lark_error(err, lexicon_parser(), display, text, FRIENDLY)
+    return None
