@@ -46,7 +46,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def load(path: str | Path, vocab=None, **limits):
+def load(path: str | Path, vocab=None, dtype=None, **limits):
     """Parse and compile a grammar file (or read a compiled artifact), chosen by its
     suffix through the registry :mod:`neurosym.kinds`.
 
@@ -54,12 +54,14 @@ def load(path: str | Path, vocab=None, **limits):
     ``.pcfg`` a :class:`RuleTensors`, ``.lex`` a :class:`FeatureBank`, ``.txt`` (a word
     list) an :class:`Automaton` and ``.safetensors`` the object it holds; a kind
     registered with :func:`neurosym.kinds.register` is read too. ``limits``
-    (``max_states``, ``time_limit``) cap the compilation of automata. For one grammar to
-    decode with (``FILE.regex:NAME``, a regex string, ...) see :func:`load_grammar`."""
+    (``max_states``, ``time_limit``) cap the compilation of automata. ``dtype`` casts a
+    ``.pcfg``'s rule tensors (float64 by default, computed from the file's text at full
+    precision; ``torch.float32`` rounds them once). For one grammar to decode with
+    (``FILE.regex:NAME``, a regex string, ...) see :func:`load_grammar`."""
     from neurosym import kinds  # lazy: the registry imports every compiler (and torch)
     from neurosym.compile.regex import Limits  # lazy: as above
 
-    return kinds.load(path, vocab, Limits(**limits))
+    return kinds.load(path, vocab, Limits(**limits), dtype=dtype)
 
 
 __all__ = [

@@ -396,13 +396,24 @@ def _existing(path: str | Path) -> tuple[Path, Kind]:
     return path, kind
 
 
-def load(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits()) -> Any:
-    """Parse and compile a grammar file (or read an artifact), chosen by its suffix."""
+def load(path: str | Path, vocab: Vocab | None = None, limits: Limits = Limits(), dtype: Any = None) -> Any:
+    """Parse and compile a grammar file (or read an artifact), chosen by its suffix.
+
+    ``dtype`` (a floating ``torch.dtype``) casts what the file compiles to, for objects
+    that hold probabilities as floating tensors and can be cast (``RuleTensors``: rules
+    are computed at float64 from the file's text, then cast, so ``torch.float32`` is an
+    explicit choice that rounds once). ``None`` keeps the compiler's own precision."""
     path, kind = _existing(path)
     try:
-        return kind.load(path, vocab, limits)
+        obj = kind.load(path, vocab, limits)
     except RecursionError:
         raise _too_deep(path) from None
+    if dtype is None:
+        return obj
+    if not callable(getattr(obj, "to", None)):
+        raise NeurosymError(f"{path}: dtype={dtype} applies to grammars compiled to floating tensors (.pcfg rule tensors); "
+                            f"a {kind.name} file compiles to {type(obj).__name__}, which has none to cast")
+    return obj.to(dtype=dtype)
 
 
 def inspect(path: str | Path, options: InspectOptions = InspectOptions()) -> tuple[dict, str, Path | None]:
