@@ -198,15 +198,15 @@ class WithinClassMixture(LogitsProcessor):
             raise NeurosymError(f"WithinClassMixture: token id {int(self.ids[-1])} is outside the vocabulary of {V} tokens")
         member = torch.zeros(V, dtype=torch.bool, device=scores.device)
         member[self.ids.to(scores.device)] = True
-        allowed = scores > NEG_INF
+        allowed = scores > LOG_ZERO
         in_class = member[None, :] & allowed
         count = in_class.sum(dim=1, keepdim=True).clamp(min=1)
         q = torch.softmax(scores.double() / self.T, dim=1)
         mass = (q * in_class).sum(dim=1, keepdim=True)
         p = torch.where(in_class, (1 - self.alpha) * q + self.alpha * mass / count, q)
-        out = p.log().to(scores.dtype).masked_fill(~allowed, NEG_INF)
+        out = p.log().to(scores.dtype).masked_fill(~allowed, LOG_ZERO)
         if self.top_p is not None and self.top_p < 1:
-            out = out.masked_fill(~nucleus_keep(out, self.top_p), NEG_INF)
+            out = out.masked_fill(~nucleus_keep(out, self.top_p), LOG_ZERO)
         return out
 
 

@@ -31,6 +31,7 @@ from neurosym.layers.encoders import Encoder, PCFGEncoder
 from neurosym.layers.inside import sentence_log_prob
 from neurosym.layers.prefix import PrefixGrammar, prefix_state
 from neurosym.layers.wfsa import RegexLayer
+from neurosym.semiring import LOG_ZERO
 from neurosym.tasks.base import BOS_ID as BOS
 from neurosym.tasks.base import EOS_ID as EOS
 from neurosym.tasks.base import IGNORE
@@ -110,7 +111,7 @@ class Seq2SeqModel(nn.Module):
     def readout(self, h: torch.Tensor, mem: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Decoder states (B, T, D) -> logits (B, T, C), attending over the memory."""
         scores = self.attn(h) @ mem.transpose(1, 2)  # (B, T, S)
-        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
+        scores = scores.masked_fill(~mask[:, None, :], LOG_ZERO)
         context = scores.softmax(-1).nan_to_num(0.0) @ mem
         return self.out(torch.tanh(self.mix(torch.cat([h, context], -1))))
 
@@ -240,15 +241,15 @@ class SoftPCFGEncoder(PCFGEncoder):
         super().__init__(vocab_size, dim, rules=rules, **kwargs)
         self.binary_logits = nn.Parameter(rules.binary.detach().clone())
         self.emit_logits = nn.Parameter(rules.emit.detach().clone())
-        self.register_buffer("binary_support", rules.binary > float("-inf"), persistent=False)
-        self.register_buffer("emit_support", rules.emit > float("-inf"), persistent=False)
+        self.register_buffer("binary_support", rules.binary > LOG_ZERO, persistent=False)
+        self.register_buffer("emit_support", rules.emit > LOG_ZERO, persistent=False)
 
     def current_rules(self) -> RuleTensors:
         """The rule tensors of the current weights (renormalised, -inf off the support)."""
-        b = self.binary_logits.masked_fill(~self.binary_support, float("-inf")).flatten(1)
+        b = self.binary_logits.masked_fill(~self.binary_support, LOG_ZERO).flatten(1)
         has = self.binary_support.flatten(1).any(1, keepdim=True)
         binary = torch.where(has, b.log_softmax(-1), b).view_as(self.binary_logits)
-        e = self.emit_logits.masked_fill(~self.emit_support, float("-inf"))
+        e = self.emit_logits.masked_fill(~self.emit_support, LOG_ZERO)
         emit = torch.where(self.emit_support.any(1, keepdim=True), e.log_softmax(-1), e)
         r = self.rules
         return RuleTensors(r.root, binary, emit, r.root_term, r.empty, r.nonterminals, r.preterminals, r.vocab, r.start, r.path)
