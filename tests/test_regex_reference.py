@@ -49,11 +49,18 @@ EMPTY_CLASS = ("\\s\\S", "\\S\\s", "\\d\\D", "\\D\\d", "\\w\\W", "\\W\\w")
 GENERATABLE = [p for p in SUPPORTED if not ("[^" in p and any(e in p for e in EMPTY_CLASS))]
 
 
+# re.ASCII changes only \w \d \s \b and case folding; hypothesis (6.155) fails an internal
+# assertion when asked for non-ASCII classes under re.ASCII, so the generator gets the flag
+# only where it changes the language
+ASCII_SENSITIVE = re.compile(r"\\[wWdDsSbB]|\(\?[a-zA-Z]*i")
+
+
 @pytest.mark.parametrize("pattern", GENERATABLE[::5])
 @settings(max_examples=20, deadline=None)
 @given(data=st.data())
 def test_agrees_with_re_on_matching_strings(pattern, data):
-    s = data.draw(st.from_regex(re.compile(pattern, re.ASCII), fullmatch=True).filter(lambda x: len(x) <= 200))
+    flags = re.ASCII if ASCII_SENSITIVE.search(pattern) else 0
+    s = data.draw(st.from_regex(re.compile(pattern, flags), fullmatch=True).filter(lambda x: len(x) <= 200))
     assert fullmatch(pattern, s, re.ASCII)
 
 
