@@ -351,13 +351,16 @@ class IdeaGatingTask:
     def domain_prompts(self, n: int, prompt_len: int = 32, seed: int | None = None) -> list[tuple[str, list[int]]]:
         """Up to ``n`` (domain, prompt) pairs from the test stream: windows whose prompt
         holds >= 3 terms of one domain and more of it than of any other. ``seed=None``
-        takes every k-th such window (the same for every call: the x-ray's prompt); a seed
-        draws ``n`` of them at random, in stream order, so each seed of the recipe is
-        measured on its own prompts (all of them when there are no more than ``n``)."""
+        cuts the stream at multiples of ``prompt_len`` and takes every k-th such window
+        (the same for every call: the x-ray's prompt). A seed cuts it at an offset drawn
+        from the seed and draws ``n`` of those windows at random (all of them when there
+        are no more), in stream order: each seed of the recipe is measured on its own
+        prompts, and the two models of one seed on the same ones."""
         terms = self.domain_terms()
         stream = self.test_stream.tolist()
         out = []
-        for start in range(0, len(stream) - prompt_len, prompt_len):
+        offset = 0 if seed is None else random.Random(seed).randrange(prompt_len)
+        for start in range(offset, len(stream) - prompt_len, prompt_len):
             window = stream[start : start + prompt_len]
             counts = {d: sum(w in ids for w in window) for d, ids in terms.items()}
             best = max(counts, key=counts.get)
