@@ -14,7 +14,7 @@ from neurosym.experiments import figures
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # the pages whose run figures are checked, and at least how many markers each holds
-CHECKED = {"README.md": 3, "semantic_fusion.md": 10, "semantic_kl.md": 2}
+CHECKED = {"README.md": 3, "semantic_fusion.md": 10, "semantic_kl.md": 2, "structured_suite.md": 2}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
@@ -26,6 +26,13 @@ def test_the_published_pages_carry_their_markers():
     for name, least in CHECKED.items():
         page = ROOT / name if name == "README.md" else ROOT / "docs" / name
         assert figures.count_markers(page.read_text(encoding="utf-8")) >= least, name
+
+
+def test_every_committed_report_backs_a_page():
+    """No orphan JSON in docs/: each report is read by some page's markers."""
+    named = {m["file"] for page in PAGES for pattern in (figures.SENTENCE, figures.BEGIN)
+             for m in pattern.finditer(page.read_text(encoding="utf-8"))}
+    assert {f"docs/{f.name}" for f in (ROOT / "docs").glob("*.json")} <= named
 
 
 def copy_tree(tmp_path: Path, *names: str) -> Path:
