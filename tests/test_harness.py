@@ -126,3 +126,28 @@ def test_curves_are_plotted_from_the_runs_metrics(tmp_path):
     panels = {"line": {v: [r.figures["run_dir"] for r in rs] for v, rs in runs.items()}}
     out = harness.plot_curves(panels, tmp_path / "curves.png", train_key="mse", eval_key="mse")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_verdict_words_follow_the_test_not_the_sign_of_the_difference():
+    # lower is better (PPL): a lower mean is "better" only when p < 0.05
+    assert harness.ALPHA == 0.05
+    assert harness.verdict(-1.6, 0.007) == "better"
+    assert harness.verdict(-1.6, 0.082) == harness.NO_DIFFERENCE == "no difference detected"
+    assert harness.verdict(+0.5, 0.01) == "worse"
+    assert harness.verdict(+0.5, 0.01, lower_is_better=False) == "better"
+    assert harness.verdict(-0.5, 0.0499999) == "better" and harness.verdict(-0.5, 0.05) == harness.NO_DIFFERENCE
+    assert harness.verdict(-3.0, math.nan) == harness.NO_DIFFERENCE  # one seed: no test, no verdict
+    assert harness.verdict(0.0, 1e-9) == harness.NO_DIFFERENCE
+    # the sentence states the threshold beside the p-value
+    assert harness.verdict_sentence(-1.6, 0.082) == "no difference detected (p = 0.082, not below 0.05)"
+    assert harness.verdict_sentence(-1.76, 0.007) == "better (p = 0.007 < 0.05)"
+    assert harness.verdict_sentence(-1.0, math.nan) == "no difference detected (no t-test with one seed)"
+
+
+def test_verdict_on_the_published_three_seed_fusion_figures():
+    """docs/semantic_fusion.md's 3-seed PPLs (today's lexicon): fusion's lower mean is not a
+    detected difference at 0.05 (the report once said "beats" here)."""
+    fusion, baseline = [5.2918, 5.4595, 5.3422], [7.9076, 6.8204, 6.2055]
+    w = harness.welch(fusion, baseline)
+    assert w["p"] == pytest.approx(0.082, abs=0.001)
+    assert harness.verdict(statistics.fmean(fusion) - statistics.fmean(baseline), w["p"]) == "no difference detected"

@@ -137,6 +137,30 @@ def test_wikitext_task_and_stickiness(tmp_path):
         assert sum(w in terms[d] for w in p) >= 3
     s = t.stickiness(model, n=4, max_len=5)
     assert s["n"] == 4 and len(s["stickiness_samples"]) == 4
+    # each seed of the recipe draws its own prompts (issue 31: no prompt set shared by every seed)
+    by_seed = [t.domain_prompts(30, seed=seed) for seed in range(3)]
+    assert all(len(p) == 30 for p in by_seed) and t.domain_prompts(30, seed=1) == by_seed[1]
+    assert len({tuple(w) for _, w in by_seed[0]} & {tuple(w) for _, w in by_seed[1]}) < 30  # not the same prompts
+    for d, w in (pair for p in by_seed for pair in p):
+        assert len(w) == 32 and sum(x in terms[d] for x in w) >= 3
+    # more than n candidates even at n = all of seed None's: every seed has its own cut of the stream
+    everything = t.domain_prompts(10**6)
+    assert {tuple(w) for _, w in t.domain_prompts(10**6, seed=1)} != {tuple(w) for _, w in everything}
+
+
+def test_intervals_take_the_seed_as_the_unit():
+    from neurosym.experiments.idea_gating import seed_intervals
+    from neurosym.experiments.harness import mean_ci, wilson
+
+    rows = [{"drift_rate": r, "drift_ci": wilson(round(400 * r), 400), "stickiness": s} for r, s in ((0.01, 3.0), (0.02, 5.0), (0.04, 4.0))]
+    got = seed_intervals(rows)
+    assert got["drift_ci"] == pytest.approx(mean_ci([0.01, 0.02, 0.04])[1:])
+    assert got["stickiness_ci"] == pytest.approx(mean_ci([3.0, 5.0, 4.0])[1:])
+    # three seeds' interval is wider than the Wilson interval of 1,200 pooled continuations would be
+    pooled = wilson(28, 1200)
+    assert got["drift_ci"][1] - got["drift_ci"][0] > pooled[1] - pooled[0]
+    # one seed: its own interval
+    assert seed_intervals(rows[:1])["drift_ci"] == pytest.approx(rows[0]["drift_ci"])
 
 
 def test_cli_reproduce_idea_gating_json(tmp_path):

@@ -284,3 +284,14 @@ def test_the_uniformizer_per_class_is_the_sum_over_the_classes():
     assert logs["uniformizer"] == pytest.approx(expected, rel=1e-5)
     with pytest.raises(ConfigError, match="uniformizer_classes"):
         task(recipe_config("fusion", 0, model={"uniformizer_classes": "both"}))
+
+
+def test_the_verdict_follows_welchs_test_at_005():
+    """The generated sentence says "better" only when p < 0.05 and names the threshold;
+    the committed 5-seed report (p = 0.007) and the same figures with p = 0.082."""
+    r = json.loads((Path(__file__).parents[1] / "docs" / "semantic_fusion_report.json").read_text())
+    assert "fusion against the baseline: better (p = 0.0071 < 0.05)" in format_report(r)
+    r["welch_ppl"]["p"] = 0.082
+    text = format_report(r)
+    assert "fusion against the baseline: no difference detected (p = 0.082, not below 0.05)" in text
+    assert "beats" not in text and "better (" not in text

@@ -8,7 +8,8 @@ resumed), record its figures and say how long the rest will take. That loop is
 :func:`train_grid`; a recipe keeps only what is its own: its data, its variants (how
 each builds its config) and its report. The harness also gives the pieces the reports
 share: the mean and spread of each figure over seeds (:func:`summarise`), Welch's
-t-test (:func:`welch`) and 95% intervals (:func:`wilson`, :func:`mean_ci`,
+t-test (:func:`welch`) and the verdict words it allows (:func:`verdict`, at
+:data:`ALPHA`), 95% intervals (:func:`wilson`, :func:`mean_ci`,
 :func:`diff_ci`), Markdown tables (:func:`markdown_table`, :func:`mean_std`),
 interleaved step times (:func:`step_times`), training curves (:func:`plot_curves`),
 PNG and JSON files written atomically (:func:`save_png`, :func:`save_json`). The
@@ -48,6 +49,8 @@ from neurosym.lm.config import Config
 from neurosym.lm.train import FitResult, Trainer, TrainingTask, earlier_run, interleaved_step_seconds, param_groups, seed_all
 
 REPORT_FILE = "report.json"
+ALPHA = 0.05  # the significance threshold of every recipe's verdict words (:func:`verdict`)
+NO_DIFFERENCE = "no difference detected"
 
 
 @dataclass
@@ -171,6 +174,26 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
 
     res = stats.ttest_ind(list(a), list(b), equal_var=False)
     return {"t": float(res.statistic), "p": float(res.pvalue)}
+
+
+def verdict(diff: float, p: float, lower_is_better: bool = True, alpha: float = ALPHA) -> str:
+    """The verdict word of a comparison, from its test: "better" or "worse" (the sign of
+    ``diff`` = variant - reference, read with ``lower_is_better``) only when ``p < alpha``;
+    otherwise, and whenever p is NaN (one seed), :data:`NO_DIFFERENCE`. A mean difference
+    alone never makes a verdict."""
+    if not (math.isfinite(p) and math.isfinite(diff)) or p >= alpha or diff == 0:
+        return NO_DIFFERENCE
+    return "better" if (diff < 0) == lower_is_better else "worse"
+
+
+def verdict_sentence(diff: float, p: float, lower_is_better: bool = True, alpha: float = ALPHA) -> str:
+    """:func:`verdict` with its test beside it: ``better (p = 0.007 < 0.05)``,
+    ``no difference detected (p = 0.082, not below 0.05)``, ``no difference detected (no
+    t-test with one seed)``."""
+    word = verdict(diff, p, lower_is_better, alpha)
+    if not math.isfinite(p):
+        return f"{word} (no t-test with one seed)"
+    return f"{word} (p = {p:.2g} < {alpha:g})" if p < alpha and word != NO_DIFFERENCE else f"{word} (p = {p:.2g}, not below {alpha:g})"
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:

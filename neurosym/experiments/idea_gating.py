@@ -33,6 +33,7 @@ the idea model through :class:`~neurosym.decode.idea.IdeaGate`).
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -347,18 +348,26 @@ class IdeaGatingTask:
         return {"n": n, "drift": k, "drift_rate": k / n, "drift_ci": wilson(k, n), "invalid_rate": bad / n,
                 "invalid_ci": wilson(bad, n), "stickiness": statistics.fmean(sticky) if sticky else math.nan, "stickiness_samples": sticky}
 
-    def domain_prompts(self, n: int, prompt_len: int = 32) -> list[tuple[str, list[int]]]:
+    def domain_prompts(self, n: int, prompt_len: int = 32, seed: int | None = None) -> list[tuple[str, list[int]]]:
         """Up to ``n`` (domain, prompt) pairs from the test stream: windows whose prompt
-        holds >= 3 terms of one domain and more of it than of any other."""
+        holds >= 3 terms of one domain and more of it than of any other. ``seed=None``
+        cuts the stream at multiples of ``prompt_len`` and takes every k-th such window
+        (the same for every call: the x-ray's prompt). A seed cuts it at an offset drawn
+        from the seed and draws ``n`` of those windows at random (all of them when there
+        are no more), in stream order: each seed of the recipe is measured on its own
+        prompts, and the two models of one seed on the same ones."""
         terms = self.domain_terms()
         stream = self.test_stream.tolist()
         out = []
-        for start in range(0, len(stream) - prompt_len, prompt_len):
+        offset = 0 if seed is None else random.Random(seed).randrange(prompt_len)
+        for start in range(offset, len(stream) - prompt_len, prompt_len):
             window = stream[start : start + prompt_len]
             counts = {d: sum(w in ids for w in window) for d, ids in terms.items()}
             best = max(counts, key=counts.get)
             if counts[best] >= 3 and all(v < counts[best] for d, v in counts.items() if d != best):
                 out.append((best, window))
+        if seed is not None:
+            return [out[i] for i in sorted(random.Random(seed).sample(range(len(out)), min(n, len(out))))]
         step = max(1, len(out) // n) if out else 1
         return out[::step][:n]
 
@@ -373,7 +382,7 @@ class IdeaGatingTask:
         """Domain-term hits per 100 generated words after domain prompts of the test text
         (repetition penalty ``penalty`` over the last 20 tokens; the idea model's gate
         through :class:`IdeaGate`)."""
-        prompts = self.domain_prompts(n)
+        prompts = self.domain_prompts(n, seed=seed)
         terms = self.domain_terms()
         rows = [p for _, p in prompts]
         rep = RepetitionPenalty(20, penalty)
@@ -475,23 +484,20 @@ def reproduce(
     report: dict = {"seeds": seeds, "threads": threads, "datasets": {}, "samples": samples}
     counter = harness.Progress(seeds * len(variants) * len(datasets), progress)
     for dataset in datasets:
-        pooled: dict[str, dict] = {v: {"drift": 0, "invalid": 0, "n": 0, "sticky": []} for v in variants}
         xrays: list[dict] = []
 
         def measure(run: harness.Run) -> dict:
-            """Drift (drift corpus) or stickiness (WikiText-2) of the run's model, pooled over
-            seeds; the x-ray of the idea model at seed 0."""
+            """Drift (drift corpus) or stickiness (WikiText-2) of the run's model, on this
+            seed's own prompts; the x-ray of the idea model at seed 0."""
             t, model, v = run.task, run.model.cpu().eval(), run.variant
             if dataset == "drift":  # noqa: B023
                 d = t.drift(model, n=samples, seed=run.seed)
-                row = {"drift_rate": d["drift_rate"], "invalid_rate": d["invalid_rate"], "stickiness": d["stickiness"]}
-                pooled[v]["drift"] += d["drift"]  # noqa: B023
-                pooled[v]["invalid"] += round(d["invalid_rate"] * d["n"])  # noqa: B023
-                pooled[v]["n"] += d["n"]  # noqa: B023
+                row = {"drift_rate": d["drift_rate"], "drift_ci": d["drift_ci"], "invalid_rate": d["invalid_rate"],
+                       "invalid_ci": d["invalid_ci"], "stickiness": d["stickiness"], "prompts": d["n"]}
             else:
                 d = t.stickiness(model, n=samples, seed=run.seed)
                 row = {"stickiness": d["stickiness"], "prompts": d["n"]}
-            pooled[v]["sticky"].extend(d["stickiness_samples"])  # noqa: B023
+            row["stickiness_ci"] = mean_ci(d["stickiness_samples"])[1:]
             if v == "idea" and run.seed == 0:
                 xrays.append(_xray_for(t, model, dataset))  # noqa: B023
             return row
@@ -512,16 +518,13 @@ def reproduce(
         rep: dict = {"floor_ppl": t.floor(), "config": {k: v for k, v in recipe_config(dataset, "idea", 0, out_dir, threads, gpu, overrides=overrides).to_dict().items() if k in ("model", "data", "optim")}}
         for v in variants:
             s = harness.summarise(runs[v], ("ppl", "ppl_ungated", "drift_rate", "invalid_rate", "stickiness", "seconds"), finite_only=True)
-            p = pooled[v]
-            if p["n"]:
-                s["drift_ci"] = wilson(p["drift"], p["n"])
-                s["invalid_ci"] = wilson(p["invalid"], p["n"])
-            m, lo, hi = mean_ci(p["sticky"])
-            s.update(stickiness_pooled=m, stickiness_ci=(lo, hi), params=params[v], runs=runs[v])
+            s.update(seed_intervals(runs[v]), params=params[v], runs=runs[v])
             rep[v] = s
         for v in variants:
             if v != "baseline" and "baseline" in variants:
-                rep[v]["stickiness_gain"] = diff_ci(pooled[v]["sticky"], pooled["baseline"]["sticky"])
+                rep[v]["stickiness_gain"] = diff_ci(*(finite(runs[x], "stickiness") for x in (v, "baseline")))
+                rep[v]["welch"] = {k: harness.welch(finite(runs[v], k), finite(runs["baseline"], k))
+                                   for k in ("ppl", "drift_rate", "stickiness") if k in rep[v]}
         if xr is not None:
             rep["xray"] = xr
             if plots:
@@ -529,6 +532,28 @@ def reproduce(
         report["datasets"][dataset] = rep
     harness.save_json(json_report(report), out_dir)
     return report
+
+
+def finite(rows: Sequence[dict], key: str) -> list[float]:
+    """The finite values of ``key`` over the per-seed rows."""
+    return [r[key] for r in rows if r.get(key) is not None and math.isfinite(r[key])]
+
+
+def seed_intervals(rows: Sequence[dict]) -> dict[str, tuple[float, float]]:
+    """95% intervals of the drift, invalid and stickiness rates with the **seed** as the
+    unit (Student t over the per-seed values; nothing is pooled across seeds, whose
+    continuations share a model). With one seed, that seed's own interval (Wilson for
+    rates, t over its continuations for stickiness). ``{drift_ci, invalid_ci, stickiness_ci}``
+    for the keys the rows have."""
+    out = {}
+    for key in ("drift_rate", "invalid_rate", "stickiness"):
+        vals = finite(rows, key)
+        name = key.replace("_rate", "") + "_ci"
+        if len(vals) > 1:
+            out[name] = mean_ci(vals)[1:]
+        elif len(vals) == 1 and name in rows[0]:
+            out[name] = tuple(rows[0][name])
+    return out
 
 
 def _xray_for(t: IdeaGatingTask, model: CausalLM, dataset: str, k: int = 10) -> dict:
@@ -602,8 +627,8 @@ def format_report(r: dict) -> str:
             sticky = f"{pm(m, 'stickiness', '.2f')} {ci(m.get('stickiness_ci'))}"
             rows.append([v, f"{m['params']:,}", pm(m, "ppl", ".4f"), pm(m, "ppl_ungated", ".4f"), drift, pm(m, "invalid_rate"), sticky,
                          f"{m.get('seconds', math.nan):.0f}"])
-        lines += harness.markdown_table(["model", "params", "PPL", "ungated PPL", "drift rate (pooled 95% CI)", "invalid rate",
-                                         "stickiness /100 words (pooled 95% CI)", "s/run"], rows)
+        lines += harness.markdown_table(["model", "params", "PPL", "ungated PPL", "drift rate (95% CI over seeds)", "invalid rate",
+                                         "stickiness /100 words (95% CI over seeds)", "s/run"], rows)
         if rep.get("floor_ppl"):
             lines.append(f"| exact floor | | {rep['floor_ppl']:.4f} | | | | | |")
         lines.append("")
@@ -612,15 +637,21 @@ def format_report(r: dict) -> str:
             m = rep[v]
             d = m["ppl"] - b["ppl"]
             spread = math.hypot(m["ppl_std"], b["ppl_std"])
-            verdict = "at or below" if d <= 0 else ("within the spread of" if d <= spread else "above")
+            w = m.get("welch", {})
             size = "equal size" if abs(m["params"] - b["params"]) <= 0.005 * b["params"] else f"{m['params'] - b['params']:+,} parameters"
-            text = f"- {v} ({size}): PPL {d:+.4f} vs baseline (combined seed spread {spread:.4f}): {verdict} the baseline"
-            if "drift_ci" in m and "drift_ci" in b:
-                apart = m["drift_ci"][1] < b["drift_ci"][0]
-                text += f"; drift {m['drift_rate']:.3f} vs {b['drift_rate']:.3f}: {'lower, intervals apart' if apart else 'intervals overlap (no demonstrated reduction)'}"
+            text = (f"- {v} ({size}): PPL {d:+.4f} vs baseline (combined seed spread {spread:.4f}): "
+                    f"{harness.verdict_sentence(d, w.get('ppl', {}).get('p', math.nan))}")
+            if "drift_rate" in m and "drift_rate" in b:
+                dd = m["drift_rate"] - b["drift_rate"]
+                text += (f"; drift {m['drift_rate']:.3f} vs {b['drift_rate']:.3f}: "
+                         f"{harness.verdict_sentence(dd, w.get('drift_rate', {}).get('p', math.nan))}")
             g = m.get("stickiness_gain")
             if g:
-                text += f"; stickiness gain {g[0]:+.2f} [{g[1]:.2f}, {g[2]:.2f}]: {'excludes zero' if (g[1] > 0 or g[2] < 0) else 'includes zero'}"
+                if math.isnan(g[1]):
+                    text += f"; stickiness gain {g[0]:+.2f} (one seed: no interval)"
+                else:
+                    text += (f"; stickiness gain {g[0]:+.2f} [{g[1]:.2f}, {g[2]:.2f}] (seeds as the unit): "
+                             f"{'excludes zero' if (g[1] > 0 or g[2] < 0) else 'includes zero'}")
             lines.append(text + ".")
         if "xray" in rep:
             x = rep["xray"]

@@ -368,11 +368,11 @@ def format_report(r: dict) -> str:
     if "fusion_minus_baseline" in r:
         d, w = r["fusion_minus_baseline"], r["welch_ppl"]
         spread = math.hypot(r["baseline"]["ppl_std"], r["fusion"]["ppl_std"])
-        verdict = "beats" if d["ppl"] < 0 else "does not beat"
-        test = f"Welch's t = {w['t']:.2f}, p = {w['p']:.2g}" if math.isfinite(w["p"]) else "no t-test with one seed"
+        test = f"Welch's t = {w['t']:.2f}" if math.isfinite(w["p"]) else "one seed"
         lines.append(
-            f"fusion {verdict} the baseline: PPL {d['ppl']:+.4f} (combined spread {spread:.4f}; {test}), "
-            f"seen-only PPL {d.get('seen_ppl', math.nan):+.4f}."
+            f"fusion against the baseline: {harness.verdict_sentence(d['ppl'], w['p'])}; PPL {d['ppl']:+.4f} "
+            f"(combined spread {spread:.4f}; {test}), seen-only PPL {d.get('seen_ppl', math.nan):+.4f}. "
+            f"\"better\" only when Welch's p < {harness.ALPHA:g}, else \"{harness.NO_DIFFERENCE}\"."
         )
     lines.append(f"every PPL at or above the floor: {'yes' if r['all_at_or_above_floor'] else 'NO'}.")
     return "\n".join(lines)

@@ -350,19 +350,18 @@ def reproduce(
 
 
 def verdict(section: dict, variant: str, metric: str, higher_is_better: bool) -> str:
-    """better / same / worse of ``variant`` against the baseline: a difference larger than the
-    combined spread ``sqrt(std_b^2 + std_v^2)`` counts, a smaller one is "same"."""
+    """better / worse / "no difference detected" of ``variant`` against the baseline on
+    ``metric``: Welch's test over the per-seed runs, "better" or "worse" only when p <
+    :data:`~neurosym.experiments.harness.ALPHA` (:func:`~neurosym.experiments.harness.verdict`)."""
     b, v = section["baseline"], section[variant]
-    diff = v[metric] - b[metric]
-    spread = math.hypot(b[f"{metric}_std"], v[f"{metric}_std"])
-    if not math.isfinite(diff) or abs(diff) <= spread:
-        return "same"
-    return "better" if (diff > 0) == higher_is_better else "worse"
+    w = harness.welch([r[metric] for r in v["runs"]], [r[metric] for r in b["runs"]])
+    return harness.verdict(v[metric] - b[metric], w["p"], lower_is_better=not higher_is_better)
 
 
 def format_report(r: dict) -> str:
     """The report as one Markdown table per dataset and a verdict line per variant."""
-    lines = [f"semantic KL against a CE baseline ({r['seeds']} seed(s), {r['threads']} thread(s); mean ± std over seeds)"]
+    lines = [f"semantic KL against a CE baseline ({r['seeds']} seed(s), {r['threads']} thread(s); mean ± std over seeds; "
+             f"verdicts: \"better\"/\"worse\" only when Welch's p < {harness.ALPHA:g} over the seeds, else \"{harness.NO_DIFFERENCE}\")"]
     for dataset in r["datasets"]:
         s = r[dataset]
         d = s["data"]

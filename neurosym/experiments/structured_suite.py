@@ -87,7 +87,7 @@ from neurosym.layers.encoders import build_encoder
 from neurosym.layers.wfsa import RegexLayer
 from neurosym.synth.clock import cpu_clock
 from neurosym.synth.corpus import Table, bank_text, synthesize_corpus
-from neurosym.tasks import IGNORE, NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks
+from neurosym.tasks import IGNORE, NOT_BUILT, Split, Task, TaskData, accuracy, all_tasks, train_test_duplicates
 
 PLAIN = ("mean", "conv", "rnn", "lstm", "attention", "stack")
 REGEX = ("regex-hard", "regex-soft", "regex-removed", "regex-others")
@@ -509,11 +509,29 @@ def reproduce(
             finish(run_one(task, datasets[task.name], e, seed, budget, share, device, banks.get(task.name) if e in REGEX else None))
     bar.close()
     records.sort(key=lambda r: (chosen.index(r["task"]), SETTINGS.index(r["encoder"]), r["share"], r["seed"]))
-    sources = {name: known[name].source for name in chosen if name not in skipped}
+    ran = [name for name in chosen if name not in skipped]
+    sources = {name: known[name].source for name in ran}
+    for name in ran:
+        if name not in datasets:
+            datasets[name] = known[name].load(budget.n_train, budget.n_test, seed=0)
     report = summarise(records, skipped, not_applicable, sources, budget, seeds, {t: bank_listing(b) for t, b in banks.items()},
-                       settings=[e for e in SETTINGS if e in encoders], max_bank_states=MAX_BANK_STATES)
+                       settings=[e for e in SETTINGS if e in encoders], max_bank_states=MAX_BANK_STATES,
+                       by_construction={name: dict(known[name].by_construction) for name in ran if known[name].by_construction},
+                       duplicates={name: train_test_duplicates(datasets[name]) for name in ran})
     atomic_write_bytes(out_dir / "results.json", json.dumps(report, indent=1).encode())
     return report
+
+
+def duplicates(tasks: Sequence[str] | None = None, budget: Budget = QUICK, data_dir: str | Path | None = None) -> dict:
+    """Test inputs also in training for each task that can run here, at the budget's split
+    sizes (the suite's data are fixed: seed 0): ``{"budget": {n_train, n_test}, "tasks":
+    {task: train_test_duplicates(...)}}``. No training; ``docs/structured_suite_duplicates.json``
+    is this at the quick budget."""
+    known = {t.name: t for t in all_tasks(data_dir)}
+    names = list(known) if tasks is None else list(tasks)
+    out = {name: train_test_duplicates(known[name].load(budget.n_train, budget.n_test, seed=0))
+           for name in names if known[name].skip_reason() is None}
+    return {"budget": {"n_train": budget.n_train, "n_test": budget.n_test}, "tasks": out}
 
 
 _WORKER_DATA: dict[str, TaskData] = {}

@@ -34,7 +34,8 @@ def _mean_std(xs: list[float]) -> tuple[float, float]:
 
 
 def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources: dict, budget, seeds: int,
-              banks: dict | None = None, settings: Sequence[str] = (), max_bank_states: int | None = None) -> dict:
+              banks: dict | None = None, settings: Sequence[str] = (), max_bank_states: int | None = None,
+              by_construction: dict | None = None, duplicates: dict | None = None) -> dict:
     """The report: ``tasks`` {task: {encoder: {metric: value, metric_std, ..., seeds}}}
     (next-token tasks add ``ppl``), ``families`` {task: family}, ``cold_start``
     {tomitaN: accuracy}, ``cold_start_soft`` (after training), ``by_length``,
@@ -43,7 +44,10 @@ def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources:
     (medians over tasks), ``cpu_seconds_total`` (every run's CPU time, summed),
     ``banks`` {task: [{class, regex, states, used}]} (``max_bank_states``: the largest
     pattern the layer takes), ``skipped``, ``not_applicable``, ``sources``, ``budget``
-    (a dataclass, as a dict), ``settings`` (the encoder settings in report order)."""
+    (a dataclass, as a dict), ``settings`` (the encoder settings in report order),
+    ``by_construction`` {task: {encoder: why}} (the cells whose prior reads the labelling
+    function, among those that ran), ``duplicates`` {task: {test, in_train, share,
+    distinct_in_train}} (test inputs also in training)."""
     full = [r for r in records if r["share"] == 1.0]
     group: dict[tuple[str, str], list[dict]] = {}
     for r in full:
@@ -81,6 +85,9 @@ def summarise(records: list[dict], skipped: dict, not_applicable: dict, sources:
         "by_length": by_length, "sample_efficiency": efficiency, "compute": compute, "skipped": skipped,
         "not_applicable": not_applicable, "sources": sources, "budget": asdict(budget), "seeds": seeds,
         "settings": list(settings) or list(dict.fromkeys(r["encoder"] for r in records)), "max_bank_states": max_bank_states,
+        "by_construction": {t: {e: why for e, why in es.items() if e in tasks.get(t, {})} for t, es in (by_construction or {}).items()
+                            if any(e in tasks.get(t, {}) for e in es)},
+        "duplicates": duplicates or {},
     }
 
 
@@ -107,14 +114,28 @@ def format_report(report: dict) -> str:
     """report.md: the tables."""
     order = settings_of(report)
     encoders = [e for e in order if any(e in row for row in report["tasks"].values())]
+    built = report.get("by_construction", {})
     lines = ["# Structured-LM suite", "", f"Budget: {report['budget']}; seeds: {report['seeds']}. Test score (%): accuracy, or the "
-             "metric named beside the task; mean ± std over seeds; – = encoder not applicable (see below).", ""]
+             "metric named beside the task; mean ± std over seeds; – = encoder not applicable (see below); "
+             "(c) = by construction: the prior reads the function that labelled the data (see below).", ""]
     lines += ["| task | " + " | ".join(encoders) + " |", "| --- |" + " ---: |" * len(encoders)]
     for t, row in report["tasks"].items():
         best = max(_headline(v) for v in row.values())
         metric = next(iter(row.values())).get("metric", "accuracy")
-        cells = [(f"**{_fmt(row.get(e))}**" if e in row and _headline(row[e]) == best > 0 else _fmt(row.get(e))) for e in encoders]
+        cells = [(f"**{_fmt(row.get(e))}**" if e in row and _headline(row[e]) == best > 0 else _fmt(row.get(e)))
+                 + (" (c)" if e in built.get(t, {}) else "") for e in encoders]
         lines.append(f"| {t}{'' if metric == 'accuracy' else f' ({metric})'} | " + " | ".join(cells) + " |")
+    if built:
+        lines += ["", "## By construction (c)", "",
+                  "These cells read the labelling function itself: they show the prior is exact, not that a prior helps.", ""]
+        lines += [f"* {t}, {e}: {why}" for t, es in built.items() for e, why in es.items()]
+    if report.get("duplicates"):
+        lines += ["", "## Test inputs also in training", "",
+                  "Train and test rows of a generated task are drawn independently from one sampler, so a test input may "
+                  "also occur in training (inputs only; a repeat may carry another label).", "",
+                  "| task | test rows | also in training | share | distinct |", "| --- | ---: | ---: | ---: | ---: |"]
+        for t, d in report["duplicates"].items():
+            lines.append(f"| {t} | {d['test']:,} | {d['in_train']:,} | {100 * d['share']:.1f}% | {d['distinct_in_train']:,} |")
     lm = {t: row for t, row in report["tasks"].items() if any("ppl" in c for c in row.values())}
     if lm:
         lines += ["", "## Next-token tasks: test accuracy % / perplexity (exp of the mean test cross-entropy)", "",

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neurosym.errors import NeurosymError
-from neurosym.tasks.base import BOS_ID, EOS_ID, FAMILIES, IGNORE, Split, Task, TaskData, accuracy, sequence_exact_match
+from neurosym.tasks.base import (
+    BOS_ID, EOS_ID, FAMILIES, IGNORE, Split, Task, TaskData, accuracy, sequence_exact_match, train_test_duplicates,
+)
 from neurosym.tasks.generated import Agreement, Arithmetic, DyckTask, ListOps, ListOpsReleased, arith_value, listops_value
 from neurosym.tasks.lm import CharLM, Cloze, WikiText2LM
 from neurosym.tasks.parsing import Chunking, Constituency, DependencyArcs, bracket_f1, uas
@@ -103,5 +105,5 @@ __all__ = [
     "BOS_ID", "EOS_ID", "FAMILIES", "IGNORE", "NER", "NLI", "NOT_BUILT", "Acceptability", "Agreement", "Arithmetic", "CharLM",
     "Chunking", "Cloze", "Constituency", "DependencyArcs", "DyckTask", "ListOps", "ListOpsReleased", "POSTagging", "Scan",
     "SemanticParsing", "Sentiment", "Split", "TASKS", "Task", "TaskData", "TaskFactory", "Tomita", "Topic", "WikiText2LM", "accuracy", "all_tasks",
-    "arith_value", "bracket_f1", "get_task", "listops_value", "register_task", "sequence_exact_match", "tomita_bank", "tomita_vocab", "uas",
+    "arith_value", "bracket_f1", "get_task", "listops_value", "register_task", "sequence_exact_match", "tomita_bank", "tomita_vocab", "train_test_duplicates", "uas",
 ]

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -158,6 +158,27 @@ def tagging_split(sequences: Sequence[Sequence[str]], tags: Sequence[Sequence[in
     return Split(ids, lengths, pad_tags(tags, ids.shape[1]), form_ids)
 
 
+def row_keys(split: Split, forms: bool = False) -> list[tuple[int, ...]]:
+    """Each row's input as a tuple, up to its length: its surface-form ids with ``forms``
+    (unknown words stay apart), else its word ids."""
+    rows = split.forms if forms else split.ids
+    return [tuple(r[: int(n)].tolist()) for r, n in zip(rows, split.lengths)]
+
+
+def train_test_duplicates(data: TaskData) -> dict[str, int | float]:
+    """How many test rows have an input that also occurs in the training split (train and
+    test rows of a sampled task are drawn i.i.d. from one sampler, so repeats are
+    possible): ``{test, in_train, share, distinct_in_train}`` (``distinct_in_train``: the
+    distinct test inputs among them). Inputs only: a repeated input may carry another
+    label (next-token windows, ambiguous prefixes)."""
+    forms = data.train.forms is not None and data.test.forms is not None
+    train, test = row_keys(data.train, forms), row_keys(data.test, forms)
+    seen = set(train)
+    hits = [k for k in test if k in seen]
+    return {"test": len(test), "in_train": len(hits), "share": len(hits) / len(test) if test else 0.0,
+            "distinct_in_train": len(set(hits))}
+
+
 def sample_rows(n_total: int, n: int | None, seed: int) -> np.ndarray:
     """A fixed-seed sorted choice of ``min(n, n_total)`` row numbers (all when n is None)."""
     if n is None or n >= n_total:
@@ -191,6 +212,10 @@ class Task(ABC):
             ``regex-others`` is the bank without it.
         grammar: the ``.pcfg`` file (a shipped ``grammars/...`` name or a path) the
             task's sentences come from: the PCFG priors.
+        by_construction: ``{setting: why}``, the settings whose prior reads the very
+            function that labelled the data (Tomita's own automaton, the grammar whose
+            next-token distribution is the label): their score shows the prior is exact,
+            not that a prior helps; every report labels them.
     """
 
     name: str = ""
@@ -202,6 +227,7 @@ class Task(ABC):
     regex_prior: Literal["bank", "synthesised"] | None = None
     regex_target: str | None = None
     grammar: str | None = None
+    by_construction: ClassVar[dict[str, str]] = {}
 
     def __init__(self, data_dir: str | Path | None = None):
         self.data_dir = Path(data_dir) if data_dir is not None else None

@@ -329,6 +329,10 @@ class Agreement(Task):
     family = "classification"
     grammar = AGREEMENT_FILE
     source = "generated: grammars/agreement.pcfg (Linzen-style attractors), label from the derivation"
+    by_construction = {
+        "pcfg-prefix-hard": "reads grammars/agreement.pcfg, the grammar that generated the sentences and their labels: its exact "
+                            "next-token distribution after the prefix gives the main verb's number, i.e. it is the labelling function",
+    }
 
     def build(self, n_train=None, n_test=None, seed=0) -> TaskData:
         n_train = 1000 if n_train is None else n_train

@@ -94,6 +94,10 @@ class Tomita(Task):
         self.regex_target = f"T{index}"  # its prior: the bank of the seven Tomita automata, its own read first
 
     regex_prior = "bank"
+    by_construction = {
+        "regex-hard": "the bank holds the compiled automaton that labels the strings, and the readout starts reading it",
+        "regex-soft": "the bank starts as the compiled automaton that labels the strings, and the readout starts reading it",
+    }
 
     def regex_bank(self, vocab: Vocab) -> RegexBank:
         """The seven compiled Tomita automata over ``vocab``."""

@@ -17,7 +17,7 @@ from neurosym.errors import NeurosymError
 from neurosym.experiments import structured_suite as suite
 from neurosym.experiments import suite_heads as heads
 from neurosym.layers.encoders import PCFGEncoder
-from neurosym.tasks import IGNORE, Agreement, Split, Task, TaskData, Tomita, accuracy, get_task
+from neurosym.tasks import IGNORE, Agreement, Split, Task, TaskData, Tomita, accuracy, get_task, train_test_duplicates
 from neurosym.tasks.base import tagging_split
 from neurosym.vocab import Vocab
 
@@ -132,6 +132,15 @@ def test_cli_tiny_suite_resumes_and_reports(tmp_path, monkeypatch):
     bank = out / "banks" / "pos.regex"
     assert bank.is_file() and {b["class"] for b in report["banks"]["pos"]} >= {"PUNCT", "NOUN"}
     assert "## Regex banks synthesised" in (out / "report.md").read_text()
+    # by-construction cells are labelled (Tomita's own automaton), and duplicates counted for every task
+    assert report["by_construction"] == {"tomita2": {e: Tomita.by_construction[e] for e in ("regex-hard", "regex-soft")}}
+    assert set(report["duplicates"]) == {"tomita2", "agreement", "pos"}
+    assert all(0 <= d["in_train"] <= d["test"] == 100 for d in report["duplicates"].values())
+    md = (out / "report.md").read_text()
+    assert "## By construction (c)" in md and "* tomita2, regex-hard: the bank holds the compiled automaton" in md
+    assert "## Test inputs also in training" in md
+    row = next(line for line in md.splitlines() if line.startswith("| tomita2 |"))
+    assert row.count("(c)") == 2
     stamps = [f.stat().st_mtime_ns for f in [*files, bank]]
     again = CliRunner().invoke(main, [*args, "--resume"])
     assert again.exit_code == 0, again.output
@@ -358,3 +367,24 @@ def test_token_regex_reads_the_spelling_of_words_unseen_in_training():
     assert suite.training_pairs(data)[:4] == [("the", "DET"), ("cat", "NOUN"), ("42", "NUM"), (".", "PUNCT")]
     states, _ = enc.tokens(suite.as_forms(test).ids, test.lengths)
     assert states.shape == (1, 4, 8)
+
+
+def test_train_test_duplicates_counts_test_inputs_seen_in_training():
+    v = Vocab.words(["a", "b"])
+    mk = lambda rows: Split(torch.tensor([r + [0] * (3 - len(r)) for r in rows]), torch.tensor([len(r) for r in rows]),  # noqa: E731
+                            torch.zeros(len(rows), dtype=torch.long))
+    data = TaskData(mk([[1, 2], [2], [1, 1, 1]]), mk([[1, 2], [1, 2], [2, 2], [1], [2]]), v, 2)
+    assert train_test_duplicates(data) == {"test": 5, "in_train": 3, "share": 0.6, "distinct_in_train": 2}
+    # padding is not part of the input: [1] is not [1, 0]
+    assert train_test_duplicates(TaskData(mk([[1, 0]]), mk([[1]]), v, 2))["in_train"] == 0
+
+
+def test_agreement_duplicates_match_a_count_by_hand():
+    """Agreement's rows are i.i.d. samples of one grammar: repeats between train and test
+    happen, and the count is the number of test prefixes found among the training ones."""
+    data = Agreement().load(300, 300, seed=0)
+    got = train_test_duplicates(data)
+    words = lambda split: [tuple(r[: int(n)].tolist()) for r, n in zip(split.ids, split.lengths)]  # noqa: E731
+    train = set(words(data.train))
+    assert got["in_train"] == sum(w in train for w in words(data.test)) and got["test"] == 300
+    assert Agreement.by_construction.keys() == {"pcfg-prefix-hard"} and "labelling function" in Agreement.by_construction["pcfg-prefix-hard"]
