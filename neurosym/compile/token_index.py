@@ -482,6 +482,115 @@ class TokenWalker:
         return TokenArcs.from_triples(src, tok, dst, final, len(trie.token_len))
 
 
+class TokenStepper:
+    """A :class:`TokenWalker` laid out for the per-token step in NumPy: a batch of
+    (state, token) pairs advances with one gather and one add per symbol position of the
+    longest token in the batch (:meth:`step`), a single pair in plain Python over
+    memoryviews (:meth:`next_state`); no torch, no per-row Python work in the batch.
+
+    The symbol table gets a sink row (every rejection lands there and stays) and two
+    extra columns: "pad" (stay put: a shorter token has ended) and "reject". Its entries
+    are row offsets (``next state * width``), so a symbol step is ``s = flat[s + column]``.
+
+    Attributes:
+        flat: ((S + 1) * W,) int32/int64 the table as row offsets, W = C + 2.
+        width: W; ``sink`` is the sink row's offset ``S * W``.
+        enter: (Q + 1,) the row offset standing for each token state; entry Q (a rejected
+            row, -1) is the sink.
+        leave: (S + 1,) int64 the token state of each symbol state, -1 at the sink.
+        columns: (A + 1,) the table column of each vocabulary symbol, "pad" at index A
+            (so the trie's -1 padding after a token's end reads as "stay put").
+        symbols: (V, L) the vocabulary's token symbols (the trie's, shared).
+        length: (V,) each token's symbol count; special: (V,) tokens that reject (a
+            character vocabulary's ``<unk>`` goes by ``unk_next`` instead).
+    """
+
+    def __init__(self, walker: TokenWalker, trie: VocabTrie, unk: int | None = None):
+        table = walker.table
+        S, C = table.shape
+        W = C + 2
+        index = np.int32 if (S + 1) * W < 2**31 else np.int64
+        full = np.empty((S + 1, W), dtype=np.int64)
+        full[:S, :C] = np.where(table >= 0, table, S)
+        full[S, :] = S
+        full[:, C] = np.arange(S + 1)  # pad: stay
+        full[:, C + 1] = S  # reject
+        self.flat = (full * W).astype(index).reshape(-1)
+        self.width, self.sink = W, S * W
+        Q = len(walker.enter)
+        self.enter = np.append(np.where(walker.enter >= 0, walker.enter, S), S).astype(index) * index(W)
+        self.leave = np.append(walker.leave, -1).astype(np.int64)
+        cols = np.where(walker.columns >= 0, walker.columns, C + 1)
+        self.columns = np.append(cols, C).astype(index)
+        self.symbols, self.length = trie.token_symbols, trie.token_len
+        self.special = trie.special.copy()
+        self.num_states, self.num_tokens = Q, len(trie.token_len)
+        self.unk = unk if walker.unk_next is not None else None
+        self.unk_next = None if self.unk is None else np.append(walker.unk_next, -1).astype(np.int64)
+        if self.unk is not None:
+            self.special[self.unk] = False  # handled apart
+        # the single-pair path: memoryviews give plain Python ints without numpy scalars
+        self._flat, self._enter, self._leave, self._columns = (memoryview(a) for a in (self.flat, self.enter, self.leave, self.columns))
+        self._special = self.special.tolist()
+        ptr = np.concatenate([[0], np.cumsum(self.length)])
+        valid = self.symbols >= 0
+        self._ptr = ptr.tolist()
+        self._ragged = memoryview(self.symbols[valid].astype(np.int64))  # row-major: each token's symbols in order
+        self._token_columns: dict[int, tuple[int, ...]] = {}
+
+    def nbytes(self) -> int:
+        """Bytes of this automaton's own tables (the vocabulary's symbols are shared)."""
+        return sum(a.nbytes for a in (self.flat, self.enter, self.leave, self.columns)) + (0 if self.unk_next is None else self.unk_next.nbytes)
+
+    def step(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Next token states for states and tokens (int arrays, broadcast together):
+        -1 where the state is -1, the token is outside ``0..V-1``, a special token, or
+        rejected."""
+        states, tokens = np.asarray(states, dtype=np.int64), np.asarray(tokens, dtype=np.int64)
+        if states.shape != tokens.shape:
+            states, tokens = np.broadcast_arrays(states, tokens)
+        shape = states.shape
+        if states.size == 1:  # one pair: the plain-Python path has no per-array overhead
+            return np.full(shape, self.next_state(int(states.reshape(-1)[0]), int(tokens.reshape(-1)[0])), dtype=np.int64)
+        q, t = np.ascontiguousarray(states).reshape(-1), np.ascontiguousarray(tokens).reshape(-1)
+        ok = (q.view(np.uint64) < self.num_states) & (t.view(np.uint64) < self.num_tokens)  # negatives wrap to huge
+        all_ok = bool(ok.all())
+        if not all_ok:
+            q, t = np.where(ok, q, self.num_states), np.where(ok, t, 0)
+        s = self.enter[q]
+        L = int(self.length[t].max()) if len(t) else 0
+        if L:
+            cols = self.columns[self.symbols[t, :L]]  # (n, L); -1 padding reads the pad column
+            for i in range(L):
+                s = self.flat[s + cols[:, i]]
+        out = self.leave[s // self.width]
+        reject = self.special[t]
+        if not all_ok:
+            reject |= ~ok
+        out[reject] = -1
+        if self.unk is not None:
+            at = (t == self.unk) & ok
+            out[at] = self.unk_next[q[at]]
+        return out.reshape(shape)
+
+    def next_state(self, state: int, token: int) -> int:
+        """One (state, token) pair in plain Python: the next state, or -1."""
+        if not (0 <= state < self.num_states and 0 <= token < self.num_tokens):
+            return -1
+        if self._special[token]:
+            return -1
+        if token == self.unk:
+            return int(self.unk_next[state])
+        cols = self._token_columns.get(token)
+        if cols is None:  # first use of this token: its symbols' columns, kept (at most V tuples)
+            columns = self._columns
+            cols = self._token_columns[token] = tuple(columns[a] for a in self._ragged[self._ptr[token]: self._ptr[token + 1]])
+        s, flat = self._enter[state], self._flat
+        for c in cols:
+            s = flat[s + c]
+        return self._leave[s // self.width]
+
+
 def _origin_of(enter: np.ndarray, symbol_states: np.ndarray) -> np.ndarray:
     """The token state whose ``enter`` is each of ``symbol_states`` (enter is injective)."""
     order = np.argsort(enter)
