@@ -6,9 +6,16 @@ and word vocabularies, UTF-8 bytes for byte-level vocabularies (so a state may s
 the middle of a character).
 
 The automaton is stored sparsely — each state's arcs as sorted (token, next state)
-pairs — with every state's allowed-token set packed into 32-bit words, so stepping is
-a binary search and a decoding mask one row lookup, whatever the vocabulary's size.
-A dense ``(Q, V)`` table is built only when asked for (:attr:`Automaton.delta`).
+pairs, or no arcs at all and a small symbol table that reads each token's bytes or
+characters (:class:`~neurosym.compile.token_index.TokenWalker`) — with every state's
+allowed-token set packed into 32-bit words, so a decoding mask is one row lookup,
+whatever the vocabulary's size. A dense ``(Q, V)`` table is built only when asked for
+(:attr:`Automaton.delta`).
+
+The per-token step runs in NumPy on the CPU (:class:`~neurosym.compile.token_index.TokenStepper`):
+``next_state`` for one row in plain Python, ``step_numpy`` / ``step`` for a batch with one
+gather per symbol position and no per-row Python work; ``step_torch`` is the same step as
+tensor operations, used for tensors on an accelerator.
 """
 
 from __future__ import annotations
