@@ -78,6 +78,23 @@ def vocab_trie(vocab: Vocab) -> VocabTrie:
     return trie
 
 
+_SYMBOL_TUPLES: dict[int, tuple[weakref.ref, list[tuple[int, ...]]]] = {}
+
+
+def token_symbol_tuples(trie: VocabTrie) -> list[tuple[int, ...]]:
+    """Each token's symbols (indices into ``trie.alphabet``) as a Python tuple, for
+    stepping one token in plain Python; built once per trie (a vocabulary's tries are
+    cached, so once per vocabulary)."""
+    hit = _SYMBOL_TUPLES.get(id(trie))
+    if hit is not None and hit[0]() is trie:
+        return hit[1]
+    flat = trie.token_symbols[trie.token_symbols >= 0].tolist()  # row-major: each token's symbols in order
+    ends = np.cumsum(trie.token_len).tolist()
+    tuples = [tuple(flat[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
+    _SYMBOL_TUPLES[id(trie)] = (weakref.ref(trie, lambda _, key=id(trie): _SYMBOL_TUPLES.pop(key, None)), tuples)
+    return tuples
+
+
 def build_trie(surfaces: list, as_bytes: bool) -> VocabTrie:
     """Build the trie with one vectorised step per depth (no Python loop over nodes)."""
     V = len(surfaces)
@@ -530,13 +547,10 @@ class TokenStepper:
         if self.unk is not None:
             self.special[self.unk] = False  # handled apart
         # the single-pair path: memoryviews give plain Python ints without numpy scalars
-        self._flat, self._enter, self._leave, self._columns = (memoryview(a) for a in (self.flat, self.enter, self.leave, self.columns))
+        self._flat, self._enter, self._leave = (memoryview(a) for a in (self.flat, self.enter, self.leave))
         self._special = self.special.tolist()
-        ptr = np.concatenate([[0], np.cumsum(self.length)])
-        valid = self.symbols >= 0
-        self._ptr = ptr.tolist()
-        self._ragged = memoryview(self.symbols[valid].astype(np.int64))  # row-major: each token's symbols in order
-        self._token_columns: dict[int, tuple[int, ...]] = {}
+        self._symbols = token_symbol_tuples(trie)  # shared by every automaton over the vocabulary
+        self._column_list = self.columns.tolist()
 
     def nbytes(self) -> int:
         """Bytes of this automaton's own tables (the vocabulary's symbols are shared)."""
@@ -581,13 +595,9 @@ class TokenStepper:
             return -1
         if token == self.unk:
             return int(self.unk_next[state])
-        cols = self._token_columns.get(token)
-        if cols is None:  # first use of this token: its symbols' columns, kept (at most V tuples)
-            columns = self._columns
-            cols = self._token_columns[token] = tuple(columns[a] for a in self._ragged[self._ptr[token]: self._ptr[token + 1]])
-        s, flat = self._enter[state], self._flat
-        for c in cols:
-            s = flat[s + c]
+        s, flat, columns = self._enter[state], self._flat, self._column_list
+        for a in self._symbols[token]:
+            s = flat[s + columns[a]]
         return self._leave[s // self.width]
 
 
