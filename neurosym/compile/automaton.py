@@ -110,16 +110,7 @@ class Automaton:
             self._arcs = None
             trie = vocab_trie(vocab)
             self.stepper = TokenStepper(walker, trie, vocab.unk if vocab.kind == "char" else None)
-            self._walk = {
-                "table": torch.from_numpy(walker.table.astype(np.int64)),
-                "columns": torch.from_numpy(walker.columns.astype(np.int64)),
-                "enter": torch.from_numpy(walker.enter),
-                "leave": torch.from_numpy(walker.leave),
-                "symbols": torch.from_numpy(trie.token_symbols),
-                "length": torch.from_numpy(np.where(trie.special, -1, trie.token_len)),
-                "unk_next": None if walker.unk_next is None else torch.from_numpy(walker.unk_next),
-            }
-        self._walk_on: dict[torch.device, dict] = {}  # the torch tables per device, for step_torch
+        self._walk_on: dict[torch.device, dict] = {}  # the walker's tables as tensors per device, made by step_torch
         self.vocab = vocab
         self.start = start
         self.char_dfa = char_dfa
@@ -283,7 +274,17 @@ class Automaton:
             return torch.where(ok & (keys[pos] == want), self._targets.to(states.device)[pos], torch.full_like(want, -1))
         w = self._walk_on.get(states.device)
         if w is None:
-            w = self._walk_on[states.device] = {k: (v.to(states.device) if v is not None else None) for k, v in self._walk.items()}
+            walker, trie = self.walker, vocab_trie(self.vocab)
+            tables = {
+                "table": walker.table.astype(np.int64),
+                "columns": walker.columns.astype(np.int64),
+                "enter": walker.enter,
+                "leave": walker.leave,
+                "symbols": trie.token_symbols,
+                "length": np.where(trie.special, -1, trie.token_len),
+                "unk_next": walker.unk_next,
+            }
+            w = self._walk_on[states.device] = {k: (torch.from_numpy(np.ascontiguousarray(v)).to(states.device) if v is not None else None) for k, v in tables.items()}
         length = w["length"][t]
         sym = w["symbols"][t].long()  # (..., L), -1 after the end
         s = w["enter"][q]

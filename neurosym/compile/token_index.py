@@ -501,20 +501,23 @@ class TokenWalker:
 
 class TokenStepper:
     """A :class:`TokenWalker` laid out for the per-token step in NumPy: a batch of
-    (state, token) pairs advances with one gather and one add per symbol position of the
-    longest token in the batch (:meth:`step`), a single pair in plain Python over
-    memoryviews (:meth:`next_state`); no torch, no per-row Python work in the batch.
+    (state, token) pairs advances with one gather per symbol position of the longest
+    token in the batch (:meth:`step`), a single pair in plain Python over memoryviews
+    (:meth:`next_state`); no torch, no per-row Python work in the batch.
 
-    The symbol table gets a sink row (every rejection lands there and stays) and two
-    extra columns: "pad" (stay put: a shorter token has ended) and "reject". Its entries
-    are row offsets (``next state * width``), so a symbol step is ``s = flat[s + column]``.
+    The symbol table gets two extra columns, "pad" (stay put: a shorter token has ended)
+    and "reject", and a last row, the sink, that rejects everything; a rejected state is
+    -1, so ``s * W + column`` wraps to the sink row and stays there: a symbol step is
+    ``s = flat[s * W + column]`` whatever happened before. The walker's ``table`` becomes
+    a view of this one (the same values, no second copy).
 
     Attributes:
-        flat: ((S + 1) * W,) int32/int64 the table as row offsets, W = C + 2.
-        width: W; ``sink`` is the sink row's offset ``S * W``.
-        enter: (Q + 1,) the row offset standing for each token state; entry Q (a rejected
-            row, -1) is the sink.
-        leave: (S + 1,) int64 the token state of each symbol state, -1 at the sink.
+        flat: ((S + 1) * W,) the extended table, W = C + 2 (int32 unless too large).
+        width: W.
+        enter: (Q + 1,) int64 the symbol state standing for each token state; entry Q
+            (the rejected state) is -1.
+        leave: (S + 1,) int64 the token state of each symbol state; the last entry (read
+            by -1) is -1.
         columns: (A + 1,) the table column of each vocabulary symbol, "pad" at index A
             (so the trie's -1 padding after a token's end reads as "stay put").
         symbols: (V, L) the vocabulary's token symbols (the trie's, shared).
@@ -526,19 +529,17 @@ class TokenStepper:
         table = walker.table
         S, C = table.shape
         W = C + 2
-        index = np.int32 if (S + 1) * W < 2**31 else np.int64
-        full = np.empty((S + 1, W), dtype=np.int64)
-        full[:S, :C] = np.where(table >= 0, table, S)
-        full[S, :] = S
-        full[:, C] = np.arange(S + 1)  # pad: stay
-        full[:, C + 1] = S  # reject
-        self.flat = (full * W).astype(index).reshape(-1)
-        self.width, self.sink = W, S * W
+        full = np.empty((S + 1, W), dtype=np.int32 if (S + 1) * W < 2**31 else np.int64)
+        full[:S, :C] = table
+        full[:S, C] = np.arange(S)  # pad: stay
+        full[:, C + 1] = -1  # reject
+        full[S, :] = -1  # the sink: what -1 reads
+        walker.table = full[:S, :C]  # the same values, one copy
+        self.flat, self.width = full.reshape(-1), W
         Q = len(walker.enter)
-        self.enter = np.append(np.where(walker.enter >= 0, walker.enter, S), S).astype(index) * index(W)
+        self.enter = np.append(walker.enter, -1).astype(np.int64)
         self.leave = np.append(walker.leave, -1).astype(np.int64)
-        cols = np.where(walker.columns >= 0, walker.columns, C + 1)
-        self.columns = np.append(cols, C).astype(index)
+        self.columns = np.append(np.where(walker.columns >= 0, walker.columns, C + 1), C).astype(np.int64)
         self.symbols, self.length = trie.token_symbols, trie.token_len
         self.special = trie.special.copy()
         self.num_states, self.num_tokens = Q, len(trie.token_len)
@@ -553,8 +554,10 @@ class TokenStepper:
         self._column_list = self.columns.tolist()
 
     def nbytes(self) -> int:
-        """Bytes of this automaton's own tables (the vocabulary's symbols are shared)."""
-        return sum(a.nbytes for a in (self.flat, self.enter, self.leave, self.columns)) + (0 if self.unk_next is None else self.unk_next.nbytes)
+        """Bytes held beyond the walker's own tables (its ``table`` is a view of ``flat``;
+        the vocabulary's symbols are shared)."""
+        extra = self.flat.nbytes - self.flat.itemsize * (self.width - 2) * (len(self.leave) - 1)
+        return extra + sum(a.nbytes for a in (self.enter, self.leave, self.columns)) + (0 if self.unk_next is None else self.unk_next.nbytes)
 
     def step(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """Next token states for states and tokens (int arrays, broadcast together):
@@ -575,9 +578,10 @@ class TokenStepper:
         L = int(self.length[t].max()) if len(t) else 0
         if L:
             cols = self.columns[self.symbols[t, :L]]  # (n, L); -1 padding reads the pad column
+            W, flat = self.width, self.flat
             for i in range(L):
-                s = self.flat[s + cols[:, i]]
-        out = self.leave[s // self.width]
+                s = flat[s * W + cols[:, i]]  # -1 * W + column: the sink row
+        out = self.leave[s]
         reject = self.special[t]
         if not all_ok:
             reject |= ~ok
@@ -595,10 +599,10 @@ class TokenStepper:
             return -1
         if token == self.unk:
             return int(self.unk_next[state])
-        s, flat, columns = self._enter[state], self._flat, self._column_list
+        s, flat, columns, W = self._enter[state], self._flat, self._column_list, self.width
         for a in self._symbols[token]:
-            s = flat[s + columns[a]]
-        return self._leave[s // self.width]
+            s = flat[s * W + columns[a]]
+        return self._leave[s]
 
 
 def _origin_of(enter: np.ndarray, symbol_states: np.ndarray) -> np.ndarray:
