@@ -71,6 +71,7 @@ def test_index_comparison_runs_and_agrees_with_xgrammar(monkeypatch):
         for part in ("mask", "advance", "step"):  # per-token times, the step being mask + advance
             assert 0 < ours[f"{part}_median_us"] <= ours[f"{part}_p99_us"]
         assert ours["step_median_us"] >= ours["mask_median_us"]
+        assert set(row["batched_step"]) == set(decode.BATCHES) and all(t["numpy_us"] > 0 and t["torch_us"] > 0 for t in row["batched_step"].values())
         xgr = row["engines"]["xgrammar"]
         if importlib.util.find_spec("xgrammar") is None:
             assert "not installed" in xgr["error"]
@@ -78,7 +79,7 @@ def test_index_comparison_runs_and_agrees_with_xgrammar(monkeypatch):
             assert xgr["mask_disagreements"] == 0 and xgr["mask_steps_compared"] == row["steps"] and xgr["strings_refused"] == 0
             assert xgr["advance_median_us"] > 0 and xgr["step_p99_us"] > 0
     text = decode.format_results(r)
-    assert "masks differing" in text
+    assert "masks differing" in text and "batched advance" in text
     if importlib.util.find_spec("xgrammar") is not None:
         g = r["ratios"]["xgrammar"]
         assert set(g) == {f"{part}_{q}_us" for part in ("mask", "advance", "step") for q in ("median", "p99")} and all(x > 0 for x in g.values())

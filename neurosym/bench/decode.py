@@ -19,7 +19,10 @@ engine after the other in the same process:
   ``Automaton.next_state``, the one-row NumPy/Python path; outlines-core:
   ``Guide.advance``; XGrammar: ``GrammarMatcher.accept_token``), and **step**, mask and
   advance together: what a decoder pays per token. Each is printed for every engine and
-  as theirs / ours, per pattern and as a geometric mean over the patterns.
+  as theirs / ours, per pattern and as a geometric mean over the patterns;
+* **batched advance**: ``Automaton.step`` over batches of 1, 32 and 256 (state, token)
+  pairs taken from the same strings, through NumPy against ``step_torch`` (the tensor
+  path, which was the CPU path before the NumPy one).
 
 Semantics differ in one documented way: outlines-core compiles alternations
 leftmost-first, so where one alternative is a prefix of another (``a|ab``) it may never
@@ -276,6 +279,42 @@ def run_strings(engine: Engine, token_lists: list[list[int]], words: int) -> tup
     return times, masks, refused
 
 
+BATCHES = (1, 32, 256)
+
+
+def batched_steps(auto: Automaton, token_lists: list[list[int]], batches: tuple[int, ...] = BATCHES, repeats: int = 200, seed: int = 0) -> dict[int, dict[str, float]]:
+    """Median µs of one batched advance, ``Automaton.step`` on CPU tensors (the NumPy
+    path) against ``step_torch`` (the same step as tensor operations, the path before
+    the NumPy one), for batches of (state, token) pairs drawn from the real strings'
+    steps; the two must give the same states."""
+    pairs = []
+    for tokens in token_lists:
+        q = auto.start
+        for t in tokens:
+            pairs.append((q, t))
+            q = auto.next_state(q, t)
+    if not pairs:
+        return {}
+    rng = np.random.default_rng(seed)
+    table = np.array(pairs, dtype=np.int64)
+    out = {}
+    for B in batches:
+        pick = table[rng.integers(0, len(table), B)]
+        states, tokens = torch.from_numpy(pick[:, 0].copy()), torch.from_numpy(pick[:, 1].copy())
+        if not torch.equal(auto.step(states, tokens), auto.step_torch(states, tokens)):
+            raise NeurosymError("bench decode: the NumPy and tensor steps disagree")
+        row = {}
+        for name, fn in (("numpy_us", auto.step), ("torch_us", auto.step_torch)):
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter_ns()
+                fn(states, tokens)
+                times.append((time.perf_counter_ns() - t0) / 1000)
+            row[name] = statistics.median(times)
+        out[B] = row
+    return out
+
+
 def percentiles(times: list[float]) -> tuple[float | None, float | None]:
     """(median, 99th percentile) of a list of times, or (None, None) if empty."""
     if not times:
@@ -358,6 +397,8 @@ def run(n_words: int = 5000, bpe_size: int = 32000, repeats: int = 3, progress: 
             row["regex_parse_seconds"] = parse_floor(pattern, repeats)
         masks = {}
         for e in engines:
+            if isinstance(e, Ours):
+                row["batched_step"] = batched_steps(e.auto, token_lists)
             times, masks[e.name], refused = run_strings(e, token_lists, words)
             row["engines"][e.name] = {
                 "build_seconds": e.build_seconds,
@@ -443,6 +484,9 @@ def format_results(r: dict) -> str:
                     if p50 is not None and p99 is not None:
                         parts.append(f"{part} p50 {p50:.2f}x p99 {p99:.2f}x")
                 lines.append(f"  {'':<22}{'theirs/ours ' + kind + ':':<27}" + ", ".join(parts))
+        if row.get("batched_step"):
+            lines.append(f"  {'':<22}batched advance, Automaton.step (NumPy) vs step_torch, µs p50: "
+                         + ", ".join(f"B={B} {t['numpy_us']:.1f} vs {t['torch_us']:.1f}" for B, t in row["batched_step"].items()))
         parse = f"; parsing the regex alone (interegular) {row['regex_parse_seconds']:.4f} s" if "regex_parse_seconds" in row else ""
         lines.append(f"  {'':<22}({row['strings']} strings, {row['steps']} mask steps{parse})")
     summary = step_ratios(r)
