@@ -547,11 +547,21 @@ class TokenStepper:
         self.unk_next = None if self.unk is None else np.append(walker.unk_next, -1).astype(np.int64)
         if self.unk is not None:
             self.special[self.unk] = False  # handled apart
-        # the single-pair path: memoryviews give plain Python ints without numpy scalars
-        self._flat, self._enter, self._leave = (memoryview(a) for a in (self.flat, self.enter, self.leave))
         self._special = self.special.tolist()
         self._symbols = token_symbol_tuples(trie)  # shared by every automaton over the vocabulary
         self._column_list = self.columns.tolist()
+        self._views()
+
+    def _views(self) -> None:
+        """The single-pair path's memoryviews (plain Python ints without numpy scalars)."""
+        self._flat, self._enter, self._leave = (memoryview(a) for a in (self.flat, self.enter, self.leave))
+
+    def __getstate__(self) -> dict:  # memoryviews do not pickle or deep-copy: rebuilt on load
+        return {k: v for k, v in self.__dict__.items() if k not in ("_flat", "_enter", "_leave")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._views()
 
     def nbytes(self) -> int:
         """Bytes held beyond the walker's own tables (its ``table`` is a view of ``flat``;

@@ -6,6 +6,8 @@ between the packed-row fast path and the tensor path."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 
 import numpy as np
@@ -188,3 +190,15 @@ def test_numpy_masks_equal_the_tensor_masks(cases):
             np.testing.assert_array_equal(auto.mask_numpy(states)[i, j], allowed)
         np.testing.assert_array_equal(auto.mask(torch.from_numpy(states)).numpy(), unpack_bits(torch.from_numpy(words), len(auto.vocab)).numpy())
         np.testing.assert_array_equal(auto.mask_words(torch.from_numpy(states)).numpy(), words)
+
+
+def test_a_compiled_automaton_pickles_and_copies(bpe_vocab):
+    """The stepper's memoryviews are rebuilt after pickling and deep copies."""
+    auto = neurosym.compile_regex(r"([a-zé]|😀)+( [0-9]+)?", vocab=bpe_vocab)
+    states = np.arange(auto.num_states)[:, None]
+    tokens = np.arange(len(bpe_vocab))[None, :]
+    for again in (pickle.loads(pickle.dumps(auto)), copy.deepcopy(auto)):
+        np.testing.assert_array_equal(again.step_numpy(states, tokens), auto.step_numpy(states, tokens))
+        assert [again.next_state(q, t) for q in range(auto.num_states) for t in range(0, len(bpe_vocab), 7)] == [
+            auto.next_state(q, t) for q in range(auto.num_states) for t in range(0, len(bpe_vocab), 7)
+        ]
