@@ -68,12 +68,36 @@ def test_index_comparison_runs_and_agrees_with_xgrammar(monkeypatch):
     for row in r["patterns"]:
         ours = row["engines"]["neurosym"]
         assert ours["build_seconds"] > 0 and ours["build_cpu_seconds"] > 0 and ours["memory_bytes"] > 0 and ours["strings_refused"] == 0
+        for part in ("mask", "advance", "step"):  # per-token times, the step being mask + advance
+            assert 0 < ours[f"{part}_median_us"] <= ours[f"{part}_p99_us"]
+        assert ours["step_median_us"] >= ours["mask_median_us"]
+        assert set(row["batched_step"]) == set(decode.BATCHES) and all(t["numpy_us"] > 0 and t["torch_us"] > 0 for t in row["batched_step"].values())
         xgr = row["engines"]["xgrammar"]
         if importlib.util.find_spec("xgrammar") is None:
             assert "not installed" in xgr["error"]
         else:
-            assert xgr["mask_disagreements"] == 0 and xgr["mask_steps_compared"] == row["steps"]
-    assert "masks differing" in decode.format_results(r)
+            assert xgr["mask_disagreements"] == 0 and xgr["mask_steps_compared"] == row["steps"] and xgr["strings_refused"] == 0
+            assert xgr["advance_median_us"] > 0 and xgr["step_p99_us"] > 0
+    text = decode.format_results(r)
+    assert "masks differing" in text and "batched advance" in text
+    if importlib.util.find_spec("xgrammar") is not None:
+        g = r["ratios"]["xgrammar"]
+        assert set(g) == {f"{part}_{q}_us" for part in ("mask", "advance", "step") for q in ("median", "p99")} and all(x > 0 for x in g.values())
+        assert "theirs/ours xgrammar:" in text and "geometric mean" in text
+
+
+def test_step_ratios_are_geometric_means_of_theirs_over_ours():
+    def engine(t: float) -> dict:
+        return {f"{part}_{q}_us": t * k for part, k in (("mask", 1), ("advance", 2), ("step", 3)) for q in ("median", "p99")}
+
+    r = {"patterns": [
+        {"engines": {"neurosym": engine(1.0), "other": engine(4.0), "broken": {"error": "x"}}},
+        {"engines": {"neurosym": engine(2.0), "other": engine(2.0)}},
+        {"engines": {"neurosym": {"error": "refused"}, "other": engine(9.0)}},
+    ]}
+    g = decode.step_ratios(r)
+    assert set(g) == {"other"}
+    assert all(x == pytest.approx(2.0) for x in g["other"].values())  # sqrt(4 * 1)
 
 
 def test_cli_runs_the_generation_part():

@@ -14,12 +14,22 @@ engine after the other in the same process:
   same way, beside it; transient allocations count, so it is an upper bound);
 * **mask**: microseconds to write one packed 32-bit mask of the allowed tokens into a
   preallocated buffer, at every token of real strings (median and p99), with the
-  engines' masks compared bit for bit at every step.
+  engines' masks compared bit for bit at every step;
+* **advance**: microseconds to take the string's next token (neurosym:
+  ``Automaton.next_state``, the one-row NumPy/Python path; outlines-core:
+  ``Guide.advance``; XGrammar: ``GrammarMatcher.accept_token``), and **step**, mask and
+  advance together: what a decoder pays per token. Each is printed for every engine and
+  as theirs / ours, per pattern and as a geometric mean over the patterns;
+* **batched advance**: ``Automaton.step`` over batches of 1, 32 and 256 (state, token)
+  pairs taken from the same strings, through NumPy against ``step_torch`` (the tensor
+  path, which was the CPU path before the NumPy one).
 
-Semantics differ in one documented way: outlines-core compiles alternations
-leftmost-first, so where one alternative is a prefix of another (``a|ab``) it may never
-allow the longer one; XGrammar and neurosym allow every token that keeps the text
-completable. Steps where the masks differ are counted and reported, never hidden.
+outlines-core 0.2.14 differs from XGrammar and neurosym (which allow every token that
+keeps the text completable) in two ways: it refuses a token that would leave an already
+complete match incomplete (``a(:b)?`` refuses ``:`` after ``a``; ``-?[0-9]+(\.[0-9]+)?``
+refuses ``.`` after ``1``), 69 of the 99 refusals in the published run, and it compiles
+alternations leftmost-first (``a|ab`` never allows ``ab``), 30 of them. Steps where the
+masks differ are counted and reported, never hidden.
 """
 
 from __future__ import annotations
@@ -159,7 +169,9 @@ class Ours(Engine):
         self.auto.write_mask(self.state, out[: self.auto.words])
 
     def advance(self, token: int) -> None:
-        self.state = int(self.auto.step(np.int64(self.state), np.int64(token)))
+        self.state = self.auto.next_state(self.state, token)  # the one-row fast path (Automaton.step batches)
+        if self.state < 0:
+            raise NeurosymError(f"token {token} rejected")
 
 
 class Outlines(Engine):
@@ -200,7 +212,8 @@ class XGrammar(Engine):
         self.matcher.fill_next_token_bitmask(self.buffer)
 
     def advance(self, token: int) -> None:
-        self.matcher.accept_token(token)
+        if not self.matcher.accept_token(token):
+            raise NeurosymError(f"token {token} rejected")
 
 
 # ---------------------------------------------------------------------- measuring
@@ -236,28 +249,81 @@ def engine_vocabularies(vocab: Vocab, eos: int):
     return out, seconds
 
 
-def run_strings(engine: Engine, token_lists: list[list[int]], words: int) -> tuple[list[float], dict, int]:
-    """Mask times (µs) at every step of every string, the masks keyed by (string, step),
-    and how many strings the engine refused part-way (a token of a string that fully
-    matches the pattern under Python's ``re`` was rejected)."""
-    times, masks, refused = [], {}, 0
+def run_strings(engine: Engine, token_lists: list[list[int]], words: int) -> tuple[dict[str, list[float]], dict, int]:
+    """Times (µs) at every step of every string — ``mask`` (write the packed mask),
+    ``advance`` (take the string's next token) and ``step`` (the two together, what a
+    decoder pays per token) — the masks keyed by (string, step), and how many strings
+    the engine refused part-way (a token of a string that fully matches the pattern
+    under Python's ``re`` was rejected)."""
+    times: dict[str, list[float]] = {"mask": [], "advance": [], "step": []}
+    masks, refused = {}, 0
     buf = np.zeros(words, dtype=np.int32)
+    clock = time.perf_counter_ns
     for i, tokens in enumerate(token_lists):
         engine.start()
         for k, tok in enumerate(tokens + [None]):
             buf[:] = 0
-            t0 = time.perf_counter_ns()
+            t0 = clock()
             engine.write_mask(buf)
-            times.append((time.perf_counter_ns() - t0) / 1000)
+            mask_us = (clock() - t0) / 1000
+            times["mask"].append(mask_us)
             masks[i, k] = buf.copy()
             if tok is None:
                 continue
             try:
+                t0 = clock()
                 engine.advance(tok)
+                advance_us = (clock() - t0) / 1000
             except Exception:  # noqa: BLE001 - the engine's own refusal, counted
                 refused += 1
                 break
+            times["advance"].append(advance_us)
+            times["step"].append(mask_us + advance_us)
     return times, masks, refused
+
+
+BATCHES = (1, 32, 256)
+
+
+def batched_steps(auto: Automaton, token_lists: list[list[int]], batches: tuple[int, ...] = BATCHES, repeats: int = 200, seed: int = 0) -> dict[int, dict[str, float]]:
+    """Median µs of one batched advance, ``Automaton.step`` on CPU tensors (the NumPy
+    path) against ``step_torch`` (the same step as tensor operations, the path before
+    the NumPy one), for batches of (state, token) pairs drawn from the real strings'
+    steps; the two must give the same states."""
+    pairs = []
+    for tokens in token_lists:
+        q = auto.start
+        for t in tokens:
+            pairs.append((q, t))
+            q = auto.next_state(q, t)
+    if not pairs:
+        return {}
+    rng = np.random.default_rng(seed)
+    table = np.array(pairs, dtype=np.int64)
+    out = {}
+    for B in batches:
+        pick = table[rng.integers(0, len(table), B)]
+        states, tokens = torch.from_numpy(pick[:, 0].copy()), torch.from_numpy(pick[:, 1].copy())
+        if not torch.equal(auto.step(states, tokens), auto.step_torch(states, tokens)):
+            raise NeurosymError("bench decode: the NumPy and tensor steps disagree")
+        row = {}
+        for name, fn in (("numpy_us", auto.step), ("torch_us", auto.step_torch)):
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter_ns()
+                fn(states, tokens)
+                times.append((time.perf_counter_ns() - t0) / 1000)
+            row[name] = statistics.median(times)
+        out[B] = row
+    return out
+
+
+def percentiles(times: list[float]) -> tuple[float | None, float | None]:
+    """(median, 99th percentile) of a list of times, or (None, None) if empty."""
+    if not times:
+        return None, None
+    ordered = sorted(times)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
 def peak_rss_bytes() -> int:
@@ -334,16 +400,17 @@ def run(n_words: int = 5000, bpe_size: int = 32000, repeats: int = 3, progress: 
             row["regex_parse_seconds"] = parse_floor(pattern, repeats)
         masks = {}
         for e in engines:
+            if isinstance(e, Ours):
+                row["batched_step"] = batched_steps(e.auto, token_lists)
             times, masks[e.name], refused = run_strings(e, token_lists, words)
-            times.sort()
             row["engines"][e.name] = {
                 "build_seconds": e.build_seconds,
                 "build_cpu_seconds": e.build_cpu_seconds,
                 "memory_bytes": e.memory_bytes,
-                "mask_median_us": statistics.median(times) if times else None,
-                "mask_p99_us": times[min(len(times) - 1, int(0.99 * len(times)))] if times else None,
                 "strings_refused": refused,
             }
+            for part, ts in times.items():
+                row["engines"][e.name][f"{part}_median_us"], row["engines"][e.name][f"{part}_p99_us"] = percentiles(ts)
         for kind in ("neurosym", "outlines-core"):
             if kind in row["engines"] and "error" not in row["engines"][kind]:
                 row["engines"][kind]["rss_growth_bytes"] = rss_growth(kind, pattern, vocab, eos, timeout=600)
@@ -359,15 +426,45 @@ def run(n_words: int = 5000, bpe_size: int = 32000, repeats: int = 3, progress: 
                     row["engines"][kind]["mask_disagreements"] = sum(real(masks["neurosym"][key]) != real(theirs[key]) for key in shared)
                     row["engines"][kind]["mask_steps_compared"] = len(shared)
         rows.append(row)
-    return {"vocab_size": V, "vocab_setup_seconds": setup, "patterns": rows}
+    out = {"vocab_size": V, "vocab_setup_seconds": setup, "patterns": rows}
+    out["ratios"] = step_ratios(out)
+    return out
+
+
+def us(x: float | None, width: int) -> str:
+    return f"{x:>{width}.2f}" if x is not None else f"{'n/a':>{width}}"
+
+
+def ratio(theirs: float | None, ours: float | None) -> float | None:
+    return theirs / ours if theirs is not None and ours else None
+
+
+def step_ratios(r: dict) -> dict[str, dict[str, float]]:
+    """Per reference engine, the geometric mean over patterns of theirs / ours for the
+    mask, the advance and the two together (p50 and p99): > 1 means neurosym is faster."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for row in r["patterns"]:
+        ours = row["engines"].get("neurosym", {})
+        if "error" in ours:
+            continue
+        for kind, e in row["engines"].items():
+            if kind == "neurosym" or "error" in e:
+                continue
+            for key in ("mask_median_us", "mask_p99_us", "advance_median_us", "advance_p99_us", "step_median_us", "step_p99_us"):
+                q = ratio(e.get(key), ours.get(key))
+                if q is not None:
+                    out.setdefault(kind, {}).setdefault(key, []).append(q)
+    return {kind: {key: math.exp(statistics.fmean(math.log(x) for x in xs)) for key, xs in d.items()} for kind, d in out.items()}
 
 
 def format_results(r: dict) -> str:
     lines = [
         f"token index over a {r['vocab_size']}-token byte-level BPE (WikiText-2 + UD EWT)",
         "vocabulary set-up, once: " + ", ".join(f"{k} {v:.3f} s" for k, v in r["vocab_setup_seconds"].items()),
+        "per token, one sequence: mask = write the packed allowed-token mask, advance = take the token, step = both (µs)",
         "",
-        f"  {'pattern':<22}{'engine':<15}{'build s':>9}{'CPU s':>9}{'index MB':>10}{'peak RSS MB':>12}{'mask µs p50':>13}{'p99':>8}  masks differing from neurosym's",
+        f"  {'pattern':<22}{'engine':<15}{'build s':>9}{'CPU s':>9}{'index MB':>10}{'peak RSS MB':>12}"
+        f"{'mask p50':>10}{'p99':>8}{'adv p50':>9}{'p99':>8}{'step p50':>10}{'p99':>8}  masks differing from neurosym's",
     ]
     for row in r["patterns"]:
         ours = row["engines"].get("neurosym", {})
@@ -380,12 +477,26 @@ def format_results(r: dict) -> str:
             diff = f"{e['mask_disagreements']}/{e['mask_steps_compared']}" if "mask_disagreements" in e else ""
             if e.get("strings_refused"):
                 diff += f" refused {e['strings_refused']}"
-            lines.append(f"  {row['pattern']:<22}{kind:<15}{e['build_seconds']:>9.4f}{e['build_cpu_seconds']:>9.4f}{mem:>10}{rss:>12}{e['mask_median_us']:>13.2f}{e['mask_p99_us']:>8.2f}  {diff}")
+            times = "".join(us(e.get(f"{part}_{q}_us"), w) for part in ("mask", "advance", "step") for q, w in (("median", 10 if part != "advance" else 9), ("p99", 8)))
+            lines.append(f"  {row['pattern']:<22}{kind:<15}{e['build_seconds']:>9.4f}{e['build_cpu_seconds']:>9.4f}{mem:>10}{rss:>12}{times}  {diff}")
         for kind, e in row["engines"].items():
             if kind != "neurosym" and "error" not in e and "error" not in ours:
-                lines.append(f"  {'':<22}{'ratio ' + kind:<15}build {e['build_seconds'] / ours['build_seconds']:.2f}x (CPU {e['build_cpu_seconds'] / ours['build_cpu_seconds']:.2f}x), mask p50 {e['mask_median_us'] / ours['mask_median_us']:.2f}x (theirs / ours: > 1 means neurosym is faster)")
+                parts = [f"build {e['build_seconds'] / ours['build_seconds']:.2f}x (CPU {e['build_cpu_seconds'] / ours['build_cpu_seconds']:.2f}x)"]
+                for part in ("mask", "advance", "step"):
+                    p50, p99 = ratio(e.get(f"{part}_median_us"), ours.get(f"{part}_median_us")), ratio(e.get(f"{part}_p99_us"), ours.get(f"{part}_p99_us"))
+                    if p50 is not None and p99 is not None:
+                        parts.append(f"{part} p50 {p50:.2f}x p99 {p99:.2f}x")
+                lines.append(f"  {'':<22}{'theirs/ours ' + kind + ':':<27}" + ", ".join(parts))
+        if row.get("batched_step"):
+            lines.append(f"  {'':<22}batched advance, Automaton.step (NumPy) vs step_torch, µs p50: "
+                         + ", ".join(f"B={B} {t['numpy_us']:.1f} vs {t['torch_us']:.1f}" for B, t in row["batched_step"].items()))
         parse = f"; parsing the regex alone (interegular) {row['regex_parse_seconds']:.4f} s" if "regex_parse_seconds" in row else ""
         lines.append(f"  {'':<22}({row['strings']} strings, {row['steps']} mask steps{parse})")
+    summary = step_ratios(r)
+    if summary:
+        lines += ["", "theirs / ours per token, geometric mean over the patterns (> 1: neurosym is faster):"]
+        for kind, g in summary.items():
+            lines.append(f"  {kind:<15}" + ", ".join(f"{part} p50 {g[f'{part}_median_us']:.2f}x p99 {g[f'{part}_p99_us']:.2f}x" for part in ("mask", "advance", "step") if f"{part}_median_us" in g))
     return "\n".join(lines)
 
 

@@ -63,6 +63,7 @@ from neurosym.dsl.regex import read_regex_bank
 
 FORMAT = "neurosym-automata"
 FORMAT_VERSION = 2  # v2: automata stored as sparse arcs instead of dense (Q, V) tables
+COMPILER_REVISION = 1  # in the cache key: bump when the same sources compile differently (1: byte automata read well-formed UTF-8 only)
 RULE_TENSORS = ("root", "binary", "emit", "root_term", "empty")
 
 Artifact = Union[Automaton, RegexBank, WeightedAutomaton, RuleTensors, FeatureBank]
@@ -372,8 +373,9 @@ def bank_sources(bank: regex_ir.Bank) -> list[str]:
 
 
 def cache_key(sources: list[str], vocab: Vocab | None, limits: Limits) -> str:
-    """sha256 over the sources' contents, the vocabulary hash, the limits and the version."""
-    h = hashlib.sha256(f"{FORMAT}/{FORMAT_VERSION}/{__version__}/{limits.max_states}/{limits.time_limit}".encode())
+    """sha256 over the sources' contents, the vocabulary hash, the limits, the version and
+    the compiler revision."""
+    h = hashlib.sha256(f"{FORMAT}/{FORMAT_VERSION}/r{COMPILER_REVISION}/{__version__}/{limits.max_states}/{limits.time_limit}".encode())
     for src in sources:
         h.update(b"\x00" + Path(src).name.encode() + b"\x00" + hashlib.sha256(Path(src).read_bytes()).digest())
     h.update(b"\x01" + (vocab.sha256() if vocab is not None else "default").encode())

@@ -6,9 +6,16 @@ and word vocabularies, UTF-8 bytes for byte-level vocabularies (so a state may s
 the middle of a character).
 
 The automaton is stored sparsely — each state's arcs as sorted (token, next state)
-pairs — with every state's allowed-token set packed into 32-bit words, so stepping is
-a binary search and a decoding mask one row lookup, whatever the vocabulary's size.
-A dense ``(Q, V)`` table is built only when asked for (:attr:`Automaton.delta`).
+pairs, or no arcs at all and a small symbol table that reads each token's bytes or
+characters (:class:`~neurosym.compile.token_index.TokenWalker`) — with every state's
+allowed-token set packed into 32-bit words, so a decoding mask is one row lookup,
+whatever the vocabulary's size. A dense ``(Q, V)`` table is built only when asked for
+(:attr:`Automaton.delta`).
+
+The per-token step runs in NumPy on the CPU (:class:`~neurosym.compile.token_index.TokenStepper`):
+``next_state`` for one row in plain Python, ``step_numpy`` / ``step`` for a batch with one
+gather per symbol position and no per-row Python work; ``step_torch`` is the same step as
+tensor operations, used for tensors on an accelerator.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import numpy as np
 import torch
 
 from neurosym.compile.dfa import CharDFA, sample_paths
-from neurosym.compile.token_index import WORD_BITS, TokenArcs, TokenWalker, token_arcs, vocab_trie
+from neurosym.compile.token_index import WORD_BITS, TokenArcs, TokenStepper, TokenWalker, expand, token_arcs, vocab_trie
 from neurosym.errors import NeurosymError
 from neurosym.semiring import LOG_ZERO
 from neurosym.vocab import Vocab
@@ -73,6 +80,7 @@ class Automaton:
         elif arcs.num_tokens != len(vocab):
             raise NeurosymError(f"arcs are over {arcs.num_tokens} tokens, the vocabulary has {len(vocab)}")
         self._delta = None if delta is None else delta.long()
+        self._delta_np: np.ndarray | None = None  # its numpy view, made on first use
         self._num_states, self._num_arcs = arcs.num_states, len(arcs.tokens)
         self.words = (len(vocab) + WORD_BITS - 1) // WORD_BITS
         bits, row = arcs.packed_masks()
@@ -94,6 +102,7 @@ class Automaton:
             self._dense_rows = [views[m] for m in row.tolist()]
         self.final = torch.from_numpy(arcs.final.copy()) if final is None else final.bool()
         self.walker = walker
+        self.stepper: TokenStepper | None = None
         if walker is None:  # step by binary search over the arcs, kept
             self._arcs: TokenArcs | None = arcs
             self._keys = torch.from_numpy(arcs.sources * max(len(vocab), 1) + arcs.tokens)
@@ -101,15 +110,8 @@ class Automaton:
         else:  # step through the symbol table; arcs rebuilt on demand
             self._arcs = None
             trie = vocab_trie(vocab)
-            self._walk = {
-                "table": torch.from_numpy(walker.table.astype(np.int64)),
-                "columns": torch.from_numpy(walker.columns.astype(np.int64)),
-                "enter": torch.from_numpy(walker.enter),
-                "leave": torch.from_numpy(walker.leave),
-                "symbols": torch.from_numpy(trie.token_symbols),
-                "length": torch.from_numpy(np.where(trie.special, -1, trie.token_len)),
-                "unk_next": None if walker.unk_next is None else torch.from_numpy(walker.unk_next),
-            }
+            self.stepper = TokenStepper(walker, trie, vocab.unk if vocab.kind == "char" else None)
+        self._walk_on: dict[torch.device, dict] = {}  # the walker's tables as tensors per device, made by step_torch
         self.vocab = vocab
         self.start = start
         self.char_dfa = char_dfa
@@ -150,17 +152,24 @@ class Automaton:
             self._delta = torch.from_numpy(self.arcs.dense())
         return self._delta
 
+    def delta_numpy(self) -> np.ndarray:
+        """:attr:`delta` as a NumPy array (Q, V) int64 (a view where it lives on the CPU)."""
+        if self._delta_np is None:
+            self._delta_np = self.delta.cpu().numpy()
+        return self._delta_np
+
     def index_bytes(self) -> int:
         """Bytes this automaton holds to step and mask: the packed masks, the final flags,
-        and either the kept arcs or the walker's tables (the vocabulary's own symbol
-        table, shared by every automaton over it, and optional dense tables not counted)."""
+        and either the kept arcs or the walker's tables and their stepping layout (the
+        vocabulary's own symbol table, shared by every automaton over it, and optional
+        dense tables not counted)."""
         tensors = [self.mask_ptr, self.mask_index, self.mask_value, self.mask_row, self.final]
         if self.mask_dense is not None:
             tensors.append(self.mask_dense)
         held = sum(t.numel() * t.element_size() for t in tensors)
         if self.walker is None:
             return held + sum(t.numel() * t.element_size() for t in (self._keys, self._targets))
-        return held + self.walker.nbytes()
+        return held + self.walker.nbytes() + self.stepper.nbytes()
 
     def __repr__(self) -> str:
         label = f"{self.name}: " if self.name else ""
@@ -187,46 +196,74 @@ class Automaton:
         return bool(self.final[state])
 
     def next_state(self, state: int, token: int) -> int:
-        """One step for one state and one token, in plain Python/numpy (no tensor
+        """One step for one state and one token, in plain Python (no numpy or tensor
         overhead): the next state, or -1."""
+        stepper = self.stepper
+        if stepper is not None:
+            return stepper.next_state(state, token)
         V = len(self.vocab)
-        if state < 0 or not 0 <= token < V:
+        state, token = int(state), int(token)
+        if not (0 <= state < self._num_states and 0 <= token < V):
             return -1
         if self._delta is not None:
-            return int(self._delta[state, token])
-        if self.walker is None:
-            keys = self._keys.numpy()
-            want = state * max(V, 1) + token
-            pos = int(np.searchsorted(keys, want))
-            return int(self._targets[pos]) if pos < len(keys) and keys[pos] == want else -1
-        w, trie = self.walker, vocab_trie(self.vocab)
-        if trie.special[token]:
-            return int(w.unk_next[state]) if w.unk_next is not None and token == self.vocab.unk else -1
-        s = int(w.enter[state])
-        for sym in trie.token_symbols[token, : trie.token_len[token]].tolist():
-            col = int(w.columns[sym])
-            s = int(w.table[s, col]) if col >= 0 else -1
-            if s < 0:
-                return -1
-        return int(w.leave[s])
+            return int(self.delta_numpy()[state, token])
+        keys = self._keys.numpy()
+        want = state * max(V, 1) + token
+        pos = int(np.searchsorted(keys, want))
+        return int(self._targets[pos]) if pos < len(keys) and keys[pos] == want else -1
 
     def run(self, ids: torch.Tensor) -> torch.Tensor:
         """States after each prefix of a batch: ids (B, L) -> states (B, L), -1 once rejected."""
         B, L = ids.shape
-        states = torch.full((B,), self.start, dtype=torch.long)
-        out = torch.empty(B, L, dtype=torch.long)
+        ids_np = torch.as_tensor(ids).cpu().numpy()
+        states = np.full(B, self.start, dtype=np.int64)
+        out = np.empty((B, L), dtype=np.int64)
         for t in range(L):
-            states = self.step(states, ids[:, t])
+            states = self.step_numpy(states, ids_np[:, t])
             out[:, t] = states
-        return out
+        return torch.from_numpy(out).to(ids.device)
+
+    def step_numpy(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Next states (...) for int arrays states (...) and tokens (...), broadcast
+        together: the NumPy fast path of :meth:`step` (-1 stays -1; a token outside
+        ``0..V-1`` rejects)."""
+        if np.ndim(states) == np.ndim(tokens) == 0:
+            return np.int64(self.next_state(int(states), int(tokens)))
+        if self.stepper is not None and self._delta is None:
+            return self.stepper.step(states, tokens)
+        V = len(self.vocab)
+        states, tokens = np.broadcast_arrays(np.asarray(states, dtype=np.int64), np.asarray(tokens, dtype=np.int64))
+        ok = (states >= 0) & (states < self._num_states) & (tokens >= 0) & (tokens < V)
+        q, t = np.where(ok, states, 0), np.where(ok, tokens, 0)
+        if self._delta is not None:  # a dense table at hand (small automata, FSGs): one gather
+            return np.where(ok, self.delta_numpy()[q, t], -1)
+        keys, targets = self._keys.numpy(), self._targets.numpy()
+        if not len(keys):
+            return np.full(states.shape, -1, dtype=np.int64)
+        want = q * max(V, 1) + t
+        pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        return np.where(ok & (keys[pos] == want), targets[pos], -1)
 
     def step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Next states (...) for states (...) and tokens (...); -1 stays -1, and an
-        unknown token (outside ``0..V-1``) rejects."""
+        unknown token (outside ``0..V-1``) rejects. Tensors (or ints, or arrays) on the
+        CPU step through NumPy tables (:meth:`step_numpy`); tensors on an accelerator
+        step there (:meth:`step_torch`). Returns a long tensor on the inputs' device."""
+        device = states.device if isinstance(states, torch.Tensor) else tokens.device if isinstance(tokens, torch.Tensor) else None
+        if device is not None and device.type != "cpu":
+            return self.step_torch(states, tokens)
+        as_np = [x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x) for x in (states, tokens)]
+        if as_np[0].ndim == as_np[1].ndim == 0:  # one pair: plain Python beats any array call
+            return torch.tensor(self.next_state(int(as_np[0]), int(as_np[1])), dtype=torch.long)
+        return torch.from_numpy(np.asarray(self.step_numpy(*as_np), dtype=np.int64))
+
+    def step_torch(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """:meth:`step` as tensor operations on the inputs' device (for tensors on an
+        accelerator; the same states as the NumPy path)."""
         V = len(self.vocab)
         states, tokens = torch.broadcast_tensors(torch.as_tensor(states, dtype=torch.long), torch.as_tensor(tokens, dtype=torch.long))
-        ok = (states >= 0) & (tokens >= 0) & (tokens < V)
-        q, t = states.clamp(min=0), tokens.clamp(0, max(V - 1, 0))
+        ok = (states >= 0) & (states < self._num_states) & (tokens >= 0) & (tokens < V)
+        q, t = torch.where(ok, states, 0), tokens.clamp(0, max(V - 1, 0))
         if self._delta is not None:  # a dense table is at hand (small automata, FSGs): one gather
             return torch.where(ok, self._delta.to(states.device)[q, t], -1)
         if self.walker is None:
@@ -236,7 +273,19 @@ class Automaton:
             want = q * max(V, 1) + t
             pos = torch.searchsorted(keys, want.reshape(-1)).reshape(want.shape).clamp(max=keys.numel() - 1)
             return torch.where(ok & (keys[pos] == want), self._targets.to(states.device)[pos], torch.full_like(want, -1))
-        w = {k: (v.to(states.device) if v is not None else None) for k, v in self._walk.items()}
+        w = self._walk_on.get(states.device)
+        if w is None:
+            walker, trie = self.walker, vocab_trie(self.vocab)
+            tables = {
+                "table": walker.table.astype(np.int64),
+                "columns": walker.columns.astype(np.int64),
+                "enter": walker.enter,
+                "leave": walker.leave,
+                "symbols": trie.token_symbols,
+                "length": np.where(trie.special, -1, trie.token_len),
+                "unk_next": walker.unk_next,
+            }
+            w = self._walk_on[states.device] = {k: (torch.from_numpy(np.ascontiguousarray(v)).to(states.device) if v is not None else None) for k, v in tables.items()}
         length = w["length"][t]
         sym = w["symbols"][t].long()  # (..., L), -1 after the end
         s = w["enter"][q]
@@ -250,9 +299,35 @@ class Automaton:
             out = torch.where(t == self.vocab.unk, w["unk_next"][q], out)
         return torch.where(ok, out, -1)
 
+    def mask_words_numpy(self, states: np.ndarray) -> np.ndarray:
+        """Allowed next tokens, packed: int array states (...) -> (..., ceil(V / 32)) int32
+        (all zero after -1); the NumPy path of :meth:`mask_words`."""
+        states = np.asarray(states, dtype=np.int64)
+        flat = states.reshape(-1)
+        rows = self._np_masks[0][np.maximum(flat, 0)]
+        if self.mask_dense is not None:
+            out = self.mask_dense.numpy()[rows]
+        else:
+            _, ptr, index, value = self._np_masks
+            out = np.zeros((len(flat), self.words), dtype=np.int32)
+            counts = ptr[rows + 1] - ptr[rows]
+            at, counts = expand(ptr[rows], counts)
+            out[np.repeat(np.arange(len(flat)), counts), index[at]] = value[at]
+        out[flat < 0] = 0
+        return out.reshape(*states.shape, self.words)
+
+    def mask_numpy(self, states: np.ndarray) -> np.ndarray:
+        """Allowed next tokens: int array states (...) -> (..., V) bool; the NumPy path of
+        :meth:`mask` (the packed rows unpacked with ``np.unpackbits``)."""
+        words = self.mask_words_numpy(states)
+        bits = np.unpackbits(words.astype("<i4", copy=False).view(np.uint8), axis=-1, bitorder="little")
+        return np.ascontiguousarray(bits[..., : len(self.vocab)]).view(bool)
+
     def mask_words(self, states: torch.Tensor) -> torch.Tensor:
         """Allowed next tokens, packed: states (...) -> (..., ceil(V / 32)) int32 (all
-        zero after -1)."""
+        zero after -1). CPU tensors go through NumPy (:meth:`mask_words_numpy`)."""
+        if not (isinstance(states, torch.Tensor) and states.device.type != "cpu"):
+            return torch.from_numpy(self.mask_words_numpy(states.numpy() if isinstance(states, torch.Tensor) else states))
         states = torch.as_tensor(states, dtype=torch.long)
         if self.mask_dense is not None:
             words = self.mask_dense.to(states.device)[self.mask_row.to(states.device)[states.clamp(min=0)]]
@@ -282,7 +357,10 @@ class Automaton:
         out[index[a:b]] = value[a:b]
 
     def mask(self, states: torch.Tensor) -> torch.Tensor:
-        """Allowed next tokens: states (...) -> (..., V) bool; nothing is allowed after -1."""
+        """Allowed next tokens: states (...) -> (..., V) bool; nothing is allowed after -1.
+        CPU tensors go through NumPy (:meth:`mask_numpy`)."""
+        if not (isinstance(states, torch.Tensor) and states.device.type != "cpu"):
+            return torch.from_numpy(self.mask_numpy(states.numpy() if isinstance(states, torch.Tensor) else states))
         return unpack_bits(self.mask_words(states), len(self.vocab))
 
     def log_transitions(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -355,8 +355,8 @@ class ByteView:
 
     A byte state ``s = q * Nd + n`` pairs the character state ``q`` with the node ``n``
     of an incremental UTF-8 decoder (``n = 0``: between characters), so a byte string
-    may stop mid-character (as byte-level BPE tokens do). Malformed UTF-8 continuations
-    are read as some character outside the alphabet (class 0). Start state 0.
+    may stop mid-character (as byte-level BPE tokens do). Only well-formed UTF-8 is read
+    (see :func:`utf8_decoder`); any other byte string is rejected. Start state 0.
     """
 
     dfa: CharDFA
@@ -400,51 +400,81 @@ class ByteView:
         return (states % Nd == 0) & self.dfa.final[states // Nd]
 
 
+# The bytes that may follow a UTF-8 lead byte, where they are narrower than 80-BF (RFC
+# 3629, table 3-7 of the Unicode standard): no overlong forms (E0, F0), no surrogates
+# (ED), nothing above U+10FFFF (F4). Every later continuation byte is 80-BF.
+FIRST_CONTINUATION = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}
+CONTINUATION = (0x80, 0xBF)
+
+
+def utf8_lead_need(b: int) -> int:
+    """Continuation bytes a byte ``b`` asks for at the start of a character: 0 for ASCII,
+    1-3 for a lead byte, -1 for a byte that never starts a character (80-C1, F5-FF)."""
+    if b < 0x80:
+        return 0
+    if 0xC2 <= b < 0xE0:
+        return 1
+    if 0xE0 <= b < 0xF0:
+        return 2
+    if 0xF0 <= b < 0xF5:
+        return 3
+    return -1
+
+
+def utf8_next_bytes(prefix: bytes) -> range:
+    """The bytes that may extend ``prefix``, a proper non-empty prefix of a well-formed
+    character's encoding."""
+    lo, hi = FIRST_CONTINUATION.get(prefix[0], CONTINUATION) if len(prefix) == 1 else CONTINUATION
+    return range(lo, hi + 1)
+
+
 def utf8_decoder(part: Partition) -> tuple[np.ndarray, np.ndarray]:
-    """An incremental UTF-8 decoder as two (Nd, 256) tables.
+    """An incremental decoder of well-formed UTF-8 as two (Nd, 256) tables.
 
     ``next[n, b]`` is the decoder node after byte ``b`` mid-character (or -1) and
     ``emit[n, b]`` the character class completed by ``b`` (or -1). Node 0 is "between
     characters"; other nodes are prefixes of the partition's explicit multi-byte
-    characters, plus generic nodes "r continuation bytes still to come" for the rest.
+    characters, plus generic nodes for the rest: "r continuation bytes to come, the next
+    in ``lo..hi``". The bytes read are exactly the well-formed UTF-8 strings (what
+    ``bytes.decode("utf-8")`` accepts): no overlong forms, surrogates, code points
+    above U+10FFFF, stray or missing continuation bytes.
     """
     prefix_node: dict[bytes, int] = {b"": 0}
     for c in part.class_of:
-        enc = c.encode("utf-8", "surrogatepass")
+        try:
+            enc = c.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no well-formed UTF-8 spells it
+            continue
         for i in range(1, len(enc)):
             prefix_node.setdefault(enc[:i], len(prefix_node))
-    generic = {r: len(prefix_node) + r - 1 for r in (1, 2, 3)}
-    Nd = len(prefix_node) + 3
+    generic: dict[tuple[int, int, int], int] = {}
+    for key in [(r, *CONTINUATION) for r in (1, 2, 3)] + [(utf8_lead_need(b), lo, hi) for b, (lo, hi) in FIRST_CONTINUATION.items()]:
+        generic[key] = len(prefix_node) + len(generic)
+    Nd = len(prefix_node) + len(generic)
     nxt = np.full((Nd, 256), -1, dtype=np.int64)
     emit = np.full((Nd, 256), -1, dtype=np.int64)
-    lead_need = np.full(256, -1)
-    lead_need[:0x80] = 0
-    lead_need[0xC2:0xE0] = 1
-    lead_need[0xE0:0xF0] = 2
-    lead_need[0xF0:0xF5] = 3
-    cont = np.arange(0x80, 0xC0)
     for b in range(256):
-        need = int(lead_need[b])
+        need = utf8_lead_need(b)
         if need == 0:
             emit[0, b] = part.class_of.get(chr(b), OTHER)
         elif need > 0:
-            nxt[0, b] = prefix_node.get(bytes([b]), generic[need])
+            nxt[0, b] = prefix_node.get(bytes([b]), generic[(need, *FIRST_CONTINUATION.get(b, CONTINUATION))])
     for prefix, node in prefix_node.items():
         if not prefix:
             continue
-        need = int(lead_need[prefix[0]]) - (len(prefix) - 1)
-        for b in cont.tolist():
+        need = utf8_lead_need(prefix[0]) - (len(prefix) - 1)
+        for b in utf8_next_bytes(prefix):
             seq = prefix + bytes([b])
             if need == 1:
-                try:
-                    emit[node, b] = part.class_of.get(seq.decode("utf-8"), OTHER)
-                except UnicodeDecodeError:
-                    emit[node, b] = OTHER
+                emit[node, b] = part.class_of.get(seq.decode("utf-8"), OTHER)  # well-formed by construction
             else:
-                nxt[node, b] = prefix_node.get(seq, generic[need - 1])
-    emit[generic[1], cont] = OTHER
-    nxt[generic[2], cont] = generic[1]
-    nxt[generic[3], cont] = generic[2]
+                nxt[node, b] = prefix_node.get(seq, generic[(need - 1, *CONTINUATION)])
+    for (need, lo, hi), node in generic.items():
+        span = np.arange(lo, hi + 1)
+        if need == 1:
+            emit[node, span] = OTHER  # a character the partition does not list explicitly
+        else:
+            nxt[node, span] = generic[(need - 1, *CONTINUATION)]
     return nxt, emit
 
 

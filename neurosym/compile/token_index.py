@@ -78,6 +78,23 @@ def vocab_trie(vocab: Vocab) -> VocabTrie:
     return trie
 
 
+_SYMBOL_TUPLES: dict[int, tuple[weakref.ref, list[tuple[int, ...]]]] = {}
+
+
+def token_symbol_tuples(trie: VocabTrie) -> list[tuple[int, ...]]:
+    """Each token's symbols (indices into ``trie.alphabet``) as a Python tuple, for
+    stepping one token in plain Python; built once per trie (a vocabulary's tries are
+    cached, so once per vocabulary)."""
+    hit = _SYMBOL_TUPLES.get(id(trie))
+    if hit is not None and hit[0]() is trie:
+        return hit[1]
+    flat = trie.token_symbols[trie.token_symbols >= 0].tolist()  # row-major: each token's symbols in order
+    ends = np.cumsum(trie.token_len).tolist()
+    tuples = [tuple(flat[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
+    _SYMBOL_TUPLES[id(trie)] = (weakref.ref(trie, lambda _, key=id(trie): _SYMBOL_TUPLES.pop(key, None)), tuples)
+    return tuples
+
+
 def build_trie(surfaces: list, as_bytes: bool) -> VocabTrie:
     """Build the trie with one vectorised step per depth (no Python loop over nodes)."""
     V = len(surfaces)
@@ -480,6 +497,122 @@ class TokenWalker:
             has = np.nonzero(self.unk_next >= 0)[0]
             src, tok, dst = np.concatenate([src, has]), np.concatenate([tok, np.full(len(has), unk)]), np.concatenate([dst, self.unk_next[has]])
         return TokenArcs.from_triples(src, tok, dst, final, len(trie.token_len))
+
+
+class TokenStepper:
+    """A :class:`TokenWalker` laid out for the per-token step in NumPy: a batch of
+    (state, token) pairs advances with one gather per symbol position of the longest
+    token in the batch (:meth:`step`), a single pair in plain Python over memoryviews
+    (:meth:`next_state`); no torch, no per-row Python work in the batch.
+
+    The symbol table gets two extra columns, "pad" (stay put: a shorter token has ended)
+    and "reject", and a last row, the sink, that rejects everything; a rejected state is
+    -1, so ``s * W + column`` wraps to the sink row and stays there: a symbol step is
+    ``s = flat[s * W + column]`` whatever happened before. The walker's ``table`` becomes
+    a view of this one (the same values, no second copy).
+
+    Attributes:
+        flat: ((S + 1) * W,) the extended table, W = C + 2 (int32 unless too large).
+        width: W.
+        enter: (Q + 1,) int64 the symbol state standing for each token state; entry Q
+            (the rejected state) is -1.
+        leave: (S + 1,) int64 the token state of each symbol state; the last entry (read
+            by -1) is -1.
+        columns: (A + 1,) the table column of each vocabulary symbol, "pad" at index A
+            (so the trie's -1 padding after a token's end reads as "stay put").
+        symbols: (V, L) the vocabulary's token symbols (the trie's, shared).
+        length: (V,) each token's symbol count; special: (V,) tokens that reject (a
+            character vocabulary's ``<unk>`` goes by ``unk_next`` instead).
+    """
+
+    def __init__(self, walker: TokenWalker, trie: VocabTrie, unk: int | None = None):
+        table = walker.table
+        S, C = table.shape
+        W = C + 2
+        full = np.empty((S + 1, W), dtype=np.int32 if (S + 1) * W < 2**31 else np.int64)
+        full[:S, :C] = table
+        full[:S, C] = np.arange(S)  # pad: stay
+        full[:, C + 1] = -1  # reject
+        full[S, :] = -1  # the sink: what -1 reads
+        walker.table = full[:S, :C]  # the same values, one copy
+        self.flat, self.width = full.reshape(-1), W
+        Q = len(walker.enter)
+        self.enter = np.append(walker.enter, -1).astype(np.int64)
+        self.leave = np.append(walker.leave, -1).astype(np.int64)
+        self.columns = np.append(np.where(walker.columns >= 0, walker.columns, C + 1), C).astype(np.int64)
+        self.symbols, self.length = trie.token_symbols, trie.token_len
+        self.special = trie.special.copy()
+        self.num_states, self.num_tokens = Q, len(trie.token_len)
+        self.unk = unk if walker.unk_next is not None else None
+        self.unk_next = None if self.unk is None else np.append(walker.unk_next, -1).astype(np.int64)
+        if self.unk is not None:
+            self.special[self.unk] = False  # handled apart
+        self._special = self.special.tolist()
+        self._symbols = token_symbol_tuples(trie)  # shared by every automaton over the vocabulary
+        self._column_list = self.columns.tolist()
+        self._views()
+
+    def _views(self) -> None:
+        """The single-pair path's memoryviews (plain Python ints without numpy scalars)."""
+        self._flat, self._enter, self._leave = (memoryview(a) for a in (self.flat, self.enter, self.leave))
+
+    def __getstate__(self) -> dict:  # memoryviews do not pickle or deep-copy: rebuilt on load
+        return {k: v for k, v in self.__dict__.items() if k not in ("_flat", "_enter", "_leave")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._views()
+
+    def nbytes(self) -> int:
+        """Bytes held beyond the walker's own tables (its ``table`` is a view of ``flat``;
+        the vocabulary's symbols are shared)."""
+        extra = self.flat.nbytes - self.flat.itemsize * (self.width - 2) * (len(self.leave) - 1)
+        return extra + sum(a.nbytes for a in (self.enter, self.leave, self.columns)) + (0 if self.unk_next is None else self.unk_next.nbytes)
+
+    def step(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Next token states for states and tokens (int arrays, broadcast together):
+        -1 where the state is -1, the token is outside ``0..V-1``, a special token, or
+        rejected."""
+        states, tokens = np.asarray(states, dtype=np.int64), np.asarray(tokens, dtype=np.int64)
+        if states.shape != tokens.shape:
+            states, tokens = np.broadcast_arrays(states, tokens)
+        shape = states.shape
+        if states.size == 1:  # one pair: the plain-Python path has no per-array overhead
+            return np.full(shape, self.next_state(int(states.reshape(-1)[0]), int(tokens.reshape(-1)[0])), dtype=np.int64)
+        q, t = np.ascontiguousarray(states).reshape(-1), np.ascontiguousarray(tokens).reshape(-1)
+        ok = (q.view(np.uint64) < self.num_states) & (t.view(np.uint64) < self.num_tokens)  # negatives wrap to huge
+        all_ok = bool(ok.all())
+        if not all_ok:
+            q, t = np.where(ok, q, self.num_states), np.where(ok, t, 0)
+        s = self.enter[q]
+        L = int(self.length[t].max()) if len(t) else 0
+        if L:
+            cols = self.columns[self.symbols[t, :L]]  # (n, L); -1 padding reads the pad column
+            W, flat = self.width, self.flat
+            for i in range(L):
+                s = flat[s * W + cols[:, i]]  # -1 * W + column: the sink row
+        out = self.leave[s]
+        reject = self.special[t]
+        if not all_ok:
+            reject |= ~ok
+        out[reject] = -1
+        if self.unk is not None:
+            at = (t == self.unk) & ok
+            out[at] = self.unk_next[q[at]]
+        return out.reshape(shape)
+
+    def next_state(self, state: int, token: int) -> int:
+        """One (state, token) pair in plain Python: the next state, or -1."""
+        if not (0 <= state < self.num_states and 0 <= token < self.num_tokens):
+            return -1
+        if self._special[token]:
+            return -1
+        if token == self.unk:
+            return int(self.unk_next[state])
+        s, flat, columns, W = self._enter[state], self._flat, self._column_list, self.width
+        for a in self._symbols[token]:
+            s = flat[s * W + columns[a]]
+        return self._leave[s]
 
 
 def _origin_of(enter: np.ndarray, symbol_states: np.ndarray) -> np.ndarray:
