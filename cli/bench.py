@@ -131,7 +131,8 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
 @json_option()
 def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, skip_index: bool, skip_generation: bool, as_json: bool) -> None:
     """Constrained decoding: the token index side by side with outlines-core and XGrammar
-    (build seconds, index memory, µs per token to write the mask, advance and both (p50, p99, theirs/ours) over real strings, mask agreement), and per
+    (build seconds, index memory, µs per token to write the mask, to advance and both, at
+    p50 and p99 and as theirs/ours, over real strings; mask agreement), and per
     generated token the processor chain and the KV cache against the model's forward.
     The index part needs the shared data sets wikitext-2 and ud-english-ewt and the
     `bench` extra (pip install 'neurosym[bench]'); a missing engine is reported, not fatal."""
