@@ -52,8 +52,16 @@ def test_shipped_ud_equals_the_conllu_words_and_tags(split):
 def test_data_dir_finds_the_original_files():
     assert corpus_path("ud-english-ewt", "test", SHARED).name == "en_ewt-ud-test.conllu"
     assert corpus_path("wikitext-2", "valid", SHARED) == SHARED / "wikitext-2" / "valid.txt"
+    # the shared copy holds the standard train split (wiki.train.tokens as train.txt)
+    assert corpus_path("wikitext-2", "train", SHARED) == SHARED / "wikitext-2" / "train.txt"
+
+
+def test_data_dir_names_what_it_looked_for(tmp_path):
+    (tmp_path / "wikitext-2").mkdir()
+    (tmp_path / "wikitext-2" / "valid.txt").write_text(" = a = \n")
+    assert corpus_path("wikitext-2", "valid", tmp_path) == tmp_path / "wikitext-2" / "valid.txt"
     with pytest.raises(NeurosymError, match="no wikitext-2 train file"):
-        corpus_path("wikitext-2", "train", SHARED)  # the shared copy has no train split
+        corpus_path("wikitext-2", "train", tmp_path)
 
 
 def test_corpus_errors_are_clear(tmp_path):
