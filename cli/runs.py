@@ -46,6 +46,7 @@ def plot(run: Path, output: Path | None) -> None:
 @click.command(
     name="eval",
     epilog=examples(
+        "neurosym eval runs/mine --split test --json              # a run of the built-in lm task",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0",
         "neurosym eval runs/semantic-fusion/semantic-fusion-baseline-seed0 -n 200 --seed 0 --json > baseline.json",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0 --settings soft,paper --alpha 0",
@@ -59,12 +60,21 @@ def plot(run: Path, output: Path | None) -> None:
 @seed_option("Random seed (same seed, same samples; the same draws for any run).")
 @click.option("--alpha", default=0.3, show_default=True, type=click.FloatRange(min=0, max=1),
               help="Weight of the uniform class mixture in the paper setting (0: the model's own distribution).")
+@click.option("--split", type=click.Choice(["valid", "test"]), default="valid", show_default=True,
+              help='A run of the built-in "lm" task: the [data] files to evaluate on.')
 @json_option("The report as JSON.")
-def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, as_json: bool) -> None:
-    """Decode a trained semantic-fusion RUN (a run folder or a checkpoint) for every request
-    (polarity pos/neg x punctuation) under each setting and print polarity and punctuation
-    accuracy, grammaticality, distinct-2, the held-out adjective hit rate next to the
-    sampler's own share, and the intended-vs-realised confusion matrices."""
+def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: str, as_json: bool) -> None:
+    """Evaluate a trained RUN (a run folder or a checkpoint). A run of the built-in "lm"
+    task: perplexity, top-1 accuracy and calibration error (ECE) on its valid or test
+    files. A semantic-fusion run: decode it for every request (polarity pos/neg x
+    punctuation) under each setting and print polarity and punctuation accuracy,
+    grammaticality, distinct-2, the held-out adjective hit rate next to the sampler's own
+    share, and the intended-vs-realised confusion matrices."""
+    from neurosym.lm.task import evaluate_run, format_evaluation, is_lm_run  # lazy: --help must not load torch and every subsystem
+    if is_lm_run(run):
+        result = evaluate_run(run, split)
+        click.echo(json.dumps(result, indent=2) if as_json else format_evaluation(result))
+        return
     from neurosym.experiments.control import PaperSampler, evaluate_run, format_eval  # lazy: --help must not load torch and every subsystem
     names = tuple(s.strip() for s in settings.split(",") if s.strip())
     report = evaluate_run(run, settings=names, n=n, seed=seed, paper=PaperSampler(alpha=alpha))
