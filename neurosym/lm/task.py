@@ -63,7 +63,9 @@ from neurosym.lm.fusion import AuxHead, GatedFusion
 from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_objective, stop_word_ids
 from neurosym.lm.losses import aux_bce
 from neurosym.lm.metrics import expected_calibration_error
-from neurosym.lm.model import CausalLM, LMSection
+from neurosym.lm.hf_model import HFCausalLM, load_base
+from neurosym.lm.lora import LoraSettings, with_lora
+from neurosym.lm.model import ARCHITECTURE_KEYS, CausalLM, LMSection
 from neurosym.lm.semantic_kl import TemperatureSchedule, semantic_kl_terms
 from neurosym.vocab import Vocab
 
@@ -94,7 +96,7 @@ class DataSection:
     valid: str | list[str] | None = None
     test: str | list[str] | None = None
     text_field: str = "text"  # .jsonl: the field holding each document's text
-    tokenizer: str = "word"  # word | bpe | a tokenizer.json | a folder holding tokenizer.json
+    tokenizer: str | None = None  # word | bpe | a tokenizer.json | a folder holding one (None: word, or model.hf's own)
     min_freq: int = 1  # word: rarer training words become <unk>
     bpe_size: int = 8000  # bpe: the vocabulary size
     window: int = 64  # tokens per training window (stride = window)
@@ -125,6 +127,24 @@ class FusionSection:
 
 
 @dataclass
+class LoraSection:
+    """``[model] lora = { r, alpha }``: train LoRA adapters on ``model.hf`` (its weights frozen)."""
+
+    r: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: list[str] | None = None  # None: peft's default for the architecture
+
+    def __post_init__(self):
+        _require(self.r >= 1, "model.lora.r", "expected an integer >= 1", self.r)
+        _require(math.isfinite(self.alpha) and self.alpha > 0, "model.lora.alpha", "expected a finite number > 0", self.alpha)
+        _require(0 <= self.dropout < 1, "model.lora.dropout", "expected a number in [0, 1)", self.dropout)
+
+    def settings(self) -> LoraSettings:
+        return LoraSettings(self.r, self.alpha, self.dropout, self.target_modules)
+
+
+@dataclass
 class ModelSection(LMSection):
     """``[model]``: the architecture (:class:`~neurosym.lm.model.LMSection`, a context of
     ``data.window`` tokens unless ``max_len`` is set), the fusion adapter and the idea gate."""
@@ -135,12 +155,13 @@ class ModelSection(LMSection):
     max_len: int | None = None  # None: data.window
     fusion: FusionSection | None = None
     idea: IdeaConfig | None = None
-    hf: str | None = None  # a local transformers causal LM folder (not in this version)
+    hf: str | None = None  # a local transformers causal LM folder (save_pretrained): its architecture and weights
+    lora: LoraSection | None = None  # with hf: train LoRA adapters only
 
     def __post_init__(self):
         super().__post_init__()
-        if self.hf is not None:
-            raise ConfigError('model.hf: Hugging Face models are not supported by the "lm" task yet; remove hf and use the native keys')
+        if self.lora is not None and self.hf is None:
+            raise ConfigError("model.lora: LoRA adapts a transformers model; it needs model.hf = DIR")
 
 
 @dataclass
@@ -261,7 +282,7 @@ def build_vocab(config: Config, d: DataSection, docs: list[str]) -> Vocab:
     """The run's vocabulary from the training documents: ``word`` (whitespace words seen
     ``min_freq`` times, most frequent first, after ``<pad> <unk> <eos> <bos>``), ``bpe``
     (learnt on the documents), or a tokenizer file or folder."""
-    if d.tokenizer == "word":
+    if d.tokenizer is None or d.tokenizer == "word":
         ranked = WordVocab.build((doc.split() for doc in docs), min_freq=d.min_freq)
         return Vocab.words([w for w in ranked.tokens[len(SPECIALS):] if w != BOS], specials=WORD_SPECIALS)
     if d.tokenizer == "bpe":
@@ -273,7 +294,8 @@ def build_vocab(config: Config, d: DataSection, docs: list[str]) -> Vocab:
     if path.is_dir():
         path = path / "tokenizer.json"
     if not path.is_file():
-        raise config.error("data.tokenizer", f'expected "word", "bpe", a tokenizer.json or a folder holding one, got {d.tokenizer!r} (no such file)')
+        raise config.error("data.tokenizer", f'expected "word", "bpe", a tokenizer.json or a folder holding one, got {d.tokenizer!r} '
+                           f"({path} is not there)")
     try:
         vocab = Vocab.from_tokenizer(path)
     except NeurosymError as err:
@@ -343,6 +365,10 @@ class LMTask:
             raise config.error("objective.aux", "the aux loss predicts lexicon features: it needs [model] fusion = { lexicon = ... }")
         if o.semantic_kl is not None and m.idea is not None and o.semantic_kl.lambda_ >= 1:
             raise config.error("objective.semantic_kl", "lambda = 1 leaves no cross-entropy for the idea gate to train; use lambda < 1")
+        if m.hf is not None:
+            given = [k for k in ARCHITECTURE_KEYS if k in config.model]
+            if given:
+                raise config.error(f"model.{given[0]}", "the architecture comes from model.hf; leave the native keys out")
         self.kl = o.semantic_kl
         self.temperatures = None if self.kl is None else self.kl.temperatures()
         self.temperature = None if self.temperatures is None else self.temperatures.start
@@ -350,15 +376,33 @@ class LMTask:
         if trained:  # a finished run: its own vocabulary and the files it recorded, no training text needed
             recorded = self.run_dir / DATA_FILE
             listed = json.loads(recorded.read_text(encoding="utf-8")) if recorded.is_file() else {}
+            self.hf_dir = Path(listed.pop("hf")) if "hf" in listed else (Path(m.hf) if m.hf is not None else None)
             self.files = {split: [Path(f) for f in names] for split, names in listed.items()}
             self.vocab = Vocab.from_json(json.loads((self.run_dir / VOCAB_FILE).read_text(encoding="utf-8")))
             self.train_docs: list[str] | None = None
         else:
+            self.hf_dir = Path(m.hf) if m.hf is not None else None
+            if self.hf_dir is not None and not (self.hf_dir / "config.json").is_file():
+                raise config.error("model.hf", f"{m.hf}: not a transformers model folder (no config.json)")
+            if self.hf_dir is not None and d.tokenizer is None:
+                d = self.data_cfg = dataclasses.replace(d, tokenizer=str(self.hf_dir))
             self.files = {split: expand_files(config, split) for split in ("train", "valid", "test") if config.data.get(split) is not None}
             self.train_docs = [doc for f in self.files["train"] for doc in read_documents(f, d.text_field)]
             if not self.train_docs:
                 raise config.error("data.train", "the training files hold no text")
             self.vocab = build_vocab(config, d, self.train_docs)
+        self.base: nn.Module | None = None
+        if self.hf_dir is not None:  # loaded (and checked) now, so a bad folder is refused before the run folder exists
+            try:
+                self.base = load_base(self.hf_dir)
+            except NeurosymError as err:
+                raise config.error("model.hf", str(err)) from None
+            rows = self.base.get_input_embeddings().num_embeddings
+            if len(self.vocab) > rows:
+                raise config.error("model.hf", f"the tokenizer has {len(self.vocab):,} tokens, the model embeds {rows:,}")
+            positions = getattr(self.base.config, "max_position_embeddings", None) or getattr(self.base.config, "n_positions", None)
+            if positions is not None and d.window > positions:
+                raise config.error("data.window", f"expected at most the model's {positions} positions, got {d.window}")
         self.pad_id, self.eos_id, self.bos_id = special_ids(self.vocab)
         self.bank = self._bank(m.fusion, trained) if m.fusion is not None else None
         self._train: tuple[Tensor, Tensor] | None = None
@@ -416,8 +460,10 @@ class LMTask:
         return batch
 
     # ------------------------------------------------------------------ the task protocol
-    def build_model(self, config: Config) -> CausalLM:
+    def build_model(self, config: Config) -> CausalLM | HFCausalLM:
         m, V = self.model_cfg, len(self.vocab)
+        if self.base is not None:
+            return self._build_hf(m)
         lm = m.lm_config(V, self.pad_id, max_len=m.max_len or self.data_cfg.window)
         adapter = heads = output = None
         if m.fusion is not None:
@@ -427,6 +473,21 @@ class LMTask:
         if m.idea is not None:
             output = IdeaOutput(lm.d_model, V, m.idea)
         return CausalLM(lm, adapter=adapter, heads=heads, output=output)
+
+    def _build_hf(self, m: ModelSection) -> HFCausalLM:
+        """The transformers model with the plug-ins; LoRA here, after the trainer has seeded
+        the run (the adapters' A matrices are random). The loaded base is used once."""
+        base, self.base = self.base, None
+        if base is None:
+            base = load_base(self.hf_dir)
+        if m.lora is not None:
+            base = with_lora(base, m.lora.settings())
+        D = base.get_input_embeddings().embedding_dim
+        rows = base.get_output_embeddings().weight.shape[0]
+        adapter = GatedFusion(len(self.bank), D) if m.fusion is not None else None
+        heads = {"aux": AuxHead(D, len(self.bank), m.fusion.aux_hidden)} if m.fusion is not None and self.objective.aux is not None else None
+        output = IdeaOutput(D, rows, m.idea) if m.idea is not None else None
+        return HFCausalLM(base, adapter=adapter, heads=heads, output=output)
 
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.train_windows()[0]) / self.batch_size)
@@ -466,8 +527,9 @@ class LMTask:
         else:
             out = model(ids, **inputs)
         if self.kl is not None:  # on the ungated logits hidden @ W^T (the fast path)
+            fast = isinstance(core, CausalLM)  # logits == hidden @ W^T; a transformers model may scale or bias its logits
             kl, ce_plain = semantic_kl_terms(out.logits, y, core.lm_head.weight, self.temperature, self.kl.similarity,
-                                             pad_id=self.pad_id, hidden=out.hidden)
+                                             pad_id=self.pad_id, hidden=out.hidden if fast else None)
             total = (total + lam * kl) if idea is not None else lam * kl + (1.0 - lam) * ce_plain
             logs.update(kl=float(kl.detach()), temperature=float(self.temperature))
             if idea is None:
@@ -542,7 +604,9 @@ class LMTask:
             shutil.copyfile(self.lexicon_path, run_dir / LEXICON_FILE)
         if self.bank is not None:
             written.append(LEXICON_FILE)
-        data = {split: [str(f.resolve()) for f in files] for split, files in self.files.items()}
+        data: dict[str, Any] = {split: [str(f.resolve()) for f in files] for split, files in self.files.items()}
+        if self.hf_dir is not None:
+            data["hf"] = str(self.hf_dir.resolve())
         if not (run_dir / DATA_FILE).is_file() or self.train_docs is not None:
             atomic_write_bytes(run_dir / DATA_FILE, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
         written.append(DATA_FILE)

@@ -395,3 +395,107 @@ def test_torchrun_two_processes_equal_one(tmp_path):
     lb = [m["loss"] for m in metrics(tmp_path / "runs" / "two") if m["kind"] == "train"]
     assert len(la) == len(lb) and max(abs(x - y) for x, y in zip(la, lb)) < 1e-5
     assert load_checkpoint(tmp_path / "runs" / "two")["world_size"] == 2
+
+
+# ---------------------------------------------------------------------- a transformers model: hf = DIR
+HF_CONFIG = """\
+[run]
+name = "{name}"
+threads = 1
+
+[data]
+train = "corpus/train.txt"
+valid = "corpus/valid.txt"
+window = 16
+
+[model]
+hf = "{folder}"
+{lora}
+fusion = {{ lexicon = "my.lex" }}
+idea = {{ weight = 1.0, window = 4, hidden = 16, stop_words = 2 }}
+
+[objective]
+semantic_kl = {{ lambda = 0.5, temperature = 0.1 }}
+aux = {{ weight = 0.5 }}
+
+[optim]
+lr = 1e-2
+batch_size = 16
+epochs = 3
+
+[log]
+every = 1
+progress = false
+"""
+
+
+def save_tiny_models(folder: Path) -> None:
+    """A randomly initialised GPT-2 and BERT (save_pretrained, no download), each with a word-level tokenizer.json."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = sorted({w for line in sentences(240, 0).splitlines() for w in line.split()})
+    specials = ["<pad>", "<unk>", "<eos>", "<bos>"]
+    tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(specials + words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens(specials)
+    V = len(specials) + len(words)
+    torch.manual_seed(0)
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=V, n_positions=32, n_embd=32, n_layer=1, n_head=2,
+                                                                bos_token_id=3, eos_token_id=2))
+    gpt2.save_pretrained(folder / "gpt2")
+    tok.save(str(folder / "gpt2" / "tokenizer.json"))
+    bert = transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                                intermediate_size=64))
+    bert.save_pretrained(folder / "bert")
+    tok.save(str(folder / "bert" / "tokenizer.json"))
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_transformers_model_trains_with_the_same_objective(tmp_path, monkeypatch, lora):
+    if lora:
+        pytest.importorskip("peft", reason="LoRA needs peft (the hf extra)")
+    make_project(tmp_path)
+    save_tiny_models(tmp_path)
+    (tmp_path / "hf.toml").write_text(HF_CONFIG.format(name="hf", folder="gpt2", lora="lora = { r = 4, alpha = 8 }" if lora else ""))
+    monkeypatch.chdir(tmp_path)
+    result = cli("train", "hf.toml")
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "runs" / "hf"
+    train = [m for m in metrics(run) if m["kind"] == "train"]
+    for m in train:
+        assert all(math.isfinite(m[k]) for k in ("ce", "kl", "idea_bce", "aux"))
+        assert m["loss"] == pytest.approx(0.5 * m["ce"] + 0.5 * m["kl"] + m["idea_bce"] + m["aux"], rel=1e-5)
+    first, last = sum(m["loss"] for m in train[:3]) / 3, sum(m["loss"] for m in train[-3:]) / 3
+    assert last < first  # the loss falls
+    report = json.loads(cli("eval", "runs/hf", "--split", "valid", "--json").output)
+    assert math.isfinite(report["ppl"]) and math.isfinite(report["ppl_ungated"])
+    assert json.loads((run / "data.json").read_text())["hf"] == str((tmp_path / "gpt2").resolve())
+    original = load_file(str(tmp_path / "gpt2" / "model.safetensors"))
+    trained = load_file(str(run / "model.safetensors"))
+    if lora:  # the base's own weights are exactly as saved; only the adapters (and the plug-ins) trained
+        base = {k.removeprefix("base.base_model.model.").replace(".base_layer", ""): v for k, v in trained.items()
+                if k.startswith("base.") and "lora_" not in k}
+        assert {k for k in original} <= set(base)
+        assert all(torch.equal(base[k], original[k]) for k in original)
+        assert any("lora_B" in k and bool(v.abs().sum() > 0) for k, v in trained.items())  # B starts at 0
+    else:
+        assert not torch.equal(trained["base.transformer.h.0.attn.c_attn.weight"], original["transformer.h.0.attn.c_attn.weight"])
+
+
+def test_hf_errors_are_one_line(tmp_path, monkeypatch):
+    make_project(tmp_path)
+    save_tiny_models(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    cases = {
+        HF_CONFIG.format(name="a", folder="bert", lora=""): r"model\.hf: bert: BertLMHeadModel is not causal",
+        HF_CONFIG.format(name="b", folder="nowhere", lora=""): r"model\.hf: nowhere: not a transformers model folder",
+        HF_CONFIG.format(name="c", folder="gpt2", lora="d_model = 64"): r"model\.d_model: the architecture comes from model\.hf",
+        CONFIG.replace("fusion = {", 'lora = { r = 2 }\nfusion = {'): r"model\.lora: LoRA adapts a transformers model; it needs model\.hf",
+        HF_CONFIG.format(name="d", folder="gpt2", lora="").replace("window = 16", "window = 64"): r"data\.window: expected at most the model's 32 positions",
+    }
+    for text, message in cases.items():
+        (tmp_path / "bad.toml").write_text(text)
+        result = cli("train", "bad.toml")
+        assert result.exit_code == 2 and result.output.count("\n") == 1 and re.search(message, result.output), result.output
+    assert not (tmp_path / "runs").exists()
