@@ -53,7 +53,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from neurosym.compile.fsg import load_fsg
 from neurosym.compile.lexicon import FeatureBank, load_lexicon
+from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.data.text import SPECIALS, BpeVocab, WordVocab, lm_windows, parse_tagged, read_text
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.files import atomic_write_bytes
@@ -62,7 +64,7 @@ from neurosym.lm.config import Config
 from neurosym.lm.fusion import AuxHead, GatedFusion
 from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_objective, stop_word_ids
 from neurosym.lm.losses import aux_bce
-from neurosym.lm.metrics import expected_calibration_error
+from neurosym.lm.metrics import expected_calibration_error, floor_ppl
 from neurosym.lm.hf_model import HFCausalLM, load_base
 from neurosym.lm.lora import LoraSettings, with_lora
 from neurosym.lm.model import ARCHITECTURE_KEYS, CausalLM, LMSection
@@ -76,6 +78,7 @@ TEXT_SUFFIXES = (".txt", ".tokens", ".raw", ".text", "")
 # the files a finished run folder holds besides the trainer's (checksums.json lists them)
 VOCAB_FILE, WEIGHTS_FILE, LEXICON_FILE, DATA_FILE, CHECKSUMS_FILE = (
     "vocab.json", "model.safetensors", "lexicon.lex", "data.json", "checksums.json")
+SPLIT_SEEDS = {"train": 0, "valid": 1, "test": 2}  # data.grammar: the sampling seed of each split
 EOS_NAMES = ("<eos>", "</s>", "<|endoftext|>", "[SEP]")
 PAD_NAMES = ("<pad>", "[PAD]", "<|padding|>")
 
@@ -90,9 +93,10 @@ def _require(ok: bool, key: str, expected: str, value: Any) -> None:
 # ---------------------------------------------------------------------- the sections
 @dataclass
 class DataSection:
-    """``[data]``: the text files (a path or a glob, or a list of them) and the tokenizer."""
+    """``[data]``: the text files (a path or a glob, or a list of them) and the tokenizer, or
+    an ``.fsg`` grammar whose sampled sentences stand in for text."""
 
-    train: str | list[str]
+    train: str | list[str] | None = None
     valid: str | list[str] | None = None
     test: str | list[str] | None = None
     text_field: str = "text"  # .jsonl: the field holding each document's text
@@ -102,8 +106,22 @@ class DataSection:
     window: int = 64  # tokens per training window (stride = window)
     max_train_windows: int | None = None  # the first N training windows only
     max_eval_windows: int | None = None  # the first N evaluation windows only
+    grammar: str | None = None  # an .fsg: its sampled sentences are the text (and its vocabulary the vocabulary)
+    train_sentences: int = 2000  # grammar: sentences sampled for each split (fixed seeds 0, 1, 2)
+    valid_sentences: int = 200
+    test_sentences: int = 200
 
     def __post_init__(self):
+        if self.grammar is None and self.train is None:
+            raise ConfigError("data.train: expected text files (train = \"FILE\" or a glob), or data.grammar = \"FILE.fsg\"")
+        if self.grammar is not None:
+            for key in ("train", "valid", "test"):
+                _require(getattr(self, key) is None, f"data.{key}", "the grammar's sampled sentences are the text with data.grammar; "
+                         "expected no files", getattr(self, key))
+            _require(self.tokenizer is None, "data.tokenizer", "the grammar's vocabulary is the vocabulary with data.grammar; expected none",
+                     self.tokenizer)
+        for key in ("train_sentences", "valid_sentences", "test_sentences"):
+            _require(getattr(self, key) >= 1, f"data.{key}", "expected an integer >= 1", getattr(self, key))
         _require(1 <= self.window <= MAX_WINDOW, "data.window", f"expected an integer in [1, {MAX_WINDOW}]", self.window)
         _require(self.min_freq >= 1, "data.min_freq", "expected an integer >= 1", self.min_freq)
         _require(self.bpe_size > len(SPECIALS), "data.bpe_size", f"expected an integer > {len(SPECIALS)} (the special tokens)", self.bpe_size)
@@ -314,7 +332,7 @@ def special_ids(vocab: Vocab) -> tuple[int, int, int | None]:
     return pad, eos, vocab.id(BOS) if BOS in vocab else None
 
 
-def encode_stream(vocab: Vocab, docs: list[str]) -> tuple[Tensor, Tensor]:
+def encode_stream(vocab: Vocab, docs: list[str] | list[list[int]]) -> tuple[Tensor, Tensor]:
     """``(inputs, targets)`` streams (N,) of ``<bos> doc <eos> ...``: the targets are the
     inputs shifted by one, with ``<pad>`` where the next token is ``<bos>`` (never predicted)."""
     pad, eos, bos = special_ids(vocab)
@@ -322,7 +340,7 @@ def encode_stream(vocab: Vocab, docs: list[str]) -> tuple[Tensor, Tensor]:
     for doc in docs:
         if bos is not None:
             out.append(bos)
-        out += vocab.encode(doc)
+        out += vocab.encode(doc) if isinstance(doc, str) else list(doc)  # text, or a sampled sentence's ids
         out.append(eos)
     stream = torch.tensor(out, dtype=torch.long)
     targets = stream.clone()
@@ -331,7 +349,7 @@ def encode_stream(vocab: Vocab, docs: list[str]) -> tuple[Tensor, Tensor]:
     return stream, targets
 
 
-def windows(vocab: Vocab, docs: list[str], window: int, limit: int | None) -> tuple[Tensor, Tensor]:
+def windows(vocab: Vocab, docs: list[str] | list[list[int]], window: int, limit: int | None) -> tuple[Tensor, Tensor]:
     """LM windows (W, window) of the documents' stream (:func:`neurosym.data.text.lm_windows`)."""
     stream, targets = encode_stream(vocab, docs)
     ids, _ = lm_windows(stream, window)
@@ -377,9 +395,11 @@ class LMTask:
             recorded = self.run_dir / DATA_FILE
             listed = json.loads(recorded.read_text(encoding="utf-8")) if recorded.is_file() else {}
             self.hf_dir = Path(listed.pop("hf")) if "hf" in listed else (Path(m.hf) if m.hf is not None else None)
+            self.grammar_path = Path(listed.pop("grammar")) if "grammar" in listed else (Path(d.grammar) if d.grammar else None)
             self.files = {split: [Path(f) for f in names] for split, names in listed.items()}
             self.vocab = Vocab.from_json(json.loads((self.run_dir / VOCAB_FILE).read_text(encoding="utf-8")))
-            self.train_docs: list[str] | None = None
+            self.train_docs: list[str] | list[list[int]] | None = None
+            self.auto = self._grammar() if self.grammar_path is not None else None
         else:
             self.hf_dir = Path(m.hf) if m.hf is not None else None
             if self.hf_dir is not None and not (self.hf_dir / "config.json").is_file():
@@ -387,10 +407,16 @@ class LMTask:
             if self.hf_dir is not None and d.tokenizer is None:
                 d = self.data_cfg = dataclasses.replace(d, tokenizer=str(self.hf_dir))
             self.files = {split: expand_files(config, split) for split in ("train", "valid", "test") if config.data.get(split) is not None}
-            self.train_docs = [doc for f in self.files["train"] for doc in read_documents(f, d.text_field)]
-            if not self.train_docs:
-                raise config.error("data.train", "the training files hold no text")
-            self.vocab = build_vocab(config, d, self.train_docs)
+            self.grammar_path = Path(d.grammar) if d.grammar is not None else None
+            self.auto = self._grammar() if self.grammar_path is not None else None
+            if self.auto is not None:
+                self.vocab = self.auto.vocab
+                self.train_docs = self.auto.sample(d.train_sentences, seed=SPLIT_SEEDS["train"])
+            else:
+                self.train_docs = [doc for f in self.files["train"] for doc in read_documents(f, d.text_field)]
+                if not self.train_docs:
+                    raise config.error("data.train", "the training files hold no text")
+                self.vocab = build_vocab(config, d, self.train_docs)
         self.base: nn.Module | None = None
         if self.hf_dir is not None:  # loaded (and checked) now, so a bad folder is refused before the run folder exists
             try:
@@ -407,6 +433,26 @@ class LMTask:
         self.bank = self._bank(m.fusion, trained) if m.fusion is not None else None
         self._train: tuple[Tensor, Tensor] | None = None
         self._eval: dict[str, tuple[Tensor, Tensor]] = {}
+
+    def _grammar(self) -> WeightedAutomaton:
+        """The ``data.grammar`` FSG, compiled over its own words."""
+        path = self.grammar_path
+        if path.suffix != ".fsg":
+            raise self.config.error("data.grammar", f"expected an .fsg grammar, got {str(path)!r}")
+        if not path.is_file():
+            raise self.config.error("data.grammar", f"no such file {str(path)!r}")
+        try:
+            auto = load_fsg(path)
+        except NeurosymError as err:
+            raise self.config.error("data.grammar", str(err)) from None
+        if "<eos>" not in auto.vocab or "<pad>" not in auto.vocab:
+            raise self.config.error("data.grammar", f"{path}: its vocabulary has no <eos> or <pad> token")
+        return auto
+
+    def floor(self) -> float | None:
+        """With ``data.grammar``: the grammar's exact perplexity floor (every word and
+        ``<eos>`` predicted, :func:`neurosym.lm.metrics.floor_ppl`); None for text."""
+        return None if self.auto is None else floor_ppl(self.auto, with_eos=True)
 
     def _bank(self, fusion: FusionSection, trained: bool) -> FeatureBank:
         copy = self.run_dir / LEXICON_FILE
@@ -431,7 +477,9 @@ class LMTask:
     # ------------------------------------------------------------------ data
     def train_windows(self) -> tuple[Tensor, Tensor]:
         if self._train is None:
-            if self.train_docs is None:  # a finished run resumed: the files it recorded
+            if self.train_docs is None and self.auto is not None:  # a finished run resumed: the same samples
+                self.train_docs = self.auto.sample(self.data_cfg.train_sentences, seed=SPLIT_SEEDS["train"])
+            elif self.train_docs is None:  # a finished run resumed: the files it recorded
                 self.train_docs = [doc for f in self.files.get("train", []) for doc in read_documents(f, self.data_cfg.text_field)]
             self._train = windows(self.vocab, self.train_docs, self.data_cfg.window, self.data_cfg.max_train_windows)
             if len(self._train[0]) == 0:
@@ -441,10 +489,15 @@ class LMTask:
         return self._train
 
     def eval_windows(self, split: str, files: list[Path] | None = None) -> tuple[Tensor, Tensor]:
-        """The windows of ``split``'s files (``files`` replaces them)."""
+        """The windows of ``split``'s files (``files`` replaces them), or with ``data.grammar``
+        its sentences sampled with the split's seed."""
         if split not in self._eval:
-            files = self.files.get(split, []) if files is None else files
-            docs = [doc for f in files for doc in read_documents(f, self.data_cfg.text_field)]
+            if self.auto is not None:
+                n = getattr(self.data_cfg, f"{split}_sentences")
+                docs: list = self.auto.sample(n, seed=SPLIT_SEEDS[split])
+            else:
+                files = self.files.get(split, []) if files is None else files
+                docs = [doc for f in files for doc in read_documents(f, self.data_cfg.text_field)]
             self._eval[split] = windows(self.vocab, docs, self.data_cfg.window, self.data_cfg.max_eval_windows)
         return self._eval[split]
 
@@ -544,8 +597,12 @@ class LMTask:
             logs["aux"] = float(aux.detach())
         return total, logs
 
+    def has_split(self, split: str) -> bool:
+        """Whether there is anything to evaluate on for ``split``."""
+        return self.auto is not None or bool(self.files.get(split))
+
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        if not self.files.get("valid"):
+        if not self.has_split("valid"):
             return {}
         return self.evaluate_split(model, "valid")
 
@@ -588,6 +645,8 @@ class LMTask:
                   "top1": float(hit_t.double().mean()), "ece": expected_calibration_error(conf_t, hit_t)}
         if isinstance(unwrap(model).output, IdeaOutput):
             result["ppl_ungated"] = math.exp(nll["ppl_ungated"] / n)
+        if self.auto is not None:
+            result["floor_ppl"] = self.floor()
         return result
 
     # ------------------------------------------------------------------ the run folder
@@ -607,6 +666,8 @@ class LMTask:
         data: dict[str, Any] = {split: [str(f.resolve()) for f in files] for split, files in self.files.items()}
         if self.hf_dir is not None:
             data["hf"] = str(self.hf_dir.resolve())
+        if self.grammar_path is not None:
+            data["grammar"] = str(self.grammar_path.resolve())
         if not (run_dir / DATA_FILE).is_file() or self.train_docs is not None:
             atomic_write_bytes(run_dir / DATA_FILE, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
         written.append(DATA_FILE)
@@ -624,7 +685,8 @@ def is_lm_run(path: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     run = saved.get("run", {}) if isinstance(saved, dict) else {}
-    return run.get("task") == "lm" or (run.get("task") is None and "train" in saved.get("data", {}))
+    data = saved.get("data", {}) if isinstance(saved, dict) else {}
+    return run.get("task") == "lm" or (run.get("task") is None and ("train" in data or "grammar" in data))
 
 
 def verify_run(folder: Path) -> None:
@@ -660,6 +722,8 @@ def evaluate_run(path: str | Path, split: str = "valid") -> dict[str, Any]:
     """``neurosym eval RUN [--split valid|test]`` for a run of the built-in task: PPL,
     top-1 and ECE over the split's files (those the run recorded in ``data.json``)."""
     task, model = load_lm_run(path)
+    if task.auto is not None:
+        return {"run": str(path), "split": split, "grammar": str(task.grammar_path), **task.evaluate_split(model, split)}
     files = task.files.get(split)
     if not files:
         raise NeurosymError(f"{path}: the run's config names no [data] {split} files to evaluate on")
@@ -671,7 +735,7 @@ def evaluate_run(path: str | Path, split: str = "valid") -> dict[str, Any]:
 
 def format_evaluation(report: dict[str, Any]) -> str:
     """One line: the split, its token count and the figures."""
-    figures = ", ".join(f"{k} {report[k]:.4f}" for k in ("ppl", "ppl_ungated", "top1", "ece") if k in report)
+    figures = ", ".join(f"{k} {report[k]:.4f}" for k in ("ppl", "ppl_ungated", "floor_ppl", "top1", "ece") if k in report)
     return f"{report['run']} ({report['split']}, {report['tokens']:,} tokens): {figures}"
 
 

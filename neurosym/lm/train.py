@@ -525,11 +525,11 @@ class Trainer:
 
 def resolve_task(config: Config) -> TrainingTask:
     """Build the task named by ``run.task``: the built-in language-model task for ``"lm"``
-    (also when ``run.task`` is unset and ``[data]`` names ``train`` files), else
+    (also when ``run.task`` is unset and ``[data]`` names ``train`` files or a ``grammar``), else
     ``factory(config)`` for ``"package.module:factory"``."""
     spec = config.run.task
     where = f"{config.source}: " if config.source else ""
-    if spec == BUILTIN_TASK or (spec is None and "train" in config.data):
+    if spec == BUILTIN_TASK or (spec is None and ("train" in config.data or "grammar" in config.data)):
         from neurosym.lm.task import LMTask  # lazy: the text readers, tokenizers and lexicon compiler load only for this task
         return LMTask(config)
     if spec is None:
