@@ -13,6 +13,7 @@ from neurosym.cli.options import examples, json_option, output_option, resume_op
 
 @click.command(
     epilog=examples(
+        'neurosym train mine.toml                                   # [run] task = "lm": your own text (docs/training.md)',
         "neurosym train configs/semantic_fusion.toml",
         "neurosym train configs/semantic_fusion.toml --resume      # after a kill or Ctrl-C",
         'torchrun --nproc_per_node=2 "$(which neurosym)" train configs/semantic_fusion.toml   # DDP',
@@ -21,7 +22,9 @@ from neurosym.cli.options import examples, json_option, output_option, resume_op
 @click.argument("config", type=click.Path(path_type=Path))
 @resume_option("Continue the run from its last checkpoint (exactly).")
 def train(config: Path, resume: bool) -> None:
-    """Train from a TOML CONFIG (its [run] task names what to train). Under torchrun,
+    """Train from a TOML CONFIG. Its [run] task names what to train: "lm", the built-in
+    language-model task on your own text files, lexicon and objectives (the default when
+    [data] names train files or a grammar), or "package.module:factory". Under torchrun,
     trains with distributed data parallel."""
     from neurosym.lm.train import train_from_file  # lazy: --help must not load torch and every subsystem
     result = train_from_file(config, resume=resume)
