@@ -433,6 +433,10 @@ class LMTask:
         self.bank = self._bank(m.fusion, trained) if m.fusion is not None else None
         self._train: tuple[Tensor, Tensor] | None = None
         self._eval: dict[str, tuple[Tensor, Tensor]] = {}
+        if not trained:  # data too short for one window is refused now, before the trainer writes the run folder
+            self.train_windows()
+            if self.has_split("valid") and len(self.eval_windows("valid")[0]) == 0:
+                raise config.error("data.valid", f"the validation text is shorter than one window of {d.window} tokens")
 
     def _grammar(self) -> WeightedAutomaton:
         """The ``data.grammar`` FSG, compiled over its own words."""

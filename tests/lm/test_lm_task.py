@@ -334,6 +334,8 @@ def test_gz_conllu_jsonl_and_globs_are_read(tmp_path):
     (('precision = "fp32"', 'precision = "fp16"'), r"run\.precision: expected one of \"fp32\", \"bf16\""),
     (('task = "lm"', 'task = "lmm"'), r'run\.task: expected "lm" or "package\.module:factory"'),
     (("aux = { weight = 0.5 }", "aux = { weight = -1 }"), r"objective\.aux\.weight: expected a finite number >= 0"),
+    (("window = 16", "window = 4000"), r"mine\.toml:\d+:1: data\.train: the training text is shorter than one window of 4000 tokens"),
+    (("window = 16", "window = 400"), r"mine\.toml:\d+:1: data\.valid: the validation text is shorter than one window of 400 tokens"),
 ])
 def test_bad_configs_are_one_line_errors_naming_the_key(tmp_path, monkeypatch, edit, message):
     if "bf16" in edit[1] and torch.cuda.is_available():
