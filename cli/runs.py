@@ -65,17 +65,19 @@ def plot(run: Path, output: Path | None) -> None:
               help="Weight of the uniform class mixture in the paper setting (0: the model's own distribution).")
 @click.option("--split", type=click.Choice(["valid", "test"]), default="valid", show_default=True,
               help='A run of the built-in "lm" task: the [data] files to evaluate on.')
+@click.option("--pos", type=click.Path(path_type=Path), default=None,
+              help='A run of the built-in "lm" task with a word vocabulary: also the same-POS miss rate over this .conllu file.')
 @json_option("The report as JSON.")
-def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: str, as_json: bool) -> None:
+def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: str, pos: Path | None, as_json: bool) -> None:
     """Evaluate a trained RUN (a run folder or a checkpoint). A run of the built-in "lm"
     task: perplexity, top-1 accuracy and calibration error (ECE) on its valid or test
-    files. A semantic-fusion run: decode it for every request (polarity pos/neg x
+    files (and the same-POS miss rate with --pos). A semantic-fusion run: decode it for every request (polarity pos/neg x
     punctuation) under each setting and print polarity and punctuation accuracy,
     grammaticality, distinct-2, the held-out adjective hit rate next to the sampler's own
     share, and the intended-vs-realised confusion matrices."""
     from neurosym.lm.task import evaluate_run, format_evaluation, is_lm_run  # lazy: --help must not load torch and every subsystem
     if is_lm_run(run):
-        result = evaluate_run(run, split)
+        result = evaluate_run(run, split, pos)
         click.echo(json.dumps(result, indent=2) if as_json else format_evaluation(result))
         return
     from neurosym.experiments.control import PaperSampler, evaluate_run, format_eval  # lazy: --help must not load torch and every subsystem

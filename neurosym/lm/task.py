@@ -56,7 +56,7 @@ from torch import Tensor, nn
 from neurosym.compile.fsg import load_fsg
 from neurosym.compile.lexicon import FeatureBank, load_lexicon
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.data.text import SPECIALS, BpeVocab, WordVocab, lm_windows, parse_tagged, read_text
+from neurosym.data.text import SPECIALS, BpeVocab, WordVocab, lm_windows, majority_upos, parse_tagged, read_tagged, read_text
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.files import atomic_write_bytes
 from neurosym.lm.checkpoint import LAST, load_checkpoint
@@ -64,7 +64,7 @@ from neurosym.lm.config import Config
 from neurosym.lm.fusion import AuxHead, GatedFusion
 from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_objective, stop_word_ids
 from neurosym.lm.losses import aux_bce
-from neurosym.lm.metrics import expected_calibration_error, floor_ppl
+from neurosym.lm.metrics import expected_calibration_error, floor_ppl, same_pos_miss_rate
 from neurosym.lm.hf_model import HFCausalLM, load_base
 from neurosym.lm.lora import LoraSettings, with_lora
 from neurosym.lm.model import ARCHITECTURE_KEYS, CausalLM, LMSection
@@ -653,6 +653,42 @@ class LMTask:
             result["floor_ppl"] = self.floor()
         return result
 
+    @torch.no_grad()
+    def same_pos(self, model: nn.Module, conllu: Path, batch_size: int = 64) -> dict[str, float]:
+        """The same-POS miss rate over a tagged file's sentences (:func:`same_pos_miss_rate`):
+        each word's tag is its majority UPOS in the file; the model's prediction is its top
+        *tagged* word (``<unk>``, ``<eos>`` and untagged words are not words with a part of
+        speech), as in the semantic-KL recipe. Word vocabularies only."""
+        if self.vocab.kind != "word" or self.data_cfg.tokenizer not in (None, "word"):
+            raise NeurosymError("--pos: the same-POS miss rate needs a word vocabulary (data.tokenizer = \"word\")")
+        sentences = read_tagged(conllu)
+        tag_of = majority_upos(sentences)
+        tags = [None if s is None else tag_of.get(s) for s in self.vocab.surfaces]
+        ids, targets = windows(self.vocab, [" ".join(x.forms) for x in sentences], self.data_cfg.window, None)
+        if len(ids) == 0:
+            raise NeurosymError(f"{conllu}: shorter than one window of {self.data_cfg.window} tokens")
+        device = next(model.parameters()).device
+        untagged = torch.tensor([t is None for t in tags] + [True] * (self.rows(model) - len(tags)), device=device)
+        was_training = model.training
+        model.eval()
+        preds = []
+        try:
+            for i in range(0, len(ids), batch_size):
+                batch = self.inputs(ids[i : i + batch_size], targets[i : i + batch_size])
+                inputs = {"features": batch["features"].to(device)} if "features" in batch else {}
+                logits = model(batch["ids"].to(device), **inputs).logits
+                preds.append(logits.masked_fill(untagged, -math.inf).argmax(-1).cpu())
+        finally:
+            model.train(was_training)
+        gold = torch.where(targets == self.pad_id, self.eos_id, targets)  # <bos> positions: never counted (no tag)
+        result = same_pos_miss_rate(torch.cat(preds), gold, tags)
+        return {"same_pos_miss": result["same_pos_miss"], "pos_misses": result["misses"], "pos_file": str(conllu)}
+
+    @staticmethod
+    def rows(model: nn.Module) -> int:
+        """The model's number of output rows (at least the vocabulary's size)."""
+        return unwrap(model).lm_head.weight.shape[0]
+
     # ------------------------------------------------------------------ the run folder
     def finish(self, run_dir: Path, model: nn.Module) -> None:
         """Write the run's own files (see the module docstring) and their checksums."""
@@ -722,24 +758,27 @@ def load_lm_run(path: str | Path) -> tuple[LMTask, CausalLM]:
     return task, model.eval()
 
 
-def evaluate_run(path: str | Path, split: str = "valid") -> dict[str, Any]:
-    """``neurosym eval RUN [--split valid|test]`` for a run of the built-in task: PPL,
-    top-1 and ECE over the split's files (those the run recorded in ``data.json``)."""
+def evaluate_run(path: str | Path, split: str = "valid", pos: str | Path | None = None) -> dict[str, Any]:
+    """``neurosym eval RUN [--split valid|test] [--pos FILE.conllu]`` for a run of the
+    built-in task: PPL, top-1 and ECE over the split's files (those the run recorded in
+    ``data.json``, or the grammar's sampled sentences), and with ``pos`` the same-POS miss
+    rate over that tagged file."""
     task, model = load_lm_run(path)
+    extra = task.same_pos(model, Path(pos)) if pos is not None else {}
     if task.auto is not None:
-        return {"run": str(path), "split": split, "grammar": str(task.grammar_path), **task.evaluate_split(model, split)}
+        return {"run": str(path), "split": split, "grammar": str(task.grammar_path), **task.evaluate_split(model, split), **extra}
     files = task.files.get(split)
     if not files:
         raise NeurosymError(f"{path}: the run's config names no [data] {split} files to evaluate on")
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise NeurosymError(f"{path}: the {split} file {missing[0]} is not there any more")
-    return {"run": str(path), "split": split, "files": [str(f) for f in files], **task.evaluate_split(model, split, files)}
+    return {"run": str(path), "split": split, "files": [str(f) for f in files], **task.evaluate_split(model, split, files), **extra}
 
 
 def format_evaluation(report: dict[str, Any]) -> str:
     """One line: the split, its token count and the figures."""
-    figures = ", ".join(f"{k} {report[k]:.4f}" for k in ("ppl", "ppl_ungated", "floor_ppl", "top1", "ece") if k in report)
+    figures = ", ".join(f"{k} {report[k]:.4f}" for k in ("ppl", "ppl_ungated", "floor_ppl", "top1", "ece", "same_pos_miss") if k in report)
     return f"{report['run']} ({report['split']}, {report['tokens']:,} tokens): {figures}"
 
 

@@ -561,3 +561,26 @@ def test_an_fsg_stands_in_for_text_with_its_exact_floor(tmp_path, monkeypatch):
     (tmp_path / "lex.toml").write_text(GRAMMAR_CONFIG.format(grammar="my.lex").replace('name = "g"', 'name = "lex"'))
     lex = cli("train", "lex.toml")
     assert lex.exit_code == 2 and "data.grammar: expected an .fsg grammar" in lex.output
+
+
+def test_eval_pos_gives_the_same_pos_miss_rate(inside, tmp_path):
+    from neurosym.lm.metrics import same_pos_miss_rate
+    from neurosym.lm.task import load_lm_run
+
+    rows = [("the", "DET"), ("cat", "NOUN"), ("likes", "VERB"), ("good", "ADJ"), ("food", "NOUN"), (".", "PUNCT")]
+    sentence = "".join(f"{i}\t{w}\t{w}\t{t}\t_\t_\t0\tx\t_\t_\n" for i, (w, t) in enumerate(rows, 1)) + "\n"
+    conllu = tmp_path / "tagged.conllu"
+    conllu.write_text(sentence * 8)
+    result = cli("eval", "runs/mine", "--pos", str(conllu), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["pos_misses"] > 0 and 0 <= report["same_pos_miss"] <= 1 and math.isfinite(report["ppl"])
+    # the same figure by hand: the model's top tagged word at every position, against the gold word
+    task, model = load_lm_run(inside / "runs" / "mine")
+    tags = [None if s is None else dict(rows).get(s) for s in task.vocab.surfaces]
+    ids, targets = task.eval_windows("pos", [conllu])
+    with torch.no_grad():
+        logits = model(ids, features=task.inputs(ids, targets)["features"]).logits
+    pred = logits.masked_fill(torch.tensor([t is None for t in tags]), -math.inf).argmax(-1)
+    expected = same_pos_miss_rate(pred, torch.where(targets == task.pad_id, task.eos_id, targets), tags)
+    assert report["same_pos_miss"] == pytest.approx(expected["same_pos_miss"], nan_ok=True) and report["pos_misses"] == expected["misses"]
