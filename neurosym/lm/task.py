@@ -5,9 +5,12 @@ your own text", is the reference for every key)::
 
     [data]       train / valid / test: a path or glob each (plain text, .gz, .conllu FORM
                  column, .jsonl with text_field); tokenizer word | bpe | tokenizer.json |
-                 a tokenizer folder; min_freq, bpe_size, window
+                 a tokenizer folder; min_freq, bpe_size, window; or grammar = "x.fsg"
+                 (sampled sentences in place of text, its exact perplexity floor reported)
     [model]      the causal LM's architecture (LMSection: d_model, n_layers, n_heads, d_ff,
-                 ...), fusion = { lexicon = "x.lex" }, idea = { weight = 1.0, ... }
+                 ...) or hf = DIR (a local transformers causal LM, lora = { r, alpha }:
+                 :mod:`neurosym.lm.hf_model`), fusion = { lexicon = "x.lex" },
+                 idea = { weight = 1.0, ... }
     [objective]  semantic_kl = { lambda, temperature, ... }, aux = { weight }
 
 The pieces are the library's own: the text readers and vocabularies of
@@ -33,7 +36,9 @@ head's bag-of-words loss; ``aux`` the fusion aux head's prediction of the next t
 features. A finished run's folder holds, beside the trainer's ``config.json``,
 ``metrics.jsonl`` and ``last.pt``: ``vocab.json``, ``model.safetensors``, the lexicon it
 read (``lexicon.lex``), ``data.json`` (the files it read, absolute) and ``checksums.json``
-(SHA-256 of each of them). :func:`evaluate_run` is ``neurosym eval`` for these runs.
+(SHA-256 of each of them). :func:`evaluate_run` is ``neurosym eval`` for these runs;
+``neurosym generate`` reads them through :func:`neurosym.decode.run.load_run`, which
+rebuilds this task from the run's config (native models only).
 """
 
 from __future__ import annotations
