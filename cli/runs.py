@@ -13,6 +13,7 @@ from neurosym.cli.options import examples, json_option, output_option, resume_op
 
 @click.command(
     epilog=examples(
+        'neurosym train mine.toml                                   # [run] task = "lm": your own text (docs/training.md)',
         "neurosym train configs/semantic_fusion.toml",
         "neurosym train configs/semantic_fusion.toml --resume      # after a kill or Ctrl-C",
         'torchrun --nproc_per_node=2 "$(which neurosym)" train configs/semantic_fusion.toml   # DDP',
@@ -21,7 +22,9 @@ from neurosym.cli.options import examples, json_option, output_option, resume_op
 @click.argument("config", type=click.Path(path_type=Path))
 @resume_option("Continue the run from its last checkpoint (exactly).")
 def train(config: Path, resume: bool) -> None:
-    """Train from a TOML CONFIG (its [run] task names what to train). Under torchrun,
+    """Train from a TOML CONFIG. Its [run] task names what to train: "lm", the built-in
+    language-model task on your own text files, lexicon and objectives (the default when
+    [data] names train files or a grammar), or "package.module:factory". Under torchrun,
     trains with distributed data parallel."""
     from neurosym.lm.train import train_from_file  # lazy: --help must not load torch and every subsystem
     result = train_from_file(config, resume=resume)
@@ -46,6 +49,7 @@ def plot(run: Path, output: Path | None) -> None:
 @click.command(
     name="eval",
     epilog=examples(
+        "neurosym eval runs/mine --split test --json              # a run of the built-in lm task",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0",
         "neurosym eval runs/semantic-fusion/semantic-fusion-baseline-seed0 -n 200 --seed 0 --json > baseline.json",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0 --settings soft,paper --alpha 0",
@@ -59,12 +63,23 @@ def plot(run: Path, output: Path | None) -> None:
 @seed_option("Random seed (same seed, same samples; the same draws for any run).")
 @click.option("--alpha", default=0.3, show_default=True, type=click.FloatRange(min=0, max=1),
               help="Weight of the uniform class mixture in the paper setting (0: the model's own distribution).")
+@click.option("--split", type=click.Choice(["valid", "test"]), default="valid", show_default=True,
+              help='A run of the built-in "lm" task: the [data] files to evaluate on.')
+@click.option("--pos", type=click.Path(path_type=Path), default=None,
+              help='A run of the built-in "lm" task with a word vocabulary: also the same-POS miss rate over this .conllu file.')
 @json_option("The report as JSON.")
-def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, as_json: bool) -> None:
-    """Decode a trained semantic-fusion RUN (a run folder or a checkpoint) for every request
-    (polarity pos/neg x punctuation) under each setting and print polarity and punctuation
-    accuracy, grammaticality, distinct-2, the held-out adjective hit rate next to the
-    sampler's own share, and the intended-vs-realised confusion matrices."""
+def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: str, pos: Path | None, as_json: bool) -> None:
+    """Evaluate a trained RUN (a run folder or a checkpoint). A run of the built-in "lm"
+    task: perplexity, top-1 accuracy and calibration error (ECE) on its valid or test
+    files (and the same-POS miss rate with --pos). A semantic-fusion run: decode it for every request (polarity pos/neg x
+    punctuation) under each setting and print polarity and punctuation accuracy,
+    grammaticality, distinct-2, the held-out adjective hit rate next to the sampler's own
+    share, and the intended-vs-realised confusion matrices."""
+    from neurosym.lm.task import evaluate_run, format_evaluation, is_lm_run  # lazy: --help must not load torch and every subsystem
+    if is_lm_run(run):
+        result = evaluate_run(run, split, pos)
+        click.echo(json.dumps(result, indent=2) if as_json else format_evaluation(result))
+        return
     from neurosym.experiments.control import PaperSampler, evaluate_run, format_eval  # lazy: --help must not load torch and every subsystem
     names = tuple(s.strip() for s in settings.split(",") if s.strip())
     report = evaluate_run(run, settings=names, n=n, seed=seed, paper=PaperSampler(alpha=alpha))

@@ -13,7 +13,8 @@
   ``freeze_base=True`` (only the idea head), or ``lora=LoraSettings(...)`` (the design's
   set-up for a pretrained model: the base frozen, low-rank adapters on its attention
   projections through ``peft``, the idea head trained in full; needs ``peft``, in the
-  ``hf`` extra). With LoRA, ``model.base`` is the ``peft`` model (``generate`` as usual).
+  ``hf`` extra; the settings and the wrapper live in :mod:`neurosym.lm.lora`). With LoRA,
+  ``model.base`` is the ``peft`` model (``generate`` as usual).
 * :class:`IdeaGateLogitsProcessor` gates ``generate``'s scores: at each step it reads the
   rows' ids through the base (positions from the attention mask of the padding, so
   left-padded prompts are read as they were) and adds ``idea_gate(z)``.
@@ -21,7 +22,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -31,49 +31,12 @@ from torch import Tensor, nn
 from neurosym.errors import NeurosymError
 from neurosym.hf import MissingExtra
 from neurosym.lm.idea import IdeaConfig, IdeaHead, idea_gate, idea_loss, ramped_alpha
+from neurosym.lm.lora import LoraSettings, with_lora  # the LoRA plumbing, shared with the lm task
 
 try:
     from transformers import LogitsProcessor as HFLogitsProcessor
 except ImportError:  # pragma: no cover - neurosym.hf raises first
     raise MissingExtra("neurosym.hf_idea needs transformers: pip install 'neurosym[hf]'") from None
-
-
-@dataclass
-class LoraSettings:
-    """LoRA adapters for the base of an :class:`IdeaGatedLM` (``peft.LoraConfig``):
-    rank ``r``, scale ``alpha / r``, dropout on the adapters' input, and the modules to
-    adapt (None: peft's default for the architecture, the attention projections —
-    ``c_attn`` on GPT-2, ``q_proj``/``v_proj`` on Llama)."""
-
-    r: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.05
-    target_modules: Sequence[str] | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 1:
-            raise NeurosymError(f"LoraSettings.r: expected an integer >= 1, got {self.r!r}")
-        if not self.alpha > 0:
-            raise NeurosymError(f"LoraSettings.alpha: expected a number > 0, got {self.alpha!r}")
-        if not 0 <= self.dropout < 1:
-            raise NeurosymError(f"LoraSettings.dropout: expected a number in [0, 1), got {self.dropout!r}")
-
-
-def with_lora(base: nn.Module, settings: LoraSettings) -> nn.Module:
-    """``base`` wrapped by ``peft`` with LoRA adapters (its own weights frozen, the
-    adapters trainable; the adapters' B matrices start at zero, so the wrapped model
-    computes what ``base`` did until it trains). Raises :class:`~neurosym.hf.MissingExtra`
-    without ``peft``."""
-    try:
-        from peft import LoraConfig, get_peft_model
-    except ImportError:
-        raise MissingExtra("LoRA needs peft: pip install 'neurosym[hf]'") from None
-    config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout, task_type="CAUSAL_LM",
-                        target_modules=None if settings.target_modules is None else list(settings.target_modules))
-    try:
-        return get_peft_model(base, config)
-    except ValueError as err:  # e.g. target modules not found in the model, or no default for the architecture
-        raise NeurosymError(f"LoRA on {type(base).__name__}: {err}") from None
 
 
 @dataclass

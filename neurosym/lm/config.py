@@ -2,9 +2,10 @@
 
 A config has five tables::
 
-    [run]    name, out_dir, seed, deterministic, threads, device, task
-    [model]  free-form; the task checks it with its own dataclass (Config.section)
-    [data]   free-form; likewise
+    [run]       name, out_dir, seed, deterministic, threads, device, precision, task
+    [model]     free-form; the task checks it with its own dataclass (Config.section)
+    [data]      free-form; likewise
+    [objective] free-form; likewise (the built-in "lm" task's loss terms)
     [optim]  lr, weight_decay, betas, warmup | warmup_steps, schedule, clip, batch_size, epochs
     [log]    every, checkpoint_every, keep_checkpoints, progress
 
@@ -33,13 +34,14 @@ from neurosym.errors import ConfigError
 
 T = typing.TypeVar("T")
 
+BUILTIN_TASK = "lm"  # run.task of the built-in language-model task (neurosym.lm.task)
 MAX_THREADS = 1024  # more would only exhaust memory (OpenMP allocates per thread) and never helps
 # files neurosym reads or writes that a user may hand to `neurosym train` by mistake
 NOT_CONFIGS = {
     ".fsg": "an FSG grammar", ".pcfg": "a PCFG", ".regex": "a regex bank", ".lex": "a lexicon",
     ".safetensors": "a compiled artifact", ".pt": "a checkpoint", ".jsonl": "a metrics file",
 }
-DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps")  # what run.device may name (availability is checked by the trainer)
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")  # what run.device may name (availability is checked by the trainer)
 
 
 @dataclass
@@ -49,8 +51,9 @@ class RunConfig:
     seed: int = 0
     deterministic: bool = True
     threads: int | None = None  # torch CPU threads while training (None: torch's default); results depend on it
-    device: str = "cpu"
-    task: str | None = None  # "package.module:factory", used by `neurosym train`
+    device: str = "cpu"  # cpu | cuda | cuda:N | mps | auto (CUDA when there is one, else the CPU)
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast on CUDA
+    task: str | None = None  # "lm" (the built-in language-model task) or "package.module:factory"
 
     def __post_init__(self):
         if not self.name or "/" in self.name or "\\" in self.name or self.name in {".", ".."} or "\0" in self.name:
@@ -59,9 +62,9 @@ class RunConfig:
         _check(0 <= self.seed < 2**63, "run.seed", "expected an integer in [0, 2**63)", self.seed)
         if self.threads is not None:
             _check(1 <= self.threads <= MAX_THREADS, "run.threads", f"expected a number of threads in [1, {MAX_THREADS}]", self.threads)
-        _check(DEVICE.fullmatch(self.device) is not None, "run.device", 'expected "cpu", "cuda", "cuda:N" or "mps"', self.device)
-        if self.task is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.task):
-            raise ConfigError(f'run.task: expected "package.module:factory", got {_show(self.task)}')
+        _check(DEVICE.fullmatch(self.device) is not None, "run.device", 'expected "cpu", "cuda", "cuda:N", "mps" or "auto"', self.device)
+        if self.task is not None and self.task != BUILTIN_TASK and not re.fullmatch(r"[\w.]+:[\w.]+", self.task):
+            raise ConfigError(f'run.task: expected "{BUILTIN_TASK}" or "package.module:factory", got {_show(self.task)}')
 
 
 @dataclass
@@ -109,11 +112,12 @@ class LogConfig:
 
 @dataclass
 class Config:
-    """A whole training config. ``model`` and ``data`` are handed to the task as they are."""
+    """A whole training config. ``model``, ``data`` and ``objective`` are handed to the task as they are."""
 
     run: RunConfig
     model: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
+    objective: dict[str, Any] = field(default_factory=dict)
     optim: OptimConfig = field(default_factory=OptimConfig)
     log: LogConfig = field(default_factory=LogConfig)
     source: Path | None = field(default=None, repr=False, compare=False)
@@ -130,7 +134,7 @@ class Config:
         src = _Source(None if source is None else Path(source), _text)
         if not isinstance(data, dict):
             raise src.error(None, None, f"expected a table of tables, got {_show(data)}")
-        tables = {"run": RunConfig, "model": dict, "data": dict, "optim": OptimConfig, "log": LogConfig}
+        tables = {"run": RunConfig, "model": dict, "data": dict, "objective": dict, "optim": OptimConfig, "log": LogConfig}
         for key, value in data.items():
             if key not in tables:
                 raise src.unknown(None, key, tables)
@@ -143,6 +147,7 @@ class Config:
             run=_build(RunConfig, data["run"], "run", src),
             model=dict(data.get("model", {})),
             data=dict(data.get("data", {})),
+            objective=dict(data.get("objective", {})),
             optim=_build(OptimConfig, optim, "optim", src),
             log=_build(LogConfig, data.get("log", {}), "log", src),
             source=src.path,
@@ -155,6 +160,7 @@ class Config:
             "run": dataclasses.asdict(self.run),
             "model": json.loads(json.dumps(self.model)),
             "data": json.loads(json.dumps(self.data)),
+            "objective": json.loads(json.dumps(self.objective)),
             "optim": dataclasses.asdict(self.optim),
             "log": dataclasses.asdict(self.log),
         }
@@ -168,13 +174,13 @@ class Config:
         return _Source(self.source, self._text).error(table or None, name, f"{key}: {message}")
 
     def section(self, table: str, cls: type[T]) -> T:
-        """The free-form ``[model]`` or ``[data]`` table checked against a task's dataclass.
+        """The free-form ``[model]``, ``[data]`` or ``[objective]`` table checked against a task's dataclass.
 
         Unknown keys, wrong types and missing required fields are ConfigErrors naming the
         file and the key, exactly like the built-in tables.
         """
-        if table not in ("model", "data"):
-            raise ConfigError(f"section() is for the free-form tables 'model' and 'data', not {table!r}")
+        if table not in ("model", "data", "objective"):
+            raise ConfigError(f"section() is for the free-form tables 'model', 'data' and 'objective', not {table!r}")
         return _build(cls, getattr(self, table), table, _Source(self.source, self._text))
 
 
@@ -273,7 +279,7 @@ class _Source:
     def unknown(self, table: str | None, key: str, known) -> ConfigError:
         close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
-        where = f"in [{table}]" if table else "at the top level (tables are [run], [model], [data], [optim], [log])"
+        where = f"in [{table}]" if table else "at the top level (tables are [run], [model], [data], [objective], [optim], [log])"
         return self.error(table, key, f"unknown key {key!r} {where}{hint}")
 
 

@@ -15,6 +15,8 @@ METRICS = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 # settings that may change between a run and its resumption without changing the result
 RESUME_MAY_CHANGE = {"log", "run.name", "run.out_dir", "run.device"}
+# keys added after runs were already written, with the value an older checkpoint means by leaving them out
+ADDED_KEYS = {"objective": {}, "run.precision": "fp32"}
 
 
 class Means:
@@ -64,7 +66,7 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any], prefix: s
         name = f"{prefix}{key}"
         if name in RESUME_MAY_CHANGE:
             continue
-        a, b = saved.get(key), current.get(key)
+        a, b = saved.get(key, ADDED_KEYS.get(name)), current.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             diffs += config_differences(a, b, name + ".")
         elif a != b:

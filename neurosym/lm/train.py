@@ -46,7 +46,7 @@ from neurosym.lm.checkpoint import (
     set_rng_state,
 )
 from neurosym.files import atomic_write
-from neurosym.lm.config import Config, load_config
+from neurosym.lm.config import BUILTIN_TASK, Config, load_config
 from neurosym.lm.distributed import map_tensors, setup_distributed, shard_batch
 from neurosym.lm.rundir import CONFIG_FILE, METRICS, Means, config_differences, jsonable, truncate_metrics
 
@@ -69,6 +69,8 @@ class TrainingTask(Protocol):
       under ``torch.no_grad()`` with the model in eval mode.
     * ``at_step(step, total_steps)`` (optional) is called before each ``loss`` with the
       0-based optimizer step (resumed runs included), for losses on a schedule.
+    * ``finish(run_dir, model)`` (optional) is called on rank 0 once training has ended,
+      to write the task's own files (weights, vocabulary) into the run folder.
     """
 
     def build_model(self, config: Config) -> nn.Module: ...
@@ -168,10 +170,15 @@ def seed_all(seed: int) -> None:
 
 
 def usable_device(config: Config) -> torch.device:
-    """``run.device`` as a torch device, once this machine is known to have it; a
-    ConfigError at the key otherwise (a CPU build of torch asked for "cuda", say)."""
+    """``run.device`` as a torch device, once this machine is known to have it (``"auto"``:
+    CUDA when there is a device, else the CPU); a ConfigError at the key otherwise (a CPU
+    build of torch asked for "cuda", say), and at ``run.precision`` for bf16 off CUDA."""
     spec = config.run.device
+    if spec == "auto":
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(spec)
+    if config.run.precision == "bf16" and device.type != "cuda":
+        raise config.error("run.precision", f'"bf16" autocasts on CUDA only; this run is on {device.type} (use "fp32", or a CUDA run.device)')
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise config.error("run.device", f'{spec!r} is not available here (no CUDA device, or a CPU build of torch); use "cpu"')
@@ -223,7 +230,7 @@ class Trainer:
         """Train to the end (or continue from ``run_dir/last.pt`` with ``resume=True``)."""
         deterministic_before = torch.are_deterministic_algorithms_enabled()
         threads_before = torch.get_num_threads()
-        self._dist, self.device = setup_distributed(self.config.run.device)
+        self._dist, self.device = setup_distributed(str(self.device))
         self.rank, self.world_size = self._dist.rank, self._dist.world
         try:
             if self.config.run.threads is not None:
@@ -387,6 +394,10 @@ class Trainer:
             bar.close()
             if self._metrics is not None:
                 self._metrics.close()
+        finish = getattr(self.task, "finish", None)  # optional: the task's own files in the finished run folder
+        if main and callable(finish):
+            finish(self.run_dir, self.model)
+        self._barrier()
         return FitResult(self.run_dir, self.step, self.last_loss, dict(self.last_eval), self._seconds(), self._resumed_from)
 
     def _train_step(self, wrapped: nn.Module, batch: Any) -> None:
@@ -396,7 +407,8 @@ class Trainer:
         at_step = getattr(self.task, "at_step", None)  # optional: losses that follow a schedule over steps
         if callable(at_step):
             at_step(self.step, self.total_steps)
-        out = self.task.loss(wrapped, part)
+        with self._autocast():
+            out = self.task.loss(wrapped, part)
         if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.Tensor) and out[0].ndim == 0 and isinstance(out[1], dict)):
             raise TaskError("task.loss() must return (0-d loss tensor, dict of floats)")
         loss, logs = out
@@ -454,7 +466,7 @@ class Trainer:
         saved = rng_state()
         self.model.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._autocast():
                 return {k: float(v) for k, v in evaluate(self.model).items()}
         finally:
             self.model.train()
@@ -490,6 +502,11 @@ class Trainer:
 
     # ------------------------------------------------------------ small helpers
 
+    def _autocast(self):
+        """bfloat16 autocast on CUDA with ``run.precision = "bf16"``; a no-op otherwise."""
+        on = self.config.run.precision == "bf16" and self.device.type == "cuda"
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=on)
+
     def _seconds(self) -> float:
         return round(time.perf_counter() - self._t0, 3)
 
@@ -507,11 +524,16 @@ class Trainer:
 
 
 def resolve_task(config: Config) -> TrainingTask:
-    """Build the task named by ``run.task = "package.module:factory"``: ``factory(config)``."""
+    """Build the task named by ``run.task``: the built-in language-model task for ``"lm"``
+    (also when ``run.task`` is unset and ``[data]`` names ``train`` files or a ``grammar``), else
+    ``factory(config)`` for ``"package.module:factory"``."""
     spec = config.run.task
     where = f"{config.source}: " if config.source else ""
+    if spec == BUILTIN_TASK or (spec is None and ("train" in config.data or "grammar" in config.data)):
+        from neurosym.lm.task import LMTask  # lazy: the text readers, tokenizers and lexicon compiler load only for this task
+        return LMTask(config)
     if spec is None:
-        raise ConfigError(f'{where}run.task is not set; add task = "package.module:factory" to [run]')
+        raise ConfigError(f'{where}run.task is not set; add task = "lm" (and [data] train = "FILE") or "package.module:factory" to [run]')
     module_name, _, attr = spec.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)

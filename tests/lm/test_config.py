@@ -146,7 +146,7 @@ def test_bad_run_values(tmp_path):
     assert error_of(tmp_path, '[run]\nname = "a"\ndeterministic = 1\n').endswith("run.deterministic: expected true or false, got 1")
     assert error_of(tmp_path, '[run]\nname = "a/b"\n').endswith('run.name: expected a folder name, got "a/b"')
     assert error_of(tmp_path, '[run]\nname = "a"\ntask = "nocolon"\n').endswith(
-        'run.task: expected "package.module:factory", got "nocolon"'
+        'run.task: expected "lm" or "package.module:factory", got "nocolon"'
     )
     assert error_of(tmp_path, '[log]\nevery = 1\n').endswith('missing table [run] (it needs at least name = "...")')
     msg = error_of(tmp_path, '[run]\nseed = 1\n')
@@ -229,8 +229,8 @@ def test_section_errors_name_file_line_table_and_key(tmp_path):
         ("optim", "clip = inf", "optim.clip: expected a finite number >= 0 (0 turns clipping off), got inf"),
         ("optim", "betas = [nan, 0.9]", "optim.betas[0]: expected a number in [0, 1), got nan"),
         ("optim", "warmup = -inf", "optim.warmup: expected a fraction in [0, 1], got -inf"),
-        ("run", 'device = "gpu0"', 'run.device: expected "cpu", "cuda", "cuda:N" or "mps", got "gpu0"'),
-        ("run", 'device = "meta"', 'run.device: expected "cpu", "cuda", "cuda:N" or "mps", got "meta"'),
+        ("run", 'device = "gpu0"', 'run.device: expected "cpu", "cuda", "cuda:N", "mps" or "auto", got "gpu0"'),
+        ("run", 'device = "meta"', 'run.device: expected "cpu", "cuda", "cuda:N", "mps" or "auto", got "meta"'),
         ("run", "seed = -1", "run.seed: expected an integer in [0, 2**63), got -1"),
         ("run", "threads = 0", "run.threads: expected a number of threads in [1, 1024], got 0"),
         ("run", "threads = 1000000000", "run.threads: expected a number of threads in [1, 1024], got 1000000000"),
