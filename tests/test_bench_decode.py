@@ -77,9 +77,10 @@ def test_index_comparison_runs_and_agrees_with_xgrammar(monkeypatch):
             assert "not installed" in xgr["error"]
         else:
             assert xgr["mask_disagreements"] == 0 and xgr["mask_steps_compared"] == row["steps"] and xgr["strings_refused"] == 0
+            assert xgr["end_disagreements"] == 0  # the end-of-sequence decision is compared too
             assert xgr["advance_median_us"] > 0 and xgr["step_p99_us"] > 0
     text = decode.format_results(r)
-    assert "masks differing" in text and "batched advance" in text
+    assert "steps differing from neurosym's (masks, end of sequence)" in text and "batched advance" in text
     if importlib.util.find_spec("xgrammar") is not None:
         g = r["ratios"]["xgrammar"]
         assert set(g) == {f"{part}_{q}_us" for part in ("mask", "advance", "step") for q in ("median", "p99")} and all(x > 0 for x in g.values())
