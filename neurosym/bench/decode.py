@@ -46,7 +46,6 @@ import numpy as np
 import torch
 
 from neurosym.bench.compile import bpe_tokenizer, frequent_words
-from neurosym.bench.regex_walk import sample_matches
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.fsg import load_fsg
 from neurosym.compile.regex import compile_regex, literal_alternatives
@@ -129,6 +128,8 @@ def bench_patterns(n_words: int, n_strings: int = 60) -> dict[str, tuple[str, li
     patterns with strings drawn by walks guided by the ``regex`` package's partial
     matching (:mod:`neurosym.bench.regex_walk`, each checked with ``re.fullmatch``), and
     the word list with words in WikiText-2's running order."""
+    from neurosym.bench.regex_walk import sample_matches  # lazy: the regex package comes with the bench extra
+
     out = {}
     for file, name in BANK_PATTERNS:
         pattern = flat_regex(read_regex_bank(shipped_file(f"grammars/{file}")), name)
