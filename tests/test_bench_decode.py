@@ -258,3 +258,28 @@ def test_xgrammar_live_matches_the_record():
             assert [decode_fixture.pack(m) for m in masks] == [fx["mask_table"][i] for i in s["masks"]], p["name"]
             assert "".join("1" if e else "0" for e in ends) == s["ends"], p["name"]
     assert decode_fixture.xgrammar_answers() == fx["outlines_examples"]["xgrammar"]
+
+
+def test_refusals_are_classed_by_what_the_refused_token_would_do():
+    from neurosym.vocab import Vocab
+
+    vocab = Vocab.chars("ab:1.5")
+    ids = lambda s: [vocab.id(c) for c in s]  # noqa: E731
+    first = decode.classify_refusals([(0, 1)], "a(:b)?", [ids("a:b")], vocab)  # ":" after a complete "a"
+    assert first == {"strings_refused": 1, "refused_leaving_a_complete_match_incomplete": 1, "refused_otherwise": 0}
+    alt = decode.classify_refusals([(0, 1)], "a|ab", [ids("ab")], vocab)  # "b" completes "ab": leftmost-first
+    assert alt == {"strings_refused": 1, "refused_leaving_a_complete_match_incomplete": 0, "refused_otherwise": 1}
+    assert decode.classify_refusals([(0, 0)], "a|ab", [ids("ab")], vocab)["refused_otherwise"] == 1
+
+
+def test_decisions_are_compared_mask_and_end():
+    import numpy as np
+
+    def d(masks, ends):
+        return decode.Decisions({(0, k): np.array(m, dtype=np.uint32).tobytes() for k, m in enumerate(masks)}, {(0, k): e for k, e in enumerate(ends)}, [])
+
+    ours = d([[0b0110], [0b0110], [0b0110], [0b0110], [0b1]], [True, False, True, False, True])
+    theirs = d([[0b0110], [0b0100], [0b1110], [0b1001]], [True, True, False, False])  # one step fewer: not compared
+    c = decode.compare_decisions(ours, theirs)
+    assert c == {"mask_steps_compared": 4, "mask_disagreements": 3, "mask_theirs_narrower": 1, "mask_theirs_wider": 1,
+                 "mask_theirs_crossed": 1, "end_disagreements": 2, "end_theirs_refuses": 1, "end_theirs_allows": 1}

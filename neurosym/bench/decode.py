@@ -3,7 +3,10 @@ r"""``neurosym bench decode``: the token index side by side with outlines-core a
 The same patterns (shipped bank patterns flattened to one regex each, and a word list
 of the most frequent WikiText-2 words), the same byte-level BPE vocabulary (trained on
 WikiText-2 and UD English-EWT, see :mod:`neurosym.bench.compile`), the same machine, one
-engine after the other in the same process:
+engine after the other in the same process. The strings decoded come from outside
+neurosym: for the bank patterns, walks guided by the ``regex`` package's partial
+matching (:mod:`neurosym.bench.regex_walk`), each a full match under Python's ``re``;
+for the word list, WikiText-2 test words in running order.
 
 * **build**: seconds from the regex text to a ready index (the vocabulary's own set-up
   — our trie, outlines-core's ``Vocabulary``, XGrammar's ``TokenizerInfo`` — is timed
@@ -13,8 +16,11 @@ engine after the other in the same process:
   child process's peak resident memory while its index is built (ours is measured the
   same way, beside it; transient allocations count, so it is an upper bound);
 * **mask**: microseconds to write one packed 32-bit mask of the allowed tokens into a
-  preallocated buffer, at every token of real strings (median and p99), with the
-  engines' masks compared bit for bit at every step;
+  preallocated buffer, at every token of the strings (median and p99), with the
+  engines' masks compared bit for bit at every step (a differing mask counted as the
+  other engine's set narrower, wider, or neither), and the end-of-sequence decision
+  too (neurosym's ``Automaton.final`` against the end-of-sequence bit of the other
+  engine's mask: ending refused or allowed where neurosym does otherwise);
 * **advance**: microseconds to take the string's next token (neurosym:
   ``Automaton.next_state``, the one-row NumPy/Python path; outlines-core:
   ``Guide.advance``; XGrammar: ``GrammarMatcher.accept_token``), and **step**, mask and
@@ -29,7 +35,10 @@ keeps the text completable) in two ways: it refuses a token that would leave an 
 complete match incomplete (``a(:b)?`` refuses ``:`` after ``a``; ``-?[0-9]+(\.[0-9]+)?``
 refuses ``.`` after ``1``), 69 of the 99 refusals in the published run, and it compiles
 alternations leftmost-first (``a|ab`` never allows ``ab``), 30 of them. Steps where the
-masks differ are counted and reported, never hidden.
+masks differ are counted and reported, never hidden; each refused string is classed by
+whether the refused token would have left a complete match incomplete (the first
+kind) or not. Both behaviours are recorded in ``tests/data/xgrammar_masks.json`` (see
+:mod:`neurosym.bench.decode_fixture`) and checked by ``tests/test_bench_decode.py``.
 """
 
 from __future__ import annotations
@@ -332,16 +341,22 @@ def compare_decisions(ours: Decisions, theirs: Decisions) -> dict[str, int]:
 
 
 def classify_refusals(refusals: list[tuple[int, int]], pattern: str, token_lists: list[list[int]], vocab: Vocab) -> dict[str, int]:
-    """Refused strings split by what the text before the refused token was: already a
-    complete match of the pattern (``re.fullmatch``; the refused token would only have
-    started a longer one), or not."""
+    """Refused strings split by what the refused token would have done (``re.fullmatch``
+    on the text): left a complete match incomplete (the text before it matched the
+    whole pattern, the text with it does not: outlines-core's first kind of refusal),
+    or anything else (leftmost-first alternation, e.g. ``the`` then ``re`` in a word
+    list, or ``ab`` at the start of ``a|ab``)."""
     checker = re.compile(pattern)
-    after_complete = 0
+
+    def text(ids: list[int]) -> str:
+        s = vocab.spell(ids)
+        return s.decode("utf-8", errors="replace") if isinstance(s, bytes) else s
+
+    first_kind = 0
     for i, k in refusals:
-        text = vocab.spell(token_lists[i][:k])
-        prefix = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
-        after_complete += checker.fullmatch(prefix) is not None
-    return {"strings_refused": len(refusals), "refused_after_complete_match": after_complete, "refused_otherwise": len(refusals) - after_complete}
+        before, after = text(token_lists[i][:k]), text(token_lists[i][: k + 1])
+        first_kind += checker.fullmatch(before) is not None and checker.fullmatch(after) is None
+    return {"strings_refused": len(refusals), "refused_leaving_a_complete_match_incomplete": first_kind, "refused_otherwise": len(refusals) - first_kind}
 
 
 BATCHES = (1, 32, 256)
@@ -536,7 +551,7 @@ def format_results(r: dict) -> str:
                         f"crossed {e['mask_theirs_crossed']}), ends {e['end_disagreements']}/{n} (refused {e['end_theirs_refuses']}, "
                         f"allowed {e['end_theirs_allows']})")
             if e.get("strings_refused"):
-                diff += f"; refused {e['strings_refused']} of {row['strings']} ({e['refused_after_complete_match']} after a complete match)"
+                diff += f"; refused {e['strings_refused']} of {row['strings']} ({e['refused_leaving_a_complete_match_incomplete']} leaving a complete match incomplete)"
             times = "".join(us(e.get(f"{part}_{q}_us"), w) for part in ("mask", "advance", "step") for q, w in (("median", 10 if part != "advance" else 9), ("p99", 8)))
             lines.append(f"  {row['pattern']:<22}{kind:<15}{e['build_seconds']:>9.4f}{e['build_cpu_seconds']:>9.4f}{mem:>10}{rss:>12}{times}  {diff}")
         for kind, e in row["engines"].items():
