@@ -283,3 +283,17 @@ def test_decisions_are_compared_mask_and_end():
     c = decode.compare_decisions(ours, theirs)
     assert c == {"mask_steps_compared": 4, "mask_disagreements": 3, "mask_theirs_narrower": 1, "mask_theirs_wider": 1,
                  "mask_theirs_crossed": 1, "end_disagreements": 2, "end_theirs_refuses": 1, "end_theirs_allows": 1}
+
+
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def test_decode_docs_quote_the_record_as_it_is():
+    fx = decode_fixture.load_fixture(FIXTURE)
+    doc = (Path(__file__).parents[1] / "docs" / "decode.md").read_text(encoding="utf-8")
+    steps = sum(len(s["tokens"]) + 1 for p in fx["patterns"] for s in p["sequences"])
+    assert f"{len(fx['vocab'])}-token" in doc and f"{steps:,} steps" in doc and f"all {steps:,}" in doc
+    assert f"a BPE of {decode_fixture.FIXTURE_BPE_SIZE}" in doc and f"{NUMBER_WORDS[len(fx['patterns'])]} patterns" in doc
+    assert f"{decode_fixture.RE_STRINGS} strings" in doc and f"{decode_fixture.XGRAMMAR_WALKS} walks" in doc
+    assert f"the {decode_fixture.WORDS_IN_LIST} most frequent words" in doc
+    assert "python -m neurosym.bench.decode_fixture --write tests/data/xgrammar_masks.json" in doc
