@@ -33,9 +33,10 @@ for the word list, WikiText-2 test words in running order.
 outlines-core 0.2.14 differs from XGrammar and neurosym (which allow every token that
 keeps the text completable) in two ways: it refuses a token that would leave an already
 complete match incomplete (``a(:b)?`` refuses ``:`` after ``a``; ``-?[0-9]+(\.[0-9]+)?``
-refuses ``.`` after ``1``), 69 of the 99 refusals in the published run, and it compiles
-alternations leftmost-first (``a|ab`` never allows ``ab``), 30 of them. Steps where the
-masks differ are counted and reported, never hidden; each refused string is classed by
+refuses ``.`` after ``1``), and it compiles alternations leftmost-first (``a|ab`` never
+allows ``ab``; in a word list a shorter word listed after a longer one it starts is cut
+off, and the end refused there). docs/decode.md gives the counts of each in the
+published run. Steps where the masks differ are counted and reported, never hidden; each refused string is classed by
 whether the refused token would have left a complete match incomplete (the first
 kind) or not. Both behaviours are recorded in ``tests/data/xgrammar_masks.json`` (see
 :mod:`neurosym.bench.decode_fixture`) and checked by ``tests/test_bench_decode.py``.
