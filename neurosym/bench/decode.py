@@ -1,9 +1,12 @@
-"""``neurosym bench decode``: the token index side by side with outlines-core and XGrammar.
+r"""``neurosym bench decode``: the token index side by side with outlines-core and XGrammar.
 
 The same patterns (shipped bank patterns flattened to one regex each, and a word list
 of the most frequent WikiText-2 words), the same byte-level BPE vocabulary (trained on
 WikiText-2 and UD English-EWT, see :mod:`neurosym.bench.compile`), the same machine, one
-engine after the other in the same process:
+engine after the other in the same process. The strings decoded come from outside
+neurosym: for the bank patterns, walks guided by the ``regex`` package's partial
+matching (:mod:`neurosym.bench.regex_walk`), each a full match under Python's ``re``;
+for the word list, WikiText-2 test words in running order.
 
 * **build**: seconds from the regex text to a ready index (the vocabulary's own set-up
   — our trie, outlines-core's ``Vocabulary``, XGrammar's ``TokenizerInfo`` — is timed
@@ -13,8 +16,11 @@ engine after the other in the same process:
   child process's peak resident memory while its index is built (ours is measured the
   same way, beside it; transient allocations count, so it is an upper bound);
 * **mask**: microseconds to write one packed 32-bit mask of the allowed tokens into a
-  preallocated buffer, at every token of real strings (median and p99), with the
-  engines' masks compared bit for bit at every step;
+  preallocated buffer, at every token of the strings (median and p99), with the
+  engines' masks compared bit for bit at every step (a differing mask counted as the
+  other engine's set narrower, wider, or neither), and the end-of-sequence decision
+  too (neurosym's ``Automaton.final`` against the end-of-sequence bit of the other
+  engine's mask: ending refused or allowed where neurosym does otherwise);
 * **advance**: microseconds to take the string's next token (neurosym:
   ``Automaton.next_state``, the one-row NumPy/Python path; outlines-core:
   ``Guide.advance``; XGrammar: ``GrammarMatcher.accept_token``), and **step**, mask and
@@ -27,9 +33,13 @@ engine after the other in the same process:
 outlines-core 0.2.14 differs from XGrammar and neurosym (which allow every token that
 keeps the text completable) in two ways: it refuses a token that would leave an already
 complete match incomplete (``a(:b)?`` refuses ``:`` after ``a``; ``-?[0-9]+(\.[0-9]+)?``
-refuses ``.`` after ``1``), 69 of the 99 refusals in the published run, and it compiles
-alternations leftmost-first (``a|ab`` never allows ``ab``), 30 of them. Steps where the
-masks differ are counted and reported, never hidden.
+refuses ``.`` after ``1``), and it compiles alternations leftmost-first (``a|ab`` never
+allows ``ab``; in a word list a shorter word listed after a longer one it starts is cut
+off, and the end refused there). docs/decode.md gives the counts of each in the
+published run. Steps where the masks differ are counted and reported, never hidden; each refused string is classed by
+whether the refused token would have left a complete match incomplete (the first
+kind) or not. Both behaviours are recorded in ``tests/data/xgrammar_masks.json`` (see
+:mod:`neurosym.bench.decode_fixture`) and checked by ``tests/test_bench_decode.py``.
 """
 
 from __future__ import annotations
@@ -123,15 +133,17 @@ def flat_regex(bank: regex_ir.Bank, name: str) -> str:
     return expr(rule.expr, (name,))
 
 
-def bench_patterns(n_words: int) -> dict[str, tuple[str, list[str]]]:
-    """name -> (regex, real strings to decode): bank patterns with strings sampled from
-    their own language, and the word list with words in WikiText-2's running order."""
+def bench_patterns(n_words: int, n_strings: int = 60) -> dict[str, tuple[str, list[str]]]:
+    """name -> (regex, strings to decode), every string from outside neurosym: bank
+    patterns with strings drawn by walks guided by the ``regex`` package's partial
+    matching (:mod:`neurosym.bench.regex_walk`, each checked with ``re.fullmatch``), and
+    the word list with words in WikiText-2's running order."""
+    from neurosym.bench.regex_walk import sample_matches  # lazy: the regex package comes with the bench extra
+
     out = {}
     for file, name in BANK_PATTERNS:
         pattern = flat_regex(read_regex_bank(shipped_file(f"grammars/{file}")), name)
-        auto = compile_regex(pattern)
-        strings = [s for s in auto.char_dfa.sample(60, max_len=40, seed=0) if re.fullmatch(pattern, s)]
-        out[f"{file.split('.')[0]}:{name}"] = (pattern, strings)
+        out[f"{file.split('.')[0]}:{name}"] = (pattern, sample_matches(pattern, n_strings, seed=0, max_len=40))
     words = frequent_words(n_words)
     text = shared_data("wikitext-2", "test.txt").read_text(encoding="utf-8").split()
     chosen = set(words)
@@ -154,6 +166,11 @@ class Engine:
     def write_mask(self, out: np.ndarray) -> None: ...
     def advance(self, token: int) -> None: ...
 
+    def end_allowed(self, mask: np.ndarray, eos: int) -> bool:
+        """Whether the engine lets the sequence end here: the end-of-sequence bit
+        (id ``eos``) of the mask it has just written."""
+        return bool((int(mask[eos // 32]) >> (eos % 32)) & 1)
+
 
 class Ours(Engine):
     def __init__(self, pattern: str, vocab: Vocab):
@@ -172,6 +189,11 @@ class Ours(Engine):
         self.state = self.auto.next_state(self.state, token)  # the one-row fast path (Automaton.step batches)
         if self.state < 0:
             raise NeurosymError(f"token {token} rejected")
+
+    def end_allowed(self, mask: np.ndarray, eos: int) -> bool:
+        """neurosym's own decision: whether the state is accepting (its masks hold no
+        end-of-sequence bit; a decoder asks ``Automaton.final``)."""
+        return bool(self.auto.final[self.state])
 
 
 class Outlines(Engine):
@@ -249,15 +271,27 @@ def engine_vocabularies(vocab: Vocab, eos: int):
     return out, seconds
 
 
-def run_strings(engine: Engine, token_lists: list[list[int]], words: int) -> tuple[dict[str, list[float]], dict, int]:
+@dataclass
+class Decisions:
+    """One engine's answers along the strings: at step (string, k), the packed mask
+    over the real tokens (ids < V, as bytes) and whether the sequence may end; and the
+    (string, k) where the engine refused the string's k-th token."""
+
+    masks: dict[tuple[int, int], bytes]
+    ends: dict[tuple[int, int], bool]
+    refusals: list[tuple[int, int]]
+
+
+def run_strings(engine: Engine, token_lists: list[list[int]], words: int, eos: int) -> tuple[dict[str, list[float]], Decisions]:
     """Times (µs) at every step of every string — ``mask`` (write the packed mask),
     ``advance`` (take the string's next token) and ``step`` (the two together, what a
-    decoder pays per token) — the masks keyed by (string, step), and how many strings
-    the engine refused part-way (a token of a string that fully matches the pattern
-    under Python's ``re`` was rejected)."""
+    decoder pays per token) — and the engine's decisions (:class:`Decisions`): a string
+    is refused part-way when a token of a string that fully matches the pattern under
+    Python's ``re`` is rejected."""
     times: dict[str, list[float]] = {"mask": [], "advance": [], "step": []}
-    masks, refused = {}, 0
+    out = Decisions({}, {}, [])
     buf = np.zeros(words, dtype=np.int32)
+    full, rest = divmod(eos, 32)  # the real tokens' bits: ids < eos
     clock = time.perf_counter_ns
     for i, tokens in enumerate(token_lists):
         engine.start()
@@ -267,7 +301,11 @@ def run_strings(engine: Engine, token_lists: list[list[int]], words: int) -> tup
             engine.write_mask(buf)
             mask_us = (clock() - t0) / 1000
             times["mask"].append(mask_us)
-            masks[i, k] = buf.copy()
+            real = buf[: full + 1].copy()
+            if full < len(real):
+                real[full] = int(real[full]) & ((1 << rest) - 1)
+            out.masks[i, k] = real.tobytes()
+            out.ends[i, k] = engine.end_allowed(buf, eos)
             if tok is None:
                 continue
             try:
@@ -275,11 +313,51 @@ def run_strings(engine: Engine, token_lists: list[list[int]], words: int) -> tup
                 engine.advance(tok)
                 advance_us = (clock() - t0) / 1000
             except Exception:  # noqa: BLE001 - the engine's own refusal, counted
-                refused += 1
+                out.refusals.append((i, k))
                 break
             times["advance"].append(advance_us)
             times["step"].append(mask_us + advance_us)
-    return times, masks, refused
+    return times, out
+
+
+def compare_decisions(ours: Decisions, theirs: Decisions) -> dict[str, int]:
+    """Step-by-step comparison of another engine's decisions with neurosym's, over the
+    steps both reached: masks differing (the other engine's set narrower, wider, or
+    neither), and end-of-sequence decisions differing (the other engine refusing an end
+    neurosym allows, or allowing one neurosym refuses)."""
+    shared = ours.masks.keys() & theirs.masks.keys()
+    out = {"mask_steps_compared": len(shared), "mask_disagreements": 0, "mask_theirs_narrower": 0, "mask_theirs_wider": 0,
+           "mask_theirs_crossed": 0, "end_disagreements": 0, "end_theirs_refuses": 0, "end_theirs_allows": 0}
+    for key in shared:
+        a = np.frombuffer(ours.masks[key], dtype=np.uint32)
+        b = np.frombuffer(theirs.masks[key], dtype=np.uint32)
+        if not np.array_equal(a, b):
+            out["mask_disagreements"] += 1
+            extra, missing = bool((b & ~a).any()), bool((a & ~b).any())
+            out["mask_theirs_wider" if not missing else "mask_theirs_narrower" if not extra else "mask_theirs_crossed"] += 1
+        if ours.ends[key] != theirs.ends[key]:
+            out["end_disagreements"] += 1
+            out["end_theirs_refuses" if ours.ends[key] else "end_theirs_allows"] += 1
+    return out
+
+
+def classify_refusals(refusals: list[tuple[int, int]], pattern: str, token_lists: list[list[int]], vocab: Vocab) -> dict[str, int]:
+    """Refused strings split by what the refused token would have done (``re.fullmatch``
+    on the text): left a complete match incomplete (the text before it matched the
+    whole pattern, the text with it does not: outlines-core's first kind of refusal),
+    or anything else (leftmost-first alternation, e.g. ``the`` then ``re`` in a word
+    list, or ``ab`` at the start of ``a|ab``)."""
+    checker = re.compile(pattern)
+
+    def text(ids: list[int]) -> str:
+        s = vocab.spell(ids)
+        return s.decode("utf-8", errors="replace") if isinstance(s, bytes) else s
+
+    first_kind = 0
+    for i, k in refusals:
+        before, after = text(token_lists[i][:k]), text(token_lists[i][: k + 1])
+        first_kind += checker.fullmatch(before) is not None and checker.fullmatch(after) is None
+    return {"strings_refused": len(refusals), "refused_leaving_a_complete_match_incomplete": first_kind, "refused_otherwise": len(refusals) - first_kind}
 
 
 BATCHES = (1, 32, 256)
@@ -398,33 +476,26 @@ def run(n_words: int = 5000, bpe_size: int = 32000, repeats: int = 3, progress: 
                 row["engines"][kind] = {"error": f"{type(err).__name__}: {str(err)[:200]}"}
         if literal_alternatives(pattern) is None:  # a word list takes the trie route: no regex parse
             row["regex_parse_seconds"] = parse_floor(pattern, repeats)
-        masks = {}
+        decisions: dict[str, Decisions] = {}
         for e in engines:
             if isinstance(e, Ours):
                 row["batched_step"] = batched_steps(e.auto, token_lists)
-            times, masks[e.name], refused = run_strings(e, token_lists, words)
+            times, decisions[e.name] = run_strings(e, token_lists, words, eos)
             row["engines"][e.name] = {
                 "build_seconds": e.build_seconds,
                 "build_cpu_seconds": e.build_cpu_seconds,
                 "memory_bytes": e.memory_bytes,
-                "strings_refused": refused,
+                **classify_refusals(decisions[e.name].refusals, pattern, token_lists, vocab),
             }
             for part, ts in times.items():
                 row["engines"][e.name][f"{part}_median_us"], row["engines"][e.name][f"{part}_p99_us"] = percentiles(ts)
         for kind in ("neurosym", "outlines-core"):
             if kind in row["engines"] and "error" not in row["engines"][kind]:
                 row["engines"][kind]["rss_growth_bytes"] = rss_growth(kind, pattern, vocab, eos, timeout=600)
-        if "neurosym" in masks:
-            full, rest = divmod(V, 32)  # the end-of-sequence bit (id V) is each engine's own business
-
-            def real(m: np.ndarray) -> tuple:
-                return m[:full].tobytes(), int(m[full]) & ((1 << rest) - 1) if rest else 0
-
-            for kind, theirs in masks.items():
+        if "neurosym" in decisions:
+            for kind, theirs in decisions.items():
                 if kind != "neurosym":
-                    shared = masks["neurosym"].keys() & theirs.keys()
-                    row["engines"][kind]["mask_disagreements"] = sum(real(masks["neurosym"][key]) != real(theirs[key]) for key in shared)
-                    row["engines"][kind]["mask_steps_compared"] = len(shared)
+                    row["engines"][kind].update(compare_decisions(decisions["neurosym"], theirs))
         rows.append(row)
     out = {"vocab_size": V, "vocab_setup_seconds": setup, "patterns": rows}
     out["ratios"] = step_ratios(out)
@@ -464,7 +535,7 @@ def format_results(r: dict) -> str:
         "per token, one sequence: mask = write the packed allowed-token mask, advance = take the token, step = both (µs)",
         "",
         f"  {'pattern':<22}{'engine':<15}{'build s':>9}{'CPU s':>9}{'index MB':>10}{'peak RSS MB':>12}"
-        f"{'mask p50':>10}{'p99':>8}{'adv p50':>9}{'p99':>8}{'step p50':>10}{'p99':>8}  masks differing from neurosym's",
+        f"{'mask p50':>10}{'p99':>8}{'adv p50':>9}{'p99':>8}{'step p50':>10}{'p99':>8}  steps differing from neurosym's (masks, end of sequence); refusals",
     ]
     for row in r["patterns"]:
         ours = row["engines"].get("neurosym", {})
@@ -474,9 +545,14 @@ def format_results(r: dict) -> str:
                 continue
             mem = f"{e['memory_bytes'] / 1e6:.2f}" if e.get("memory_bytes") is not None else "n/a"
             rss = f"{e['rss_growth_bytes'] / 1e6:.1f}" if e.get("rss_growth_bytes") is not None else "n/a"
-            diff = f"{e['mask_disagreements']}/{e['mask_steps_compared']}" if "mask_disagreements" in e else ""
+            diff = ""
+            if "mask_disagreements" in e:
+                n = e["mask_steps_compared"]
+                diff = (f"masks {e['mask_disagreements']}/{n} (narrower {e['mask_theirs_narrower']}, wider {e['mask_theirs_wider']}, "
+                        f"crossed {e['mask_theirs_crossed']}), ends {e['end_disagreements']}/{n} (refused {e['end_theirs_refuses']}, "
+                        f"allowed {e['end_theirs_allows']})")
             if e.get("strings_refused"):
-                diff += f" refused {e['strings_refused']}"
+                diff += f"; refused {e['strings_refused']} of {row['strings']} ({e['refused_leaving_a_complete_match_incomplete']} leaving a complete match incomplete)"
             times = "".join(us(e.get(f"{part}_{q}_us"), w) for part in ("mask", "advance", "step") for q, w in (("median", 10 if part != "advance" else 9), ("p99", 8)))
             lines.append(f"  {row['pattern']:<22}{kind:<15}{e['build_seconds']:>9.4f}{e['build_cpu_seconds']:>9.4f}{mem:>10}{rss:>12}{times}  {diff}")
         for kind, e in row["engines"].items():
