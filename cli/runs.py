@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from neurosym.cli.options import examples, json_option, output_option, resume_option, samples_option, seed_option
+from neurosym.cli.options import examples, force_option, json_option, output_option, resume_option, samples_option, seed_option
+from neurosym.errors import NeurosymError
 
 
 @click.command(
@@ -32,13 +33,18 @@ def train(config: Path, resume: bool) -> None:
 @click.command(epilog=examples("neurosym plot runs/semantic-fusion", "neurosym plot runs/semantic-fusion -o curves.svg"))
 @click.argument("run", type=click.Path(path_type=Path))
 @output_option("Image file: .png, .svg or .pdf (default RUN/curves.png).")
-def plot(run: Path, output: Path | None) -> None:
-    """Plot a run's metrics (train loss, learning rate, evaluation metrics)."""
-    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
-    from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
+@force_option("plot")
+def plot(run: Path, output: Path | None, force: bool) -> None:
+    """Plot a run's metrics (train loss, learning rate, evaluation metrics). An existing
+    OUTPUT is replaced only when neurosym drew it (or with --force)."""
+    from neurosym.files import IMAGE_SUFFIXES, check_output  # lazy: --help must not load torch and every subsystem
+    from neurosym.lm.plot import METRICS, plot_run  # lazy: matplotlib is slow to import and only plots need it
 
+    inputs = [run / METRICS] if run.is_dir() else []
     if output is not None:
-        check_output(output, [], "plot")
+        check_output(output, inputs, "plot", suffixes=IMAGE_SUFFIXES, force=force)
+    elif run.is_dir():
+        check_output(run / "curves.png", inputs, "plot", ours=None)  # the run's own plot: a writable folder is all it needs
     click.echo(f"wrote {plot_run(run, output)}")
 
 
@@ -80,7 +86,7 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, as_json:
     ),
 )
 @click.argument("run", type=click.Path(path_type=Path))
-@click.option("--grammar", required=True, help="A .regex bank (FILE or FILE:NAME, default its first pattern), an .fsg grammar, or a word list.")
+@click.option("--grammar", required=True, help="A .regex bank (FILE or FILE:NAME, default its first pattern), an .fsg grammar, a .pcfg grammar, or a word list.")
 @click.option("--prompt", default=None, help="Text every sample starts with (it must be in the grammar's language so far).")
 @samples_option(5, "How many samples.")
 @click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Sampling temperature.")
@@ -94,7 +100,15 @@ def generate_cmd(run: Path, grammar: str, prompt: str | None, n: int, temperatur
     and word lists) and the model's log-probability of the generated tokens."""
     from neurosym.decode.run import format_samples, generate_from_run  # lazy: --help must not load torch and every subsystem
     rows = generate_from_run(run, grammar, prompt=prompt, n=n, temperature=temperature, top_p=top_p, seed=seed, max_len=max_len)
+    dead = sum(r["status"] == "dead_end" for r in rows)
+    if rows and dead == len(rows):
+        raise NeurosymError(
+            f"{grammar}: every sample dead-ended: after {'the prompt' if prompt else 'the start'} the grammar allows no token of "
+            f"the run's vocabulary (is the grammar written for another tokenisation, e.g. characters on a word-level model?)"
+        )
     click.echo(json.dumps(rows, indent=2, ensure_ascii=False) if as_json else format_samples(rows))
+    if dead:
+        click.echo(f"warning: {dead} of {len(rows)} samples dead-ended (the grammar left no token of the run's vocabulary)", err=True)
 
 
 __all__ = ["eval_cmd", "generate_cmd", "plot", "train"]

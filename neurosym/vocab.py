@@ -306,5 +306,15 @@ def load_vocab(spec: str | Path) -> Vocab:
         raise NeurosymError(f"{spec_s}: no such vocabulary file (expected 'bytes', a tokenizers .json, or a word list)")
     if path.suffix == ".json":
         return Vocab.from_tokenizer(path)
-    words = [w for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        raise NeurosymError(f"{path}: is a folder, not a vocabulary file") from None
+    except OSError as err:
+        raise NeurosymError(f"{path}: cannot read the vocabulary ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise SourceError.not_utf8(err, path) from None
+    words = [w for w in text.splitlines() if w.strip()]
+    if not words:
+        raise NeurosymError(f"{path}: the vocabulary file holds no token (one per line)")
     return Vocab.words(words)

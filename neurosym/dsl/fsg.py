@@ -136,10 +136,10 @@ def read_fsg(path: str | Path) -> FsgGrammar:
     try:
         check_source_size(p)
         text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:  # before ValueError, of which it is one
+        raise SourceError.not_utf8(err, p) from None
     except (OSError, ValueError) as err:
         raise NeurosymError(f"{p}: {read_error(err, 'the file')}") from None
-    except UnicodeDecodeError as err:
-        raise NeurosymError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     return parse_fsg(text, p)
 
 

@@ -212,7 +212,7 @@ def read_pcfg(path: str | Path) -> Grammar:
         check_source_size(p)
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise SourceError(f"the file is not UTF-8 ({err.reason})", str(p), 1, 1) from None
+        raise SourceError.not_utf8(err, p) from None
     except (OSError, ValueError) as err:
         raise NeurosymError(f"{p}: {read_error(err, 'the file')}") from None
     return parse_pcfg(text, p)

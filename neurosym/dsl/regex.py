@@ -83,7 +83,7 @@ class _Loader:
             check_source_size(path, display)
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
-            raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
+            raise SourceError.not_utf8(err, display) from None
         except (OSError, ValueError) as err:
             if at is not None:
                 raise SourceError.at(at, read_error(err, display)) from None
@@ -237,6 +237,8 @@ class _Builder:
             lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             raise SourceError.at(at, f"no such word list {rel}") from None
+        except UnicodeDecodeError as err:  # the place of the bad byte in the word list itself
+            raise SourceError.not_utf8(err, path) from None
         except (OSError, ValueError) as err:
             raise SourceError.at(at, "word list: " + read_error(err, rel)) from None
         words = tuple(w for w in (line.strip() for line in lines) if w and not w.startswith("#"))

@@ -148,7 +148,7 @@ class LexiconReader:
         try:
             text = self.read(path)
         except UnicodeDecodeError as err:
-            raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
+            raise SourceError.not_utf8(err, display) from None
         except (OSError, ValueError) as err:
             if at is not None:
                 raise SourceError.at(at, read_error(err, display)) from None
