@@ -153,14 +153,14 @@ def to_dot(auto: Automaton) -> str:
     return "\n".join(out) + "\n"
 
 
-DOT_MARK = b"// drawn by " + OWN_MARK + b"\n"  # a DOT comment: marks the drawing as neurosym's own output
+DOT_MARK = b"// drawn by " + OWN_MARK + b"\n"  # a DOT comment after the graph: marks the drawing as neurosym's own output
 
 
 def draw_automaton(auto: Automaton, path: str | Path) -> Path:
     """Write ``auto`` as DOT text (``.dot``) or a matplotlib drawing (``.png``/``.svg``/``.pdf``)."""
     path = Path(path)
     if path.suffix == ".dot":
-        atomic_write_bytes(path, DOT_MARK + to_dot(auto).encode())
+        atomic_write_bytes(path, to_dot(auto).encode() + DOT_MARK)
         return path
     nodes, labels = labelled_edges(auto)
     return draw_labelled([q for q, _ in nodes], {q for q, fin in nodes if fin}, labels, path, f"{auto.name or 'automaton'} (start 0, finals shaded)")
@@ -275,7 +275,7 @@ def draw_fsg(path: str | Path, out: str | Path) -> Path:
             lines.append(f'  "{esc(q)}" [shape={"doublecircle" if q in finals else "circle"}];')
         for (u, v), ls in labels.items():
             lines.append(f'  "{esc(u)}" -> "{esc(v)}" [label="{esc(chr(10).join(ls))}"];')
-        atomic_write_bytes(out, DOT_MARK + ("\n".join(lines) + "\n}\n").encode())
+        atomic_write_bytes(out, ("\n".join(lines) + "\n}\n").encode() + DOT_MARK)
         return out
     return draw_labelled(list(graph.nodes), finals, {k: "\n".join(v) for k, v in labels.items()}, out, f"{graph.name} (start {g.start_state}, finals shaded)")
 

@@ -22,8 +22,9 @@ NOT_PLOTTED = {"kind", "step", "epoch", "seconds"}
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The lines of ``run_dir/metrics.jsonl`` (a line torn by a kill is skipped; bytes
-    that are not UTF-8 before the last line are an error at their line and column)."""
+    """The lines of ``run_dir/metrics.jsonl`` (a last line torn by a kill, without its
+    newline, is skipped; bytes that are not UTF-8 in a whole line are an error at their
+    line and column)."""
     run_dir = Path(run_dir)
     path = run_dir / METRICS
     if not run_dir.is_dir():
@@ -37,7 +38,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        if b"\n" in raw[err.start :].rstrip(b"\n"):
+        if b"\n" in raw[err.start :]:  # a whole line (ended by a newline) is not torn
             raise SourceError.not_utf8(err, path) from None
         text = raw[: raw.rfind(b"\n", 0, err.start) + 1].decode("utf-8")  # the last line, torn by a kill
     rows = []

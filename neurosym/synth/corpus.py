@@ -33,7 +33,7 @@ from pathlib import Path
 from neurosym.synth import clock
 from neurosym.compile.regex import compile_bank, pattern_dfa
 from neurosym.dsl.regex import parse_regex_bank
-from neurosym.data.text import conllu_sentences
+from neurosym.data.text import conllu_sentences, field_column
 from neurosym.errors import NeurosymError, SourceError
 from neurosym.files import atomic_write_bytes
 from neurosym.synth import regex_ast as ra
@@ -77,10 +77,10 @@ def read_tsv(path: str | Path) -> list[tuple[str, str]]:
             continue
         cols = line.split("\t")
         if len(cols) != 2:
-            col = len(line) + 1 if len(cols) < 2 else len(cols[0]) + len(cols[1]) + 2  # the end, or the second TAB
+            col = field_column(line, min(len(cols), 2))  # where the label goes, or the first extra column
             raise SourceError(f"expected 'string<TAB>label', got {len(cols)} tab-separated column(s)", path, lineno, col)
         if not cols[1].strip():
-            raise SourceError("empty label", path, lineno, len(cols[0]) + 2)
+            raise SourceError("empty label", path, lineno, field_column(line, 1))
         out.append((cols[0], cols[1].strip()))
     return out
 
