@@ -349,3 +349,71 @@ def test_errors_start_their_own_line(tmp_path):
     r = runner.invoke(main, ["synth", "--pos", str(pos), "-o", str(tmp_path / "no" / "x.regex"), "--name", "X"])
     err = r.stderr if hasattr(r, "stderr") and r.stderr is not None else r.output
     assert r.exit_code == 2 and all(line.startswith("error:") for line in err.splitlines() if "error:" in line), err
+
+
+# ---------------------------------------------------------------------- issue 32: streaming and honest exits
+def test_sample_streams_and_keeps_the_samples_of_one_call():
+    """-n up to 1,000 draws what one call draws; larger -n goes on in chunks (same first
+    1,000); a JSON list is still one list."""
+    clause = str(ROOT / "grammars/clause.fsg")
+    one = CliRunner().invoke(main, ["sample", clause, "-n", "1000", "--seed", "4"]).output.splitlines()
+    assert one == kinds.sample(ROOT / "grammars/clause.fsg", kinds.SampleOptions(n=1000, seed=4))
+    more = CliRunner().invoke(main, ["sample", clause, "-n", "2500", "--seed", "4"]).output.splitlines()
+    assert len(more) == 2500 and more[:1000] == one and more[1000:] != one[:1500]
+    rows = json.loads(CliRunner().invoke(main, ["sample", clause, "-n", "1200", "--json"]).output)
+    assert len(rows) == 1200 and all(isinstance(r, str) for r in rows)
+    assert json.loads(CliRunner().invoke(main, ["sample", clause, "-n", "0", "--json"]).output) == []
+
+
+def test_a_huge_sample_count_prints_at_once_and_stops_quietly_when_the_reader_goes():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = "import sys; from neurosym.cli.main import main; main(sys.argv[1:])"
+    t0 = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-c", code, "sample", str(ROOT / "grammars/clause.fsg"), "-n", str(10**12)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    first = [p.stdout.readline() for _ in range(5)]
+    elapsed = time.monotonic() - t0
+    p.stdout.close()  # the reader goes away, as `| head -5` does
+    _, err = p.communicate(timeout=120)
+    assert all(line.strip() for line in first) and elapsed < 60
+    assert p.returncode == 0 and b"Traceback" not in err, err.decode()
+
+
+CONFIG = """
+[run]
+name = "tiny"
+out_dir = "{out}"
+task = "neurosym.experiments.semantic_fusion:task"
+
+[model]
+kind = "fusion"
+d_model = 16
+n_layers = 1
+n_heads = 2
+d_ff = 32
+aux_hidden = 16
+
+[data]
+train = 64
+valid = 16
+holdout = 1
+
+[optim]
+batch_size = 32
+epochs = 1
+"""
+
+
+def test_generate_says_why_when_every_sample_dead_ends(tmp_path):
+    """A character-level pattern on the word-level model: no word token spells a year."""
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(CONFIG.format(out=tmp_path.as_posix()))
+    assert CliRunner().invoke(main, ["train", str(cfg)]).exit_code == 0
+    r = CliRunner().invoke(main, ["generate", str(tmp_path / "tiny"), "--grammar", f"{ROOT / 'grammars/dates.regex'}:YEAR", "-n", "3"])
+    assert r.exit_code == 2 and "every sample dead-ended" in r.output and "vocabulary" in r.output, r.output
+    ok = CliRunner().invoke(main, ["generate", str(tmp_path / "tiny"), "--grammar", str(ROOT / "grammars/clause.fsg"), "-n", "2"])
+    assert ok.exit_code == 0 and "dead" not in ok.output, ok.output
