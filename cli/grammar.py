@@ -13,7 +13,7 @@ from neurosym.cli.options import examples, force_option, json_option, limits, sa
 from neurosym.errors import NeurosymError
 
 
-@click.command(epilog=examples("neurosym check grammars/dates.regex", "neurosym check --json grammars/*.fsg grammars/*.pcfg lexicons/sentiment.lex"))
+@click.command(epilog=examples("neurosym check grammars/dates.regex", "neurosym check --json grammars/clause.fsg grammars/arith.pcfg lexicons/sentiment.lex"))
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @with_limits
 @json_option()

@@ -80,9 +80,9 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, as_json:
 @click.command(
     name="generate",
     epilog=examples(
-        "neurosym generate runs/semantic-fusion --grammar grammars/clause.fsg -n 3",
-        'neurosym generate runs/semantic-fusion/last.pt --grammar grammars/clause.fsg --prompt "Bob cooks" --top-p 0.9 --json',
-        "neurosym generate runs/semantic-fusion --grammar grammars/email.regex:LABEL --temperature 0.7 --seed 1",
+        "neurosym generate runs/semantic-fusion/semantic-fusion-fusion-seed0 --grammar grammars/clause.fsg -n 3   # a run of `reproduce semantic-fusion`",
+        'neurosym generate runs/semantic-fusion/semantic-fusion-fusion-seed0/last.pt --grammar grammars/clause.fsg --prompt "Bob cooks" --top-p 0.9 --json',
+        "neurosym generate runs/semantic-fusion --grammar grammars/email.regex:LABEL --temperature 0.7 --seed 1   # a run of `train configs/semantic_fusion.toml`",
     ),
 )
 @click.argument("run", type=click.Path(path_type=Path))
