@@ -185,6 +185,8 @@ def _inspect_artifact(path: Path, o: InspectOptions) -> tuple[dict, str, Path | 
 # ---------------------------------------------------------------------- per-kind samplers
 def _sample_regex(path: Path, o: SampleOptions) -> list[str]:
     bank = load_regex(path, None, o.limits)
+    if not bank.names:
+        raise NeurosymError(f"{path}: the bank defines no pattern to sample")
     name = o.pattern or bank.names[0]
     if name not in bank.patterns:
         raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(bank.names)}")

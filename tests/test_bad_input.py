@@ -417,3 +417,10 @@ def test_generate_says_why_when_every_sample_dead_ends(tmp_path):
     assert r.exit_code == 2 and "every sample dead-ended" in r.output and "vocabulary" in r.output, r.output
     ok = CliRunner().invoke(main, ["generate", str(tmp_path / "tiny"), "--grammar", str(ROOT / "grammars/clause.fsg"), "-n", "2"])
     assert ok.exit_code == 0 and "dead" not in ok.output, ok.output
+
+
+def test_sampling_an_empty_bank_is_an_error_like_its_check(tmp_path):
+    bank = tmp_path / "empty.regex"
+    bank.write_text("")
+    r = CliRunner().invoke(main, ["sample", str(bank)])
+    assert r.exit_code == 2 and "empty.regex: the bank defines no pattern to sample" in r.output, r.output
