@@ -60,7 +60,7 @@ class SourceError(NeurosymError):
         line). ``line_offset`` is added when ``err.object`` is a part of the file."""
         line, col = utf8_position(err.object, err.start)
         bad = bytes(err.object[err.start : err.start + 1]).hex()
-        return cls(f"not UTF-8 ({err.reason}: byte 0x{bad})", path, line + line_offset, col)
+        return cls(f"the file is not UTF-8 ({err.reason}: byte 0x{bad})", path, line + line_offset, col)
 
 
 def utf8_position(data: bytes, offset: int) -> tuple[int, int]:

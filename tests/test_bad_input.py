@@ -255,7 +255,7 @@ def test_invalid_utf8_is_reported_at_its_line_and_column(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(data)
     r = CliRunner().invoke(main, ["check", str(path)])
-    assert r.exit_code == 2 and f"{name}:{line}:{col}: not UTF-8" in r.output and "Traceback" not in r.output, r.output
+    assert r.exit_code == 2 and f"{name}:{line}:{col}: the file is not UTF-8" in r.output and "Traceback" not in r.output, r.output
 
 
 def test_data_readers_report_bad_bytes_and_rows_at_line_and_column(tmp_path):
@@ -264,13 +264,13 @@ def test_data_readers_report_bad_bytes_and_rows_at_line_and_column(tmp_path):
     from neurosym.vocab import load_vocab
 
     cases = [
-        ("c.tsv", b"cat\tN\ndo\xffg\tN\n", "c.tsv:2:3: not UTF-8", read_corpus),
+        ("c.tsv", b"cat\tN\ndo\xffg\tN\n", "c.tsv:2:3: the file is not UTF-8", read_corpus),
         ("r.tsv", b"cat\tN\ndog\tN\tX\n", "r.tsv:2:7: expected 'string<TAB>label', got 3", read_corpus),
         ("e.tsv", b"cat\tN\ndog\t \n", "e.tsv:2:5: empty label", read_corpus),
-        ("c.conllu", b"1\tHi\thi\tX\t_\t_\t0\troot\t_\t_\n\n1\tB\xfe\n", "c.conllu:3:4: not UTF-8", read_corpus),
+        ("c.conllu", b"1\tHi\thi\tX\t_\t_\t0\troot\t_\t_\n\n1\tB\xfe\n", "c.conllu:3:4: the file is not UTF-8", read_corpus),
         ("s.conllu", b"1\tHi\thi\tX\t_\t_\t0\troot\t_\n", "s.conllu:1:23: a CoNLL-U word line has 10", read_corpus),
         ("t.tsv", b"Hi\tX\nthere\t\n", "t.tsv:2:7: empty form or tag", read_tagged),
-        ("words.txt", b"ab\n\x80cd\n", "words.txt:2:1: not UTF-8", load_vocab),
+        ("words.txt", b"ab\n\x80cd\n", "words.txt:2:1: the file is not UTF-8", load_vocab),
     ]
     for name, data, message, reader in cases:
         (tmp_path / name).write_bytes(data)
@@ -283,7 +283,7 @@ def test_word_list_bad_bytes_are_placed_in_the_word_list(tmp_path):
     (tmp_path / "w.txt").write_bytes(b"jan\nf\xe9b\n")
     (tmp_path / "b.regex").write_text('M: %words "w.txt"\n')
     r = CliRunner().invoke(main, ["check", str(tmp_path / "b.regex")])
-    assert r.exit_code == 2 and "w.txt:2:2: not UTF-8" in r.output, r.output
+    assert r.exit_code == 2 and "w.txt:2:2: the file is not UTF-8" in r.output, r.output
 
 
 def test_the_listed_tracebacks_are_one_line_errors(tmp_path):
@@ -298,10 +298,10 @@ def test_the_listed_tracebacks_are_one_line_errors(tmp_path):
     cases = [
         (["synth", "--corpus", str(tmp_path / "corpus")], "corpus: is a folder"),
         (["compile", str(ROOT / "grammars/dates.regex"), "--vocab", str(binary), "-o", str(tmp_path / "v.safetensors")],
-         "vocab.bin:1:9: not UTF-8"),
-        (["plot", str(run)], "metrics.jsonl:2:1: not UTF-8"),
+         "vocab.bin:1:9: the file is not UTF-8"),
+        (["plot", str(run)], "metrics.jsonl:2:1: the file is not UTF-8"),
         (["synth", "--pos", str(tmp_path / "corpus")], "corpus: is a folder"),
-        (["synth", "--pos", str(binary)], "vocab.bin:1:9: not UTF-8"),
+        (["synth", "--pos", str(binary)], "vocab.bin:1:9: the file is not UTF-8"),
     ]
     for args, message in cases:
         r = CliRunner().invoke(main, args)
@@ -329,7 +329,7 @@ def test_the_top_level_guard_turns_any_error_into_one_line(monkeypatch):
     cases = [
         (PermissionError(13, "Permission denied", "some/file"), "error: some/file: Permission denied"),
         (b"ab\ncd\xff".decode("utf-8", "strict") if False else UnicodeDecodeError("utf-8", b"ab\ncd\xff", 5, 6, "invalid start byte"),
-         "error: input:2:3: not UTF-8 (invalid start byte: byte 0xff)"),
+         "error: input:2:3: the file is not UTF-8 (invalid start byte: byte 0xff)"),
         (MemoryError(), "error: out of memory"),
         (IndexError("list index out of range"), "error: internal error (IndexError: list index out of range); this is a bug"),
     ]
