@@ -136,10 +136,22 @@ def _common_limits(draw) -> list[str]:
 
 
 @st.composite
-def command(draw, kind: str, target: str) -> tuple[list[str], list[str]]:
-    """(argv, the outputs it names) for a bad input of ``kind`` at ``target``."""
+def command(draw, kind: str, target: str, run: str | None = None) -> tuple[list[str], list[str]]:
+    """(argv, the outputs it names) for a bad input of ``kind`` at ``target``; with ``run``
+    (a trained run folder) also ``generate`` under the input as its grammar, and ``eval``."""
     grammar_like = kind in ("regex", "fsg", "pcfg", "lex", "artifact")
     choices = ["check", "compile", "inspect", "sample"] if grammar_like else []
+    if run is not None and kind in ("regex", "fsg", "pcfg", "vocab"):
+        choices += ["generate", "generate"]
+    if run is not None and draw(st.integers(0, 59)) == 37:  # about one call in 60 (hypothesis favours the ends of a range)
+        settings_text = draw(st.sampled_from(["soft", "hard,paper", "", "nope", "soft,,soft", "paper"]))
+        return ["eval", run, "--settings", settings_text, "-n", "1", "--alpha", str(draw(st.sampled_from([0, 0.3, 1])))], []
+    if "generate" in choices and draw(st.booleans()):
+        spec = target + draw(st.sampled_from(["", "", ":DATE", ":NOPE", ":"]))
+        prompt = draw(st.sampled_from([[], ["--prompt", "Bob"], ["--prompt", ""], ["--prompt", "zzz qqq"], ["--prompt", "\u00e9\x00"]]))
+        return ["generate", run, "--grammar", spec, *prompt, "-n", draw(st.sampled_from(["1", "3"])),
+                "--temperature", str(draw(st.sampled_from([0.1, 1.0, 50.0]))), "--top-p", str(draw(st.sampled_from([0.01, 0.9, 1.0]))),
+                "--max-len", str(draw(st.sampled_from([1, 5, 40]))), "--seed", str(draw(st.sampled_from([0, 5])))], []
     choices += {"tsv": ["synth-corpus"], "conllu": ["synth-corpus"], "examples": ["synth"], "vocab": ["compile-vocab"],
                 "metrics": ["plot"]}.get(kind, [])
     which = draw(st.sampled_from(choices or ["check"]))
@@ -295,8 +307,9 @@ def one_call(tmp: Path, index: int, kind: str, form: str, content: bytes | None,
         tally.failures.append((argv, kind, f"exit {r.exit_code}, changed {changed}, +{added / 2**20:.0f} MiB: {shown}"))
 
 
-def fuzz_pass(tmp_path: Path, examples: int, budget_s: float, seed: int) -> Tally:
-    """``examples`` generated calls (fewer if ``budget_s`` runs out), hypothesis-driven."""
+def fuzz_pass(tmp_path: Path, examples: int, budget_s: float, seed: int, run: Path | None = None) -> Tally:
+    """``examples`` generated calls (fewer if ``budget_s`` runs out), hypothesis-driven;
+    with ``run`` (a trained run folder, which must not change) generate and eval too."""
     from neurosym import load
     from neurosym.compile.artifact import to_bytes
 
@@ -313,15 +326,19 @@ def fuzz_pass(tmp_path: Path, examples: int, budget_s: float, seed: int) -> Tall
     @hypothesis_seed(seed)
     @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate])
     @given(data=st.data())
-    def run(data):
+    def passes(data):
         if time.monotonic() > deadline:
             return
         kind, form, content = data.draw(bad_input(artifact))
         target = "run" if kind == "metrics" else "bad" + SUFFIX[kind]
-        argv, outputs = data.draw(command(kind, target))
+        argv, outputs = data.draw(command(kind, target, None if run is None else str(run)))
         one_call(tmp_path, next(counter), kind, form, content, argv, outputs, artifact, memory, tally)
 
-    run()
+    run_before = _snapshot(run) if run is not None else None
+    passes()
+    if run is not None and _snapshot(run) != run_before:
+        tally.changed_inputs += 1
+        tally.failures.append((["generate/eval", str(run)], "run", "the run folder changed"))
     report = os.environ.get("NEUROSYM_FUZZ_REPORT")
     if report:
         Path(report).write_text(json.dumps(tally.report() | {"failures": [str(f)[:600] for f in tally.failures]}, indent=1))
@@ -341,9 +358,40 @@ def test_a_small_fuzz_pass(tmp_path):
     assert tally.inputs >= 50 and tally.exits[2] > 0
 
 
+TINY_RUN = """
+[run]
+name = "tiny"
+out_dir = "{out}"
+task = "neurosym.experiments.semantic_fusion:task"
+
+[model]
+kind = "fusion"
+d_model = 16
+n_layers = 1
+n_heads = 2
+d_ff = 32
+aux_hidden = 16
+
+[data]
+train = 64
+valid = 16
+holdout = 1
+
+[optim]
+batch_size = 32
+epochs = 1
+"""
+
+
 @pytest.mark.slow
 def test_the_full_fuzz_pass(tmp_path):
-    tally = fuzz_pass(tmp_path, examples=2200, budget_s=3600, seed=1)
+    """At least 2,000 calls, generate and eval included (on a tiny trained run)."""
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_RUN.format(out=(tmp_path / "runs").as_posix()))
+    assert CliRunner().invoke(main, ["train", str(config)]).exit_code == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    tally = fuzz_pass(work, examples=2200, budget_s=3600, seed=1, run=tmp_path / "runs" / "tiny")
     _assert_clean(tally)
     assert tally.inputs >= 2000
-    assert set(tally.commands) >= {"check", "compile", "inspect", "sample", "synth", "plot"}
+    assert set(tally.commands) >= {"check", "compile", "inspect", "sample", "synth", "plot", "generate", "eval"}
