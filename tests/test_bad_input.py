@@ -424,3 +424,18 @@ def test_sampling_an_empty_bank_is_an_error_like_its_check(tmp_path):
     bank.write_text("")
     r = CliRunner().invoke(main, ["sample", str(bank)])
     assert r.exit_code == 2 and "empty.regex: the bank defines no pattern to sample" in r.output, r.output
+
+
+def test_tokenizer_files_and_configs_report_the_place_of_the_fault(tmp_path):
+    cases = [
+        ("bad.json", b'{"model": \xff}', "bad.json:1:11: the file is not UTF-8"),
+        ("serde.json", b'{"model": {"type": "BPE"}}', "serde.json:1:26: not a tokenizers JSON file"),
+    ]
+    for name, data, message in cases:
+        (tmp_path / name).write_bytes(data)
+        r = CliRunner().invoke(main, ["compile", str(ROOT / "grammars/dates.regex"), "--vocab", str(tmp_path / name),
+                                      "-o", str(tmp_path / "o.safetensors")])
+        assert r.exit_code == 2 and message in r.output, r.output
+    (tmp_path / "c.toml").write_bytes(b'[run]\nname = "x\xff"\n')
+    r = CliRunner().invoke(main, ["train", str(tmp_path / "c.toml")])
+    assert r.exit_code == 2 and "c.toml:2:10: the file is not UTF-8" in r.output, r.output
