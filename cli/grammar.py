@@ -25,7 +25,8 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
         try:
             obj = kinds.load(f, None, limits(max_states, time_limit))
             summary = kinds.summary(obj)
-            empty = summary.get("patterns", summary.get("features", 1)) == 0
+            classes = len(getattr(getattr(obj, "lexicon", None), "classes", ()) or ())  # a lexicon of classes only is not empty
+            empty = summary.get("patterns", summary.get("features", 1)) == 0 and not classes
             results.append({"file": str(f), "ok": True, **summary, "warnings": ["the file defines nothing"] if empty else []})
         except NeurosymError as err:
             failed = True
