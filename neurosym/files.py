@@ -109,10 +109,12 @@ def _pid_running(pid: int) -> bool:
 
 def remove_stale_temps(path: str | Path) -> list[Path]:
     """Remove the temporary files of ``path`` left by killed writers: ``.NAME.neurosym-PID-*.tmp``
-    whose PID no longer runs, and files of the old naming (``.NAME.XXXXXXXX.tmp``, written
-    before the PID was part of the name) older than an hour. Returns what was removed."""
+    (and :func:`check_writable`'s ``.neurosym-PID-*.tmp``) whose PID no longer runs, and
+    files of the old naming (``.NAME.XXXXXXXX.tmp``, written before the PID was part of
+    the name) older than an hour. Returns what was removed."""
     path = Path(path)
-    ours = re.compile(re.escape(f".{path.name}.{TEMP_TAG}-") + r"(\d+)-[A-Za-z0-9_]+\.tmp")
+    # the target's temp files, and the probe files of check_writable (same PID rule)
+    ours = re.compile("(?:" + re.escape(f".{path.name}") + r")?\." + re.escape(TEMP_TAG) + r"-(\d+)-[A-Za-z0-9_]+\.tmp")
     legacy = re.compile(re.escape(f".{path.name}.") + r"[a-z0-9_]{8}\.tmp")
     removed = []
     try:
