@@ -327,11 +327,11 @@ def fuzz_pass(tmp_path: Path, examples: int, budget_s: float, seed: int, run: Pa
     @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate])
     @given(data=st.data())
     def passes(data):
-        if time.monotonic() > deadline:
-            return
         kind, form, content = data.draw(bad_input(artifact))
         target = "run" if kind == "metrics" else "bad" + SUFFIX[kind]
         argv, outputs = data.draw(command(kind, target, None if run is None else str(run)))
+        if time.monotonic() > deadline:  # drawn all the same: hypothesis wants the same draws each time
+            return
         one_call(tmp_path, next(counter), kind, form, content, argv, outputs, artifact, memory, tally)
 
     run_before = _snapshot(run) if run is not None else None
