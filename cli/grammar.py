@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
-from neurosym.cli.options import examples, json_option, limits, samples_option, seed_option, with_limits
+from neurosym.cli.options import examples, force_option, json_option, limits, samples_option, seed_option, with_limits
 from neurosym.errors import NeurosymError
 
 
-@click.command(epilog=examples("neurosym check grammars/dates.regex", "neurosym check --json grammars/*.fsg grammars/*.pcfg lexicons/sentiment.lex"))
+@click.command(epilog=examples("neurosym check grammars/dates.regex", "neurosym check --json grammars/clause.fsg grammars/arith.pcfg lexicons/sentiment.lex"))
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @with_limits
 @json_option()
@@ -25,7 +25,8 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
         try:
             obj = kinds.load(f, None, limits(max_states, time_limit))
             summary = kinds.summary(obj)
-            empty = summary.get("patterns", summary.get("features", 1)) == 0
+            classes = len(getattr(getattr(obj, "lexicon", None), "classes", ()) or ())  # a lexicon of classes only is not empty
+            empty = summary.get("patterns", summary.get("features", 1)) == 0 and not classes
             results.append({"file": str(f), "ok": True, **summary, "warnings": ["the file defines nothing"] if empty else []})
         except NeurosymError as err:
             failed = True
@@ -56,18 +57,28 @@ def check(files: tuple[Path, ...], max_states: int, time_limit: float, as_json: 
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--vocab", "vocab_spec", default=None, help="'bytes', a tokenizers .json file, or a word-per-line file. Default: the bank's characters.")
 @click.option("-o", "--output", type=click.Path(), required=True, help="Output .safetensors file.")
+@force_option("artifact")
 @with_limits
 @json_option("Machine-readable summary.")
-def compile_cmd(file: Path, vocab_spec: str | None, output: str, max_states: int, time_limit: float, as_json: bool) -> None:
+def compile_cmd(file: Path, vocab_spec: str | None, output: str, force: bool, max_states: int, time_limit: float, as_json: bool) -> None:
     """Compile FILE to a tensor artifact (written atomically); ``neurosym.load(OUTPUT)``
-    gives the compiled object back, and ``neurosym inspect OUTPUT`` describes it."""
+    gives the compiled object back, and ``neurosym inspect OUTPUT`` describes it. An
+    existing OUTPUT is replaced only when it is a neurosym artifact of the same kind (or
+    with --force), and never when FILE reads it (a word list, an import, a lexicon)."""
     from neurosym import kinds  # lazy: --help must not load torch and every subsystem
-    from neurosym.compile.artifact import save  # lazy: --help must not load torch and every subsystem
-    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
+    from neurosym.compile.artifact import artifact_kind, kind_of_object, save  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import check_not_read, check_output, recording_reads  # lazy: --help must not load torch and every subsystem
     from neurosym.vocab import load_vocab  # lazy: --help must not load torch and every subsystem
-    output = check_output(output, [file] + ([vocab_spec] if vocab_spec and Path(vocab_spec).exists() else []), "artifact")
-    vocab = load_vocab(vocab_spec) if vocab_spec else None
-    obj = kinds.load(file, vocab, limits(max_states, time_limit))
+    inputs = [file] + ([Path(vocab_spec)] if vocab_spec and vocab_spec != "bytes" else [])
+    output = check_output(output, inputs, "artifact", suffixes=(".safetensors",), force=force,
+                          ours=lambda p: artifact_kind(p) is not None)
+    with recording_reads() as read:
+        vocab = load_vocab(vocab_spec) if vocab_spec else None
+        obj = kinds.load(file, vocab, limits(max_states, time_limit))
+    check_not_read(output, [*inputs, *read], "artifact")
+    old, new = artifact_kind(output), kind_of_object(obj)
+    if output.exists() and old != new and not force:
+        raise NeurosymError(f"{output}: holds a {old} artifact, and this is a {new}; refusing to replace it (use --force to replace it)")
     save(obj, output)
     summary = {"file": str(file), "output": str(output), **kinds.summary(obj)}
     click.echo(json.dumps(summary) if as_json else f"wrote {output}: {summary['what']}")
@@ -87,9 +98,11 @@ def compile_cmd(file: Path, vocab_spec: str | None, output: str, max_states: int
 @samples_option()
 @seed_option("Random seed of the samples (same seed, same samples).")
 @click.option("--draw", type=click.Path(path_type=Path), default=None, help="Draw the automaton or FSG to out.png/.svg/.pdf or out.dot.")
+@force_option("drawing")
 @with_limits
 @json_option("Machine-readable report.")
-def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], n: int, seed: int, draw: Path | None, max_states: int, time_limit: float, as_json: bool) -> None:
+def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], n: int, seed: int, draw: Path | None, force: bool,
+            max_states: int, time_limit: float, as_json: bool) -> None:
     """Describe FILE: a regex bank (states, classes, samples), an FSG (entropy,
     perplexity floor, cycles, samples), a PCFG (rule counts, consistency, CNF, sample
     trees), a lexicon (features, classes, term tables), or a compiled artifact of any of
@@ -98,7 +111,7 @@ def inspect(file: Path, names: tuple[str, ...], words: tuple[str, ...], n: int, 
     from neurosym import kinds  # lazy: --help must not load torch and every subsystem
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     if draw is not None:
-        check_output(draw, [file], "drawing")
+        check_output(draw, [file], "drawing", suffixes=(".dot", ".png", ".svg", ".pdf"), force=force)
     options = kinds.InspectOptions(tuple(names), tuple(words), n, seed, draw, limits(max_states, time_limit))
     report, text, drawn = kinds.inspect(file, options)
     click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else text)
@@ -126,8 +139,43 @@ def sample(file: Path, n: int, seed: int, max_len: int, trees: bool, pattern: st
     PCFG (from the grammar's own distribution), or strings of a regex bank's pattern
     (uniform random walks)."""
     from neurosym import kinds  # lazy: --help must not load torch and every subsystem
-    out = kinds.sample(file, kinds.SampleOptions(n, seed, max_len, trees, pattern, limits(max_states, time_limit)))
-    click.echo(json.dumps(out, ensure_ascii=False) if as_json else "\n".join(out))
+    options = kinds.SampleOptions(n, seed, max_len, trees, pattern, limits(max_states, time_limit))
+    first = True
+    if as_json:
+        click.echo("[", nl=False)
+    for chunk in _sample_chunks(file, options):
+        for s in chunk:
+            if as_json:
+                click.echo(("" if first else ", ") + json.dumps(s, ensure_ascii=False), nl=False)
+            else:
+                click.echo(s)
+            first = False
+        sys.stdout.flush()
+    if as_json:
+        click.echo("]")
+
+
+SAMPLE_CHUNK = 1000  # samples drawn at once; the first chunk is the whole answer for -n up to this
+SAMPLE_CHUNK_MAX = 64_000
+
+
+def _sample_chunks(file: Path, options):
+    """``options.n`` samples of ``file`` in chunks (1,000, then doubling up to 64,000), so
+    that a large -n prints at once and never holds every sample in memory. The first chunk
+    uses ``options.seed`` itself (so -n <= 1,000 draws exactly what one call draws); chunk
+    ``i`` uses a seed derived from (seed, i)."""
+    import dataclasses
+
+    import numpy as np  # lazy: with the samplers
+
+    from neurosym import kinds  # lazy: --help must not load torch and every subsystem
+    left, size, i = options.n, SAMPLE_CHUNK, 0
+    while left > 0 or i == 0:
+        take = min(left, size)
+        seed = options.seed if i == 0 else int(np.random.SeedSequence([options.seed, i]).generate_state(1)[0])
+        yield kinds.sample(file, dataclasses.replace(options, n=take, seed=seed))
+        left -= take
+        size, i = min(size * 2, SAMPLE_CHUNK_MAX), i + 1
 
 
 __all__ = ["check", "compile_cmd", "inspect", "sample"]

@@ -50,6 +50,13 @@ def output_option(help: str) -> Callable[[F], F]:
     return click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help=help)
 
 
+def force_option(what: str) -> Callable[[F], F]:
+    """``--force``: replace an existing file that is not neurosym's own ``what`` (never an
+    input, nor a file an input reads)."""
+    return click.option("--force", is_flag=True, help=f"Replace an existing file that is not a neurosym {what} "
+                        "(inputs and the files they read are never replaced).")
+
+
 def seed_option(help: str = "Random seed (same seed, same samples).") -> Callable[[F], F]:
     """``--seed`` (default 0)."""
     return click.option("--seed", default=0, show_default=True, help=help)
@@ -110,6 +117,7 @@ __all__ = [
     "LIMIT_OPTIONS",
     "check_out_dir",
     "examples",
+    "force_option",
     "gpu_option",
     "json_option",
     "limits",

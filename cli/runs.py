@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from neurosym.cli.options import examples, json_option, output_option, resume_option, samples_option, seed_option
+from neurosym.cli.options import examples, force_option, json_option, output_option, resume_option, samples_option, seed_option
+from neurosym.errors import NeurosymError
 
 
 @click.command(
@@ -35,13 +36,18 @@ def train(config: Path, resume: bool) -> None:
 @click.command(epilog=examples("neurosym plot runs/semantic-fusion", "neurosym plot runs/semantic-fusion -o curves.svg"))
 @click.argument("run", type=click.Path(path_type=Path))
 @output_option("Image file: .png, .svg or .pdf (default RUN/curves.png).")
-def plot(run: Path, output: Path | None) -> None:
-    """Plot a run's metrics (train loss, learning rate, evaluation metrics)."""
-    from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
-    from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
+@force_option("plot")
+def plot(run: Path, output: Path | None, force: bool) -> None:
+    """Plot a run's metrics (train loss, learning rate, evaluation metrics). An existing
+    OUTPUT is replaced only when neurosym drew it (or with --force)."""
+    from neurosym.files import IMAGE_SUFFIXES, check_output  # lazy: --help must not load torch and every subsystem
+    from neurosym.lm.plot import METRICS, plot_run  # lazy: matplotlib is slow to import and only plots need it
 
+    inputs = [run / METRICS] if run.is_dir() else []
     if output is not None:
-        check_output(output, [], "plot")
+        check_output(output, inputs, "plot", suffixes=IMAGE_SUFFIXES, force=force)
+    elif run.is_dir():
+        check_output(run / "curves.png", inputs, "plot", ours=None)  # the run's own plot: a writable folder is all it needs
     click.echo(f"wrote {plot_run(run, output)}")
 
 
@@ -89,9 +95,9 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: s
 @click.command(
     name="generate",
     epilog=examples(
-        "neurosym generate runs/semantic-fusion --grammar grammars/clause.fsg -n 3",
-        'neurosym generate runs/semantic-fusion/last.pt --grammar grammars/clause.fsg --prompt "Bob cooks" --top-p 0.9 --json',
-        "neurosym generate runs/semantic-fusion --grammar grammars/email.regex:LABEL --temperature 0.7 --seed 1",
+        "neurosym generate runs/semantic-fusion/semantic-fusion-fusion-seed0 --grammar grammars/clause.fsg -n 3   # a run of `reproduce semantic-fusion`",
+        'neurosym generate runs/semantic-fusion/semantic-fusion-fusion-seed0/last.pt --grammar grammars/clause.fsg --prompt "Bob cooks" --top-p 0.9 --json',
+        "neurosym generate runs/semantic-fusion --grammar grammars/email.regex:LABEL --temperature 0.7 --seed 1   # a run of `train configs/semantic_fusion.toml`",
     ),
 )
 @click.argument("run", type=click.Path(path_type=Path))
@@ -112,7 +118,15 @@ def generate_cmd(run: Path, grammar: str, prompt: str | None, n: int, temperatur
     from neurosym.decode.run import format_samples, generate_from_run  # lazy: --help must not load torch and every subsystem
     rows = generate_from_run(run, grammar, prompt=prompt, n=n, temperature=temperature, top_p=top_p, seed=seed, max_len=max_len,
                              processors=processors)
+    dead = sum(r["status"] == "dead_end" for r in rows)
+    if rows and dead == len(rows):
+        raise NeurosymError(
+            f"{grammar}: every sample dead-ended: after {'the prompt' if prompt else 'the start'} the grammar allows no token of "
+            f"the run's vocabulary (is the grammar written for another tokenisation, e.g. characters on a word-level model?)"
+        )
     click.echo(json.dumps(rows, indent=2, ensure_ascii=False) if as_json else format_samples(rows))
+    if dead:
+        click.echo(f"warning: {dead} of {len(rows)} samples dead-ended (the grammar left no token of the run's vocabulary)", err=True)
 
 
 __all__ = ["eval_cmd", "generate_cmd", "plot", "train"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from neurosym.cli.options import examples, json_option, output_option, seed_option
-from neurosym.errors import NeurosymError
+from neurosym.cli.options import examples, force_option, json_option, output_option, seed_option
+from neurosym.errors import NeurosymError, SourceError
 
 
 class MethodChoice(click.Choice):
@@ -37,11 +37,15 @@ def _read_examples(path: Path | None) -> list[str]:
     if path is None:
         return []
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        return path.read_bytes().decode("utf-8").splitlines()
     except FileNotFoundError:
         raise NeurosymError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise NeurosymError(f"{path}: is a folder; give a file of examples, one per line") from None
+    except OSError as err:
+        raise NeurosymError(f"{path}: cannot read ({err.strerror or err})") from None
     except UnicodeDecodeError as err:
-        raise NeurosymError(f"{path}: not UTF-8 ({err.reason})") from None
+        raise SourceError.not_utf8(err, path) from None
 
 
 @click.command(
@@ -76,7 +80,9 @@ def _read_examples(path: Path | None) -> list[str]:
     help="Weight of the regex size in the objective (default 0.02; with --corpus misclassified tokens per unit of size, "
     "default 0.25 on 200,000 tokens or more, proportionally less on smaller corpora).",
 )
-@output_option("Append the result to this .regex bank (--corpus: write the bank of every class).")
+@output_option("Append the result to this .regex bank (--corpus: write the bank of every class; an existing bank needs --append or --force).")
+@click.option("--append", is_flag=True, help="--corpus: add the classes to an existing -o bank (without --corpus, -o always appends).")
+@force_option("bank")
 @click.option("--name", default=None, help="The pattern's name in the bank (with -o).")
 @click.option(
     "--select", type=click.Choice(["first", "posterior"]), default="first", show_default=True,
@@ -85,8 +91,8 @@ def _read_examples(path: Path | None) -> list[str]:
 @json_option("Machine-readable result.")
 def synth(
     pos_file: Path | None, neg_file: Path | None, corpus_file: Path | None, label: str | None, classes: str | None, method: str,
-    time_budget: float | None, old_time_budget: float | None, seed: int, lam: float | None, output: Path | None, name: str | None,
-    select: str, as_json: bool,
+    time_budget: float | None, old_time_budget: float | None, seed: int, lam: float | None, output: Path | None, append: bool,
+    force: bool, name: str | None, select: str, as_json: bool,
 ) -> None:
     """Synthesise a small regex accepting every positive and no negative example (exit status 1
     when the time budget ends without a solution: the best candidate is still printed).
@@ -101,7 +107,7 @@ def synth(
             raise NeurosymError(f"--time-budget: expected a positive number of seconds, got {old_time_budget:g}")
         time_budget = old_time_budget
     if corpus_file is not None:
-        _synth_corpus(corpus_file, label, classes, time_budget or 60.0, output, pos_file, neg_file, name, as_json, lam)
+        _synth_corpus(corpus_file, label, classes, time_budget or 60.0, output, pos_file, neg_file, name, as_json, lam, append, force)
         return
     if pos_file is None:
         raise NeurosymError("give the positive examples (--pos FILE) or a labelled corpus (--corpus FILE)")
@@ -112,14 +118,14 @@ def synth(
     lam = 0.02 if lam is None else lam
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
-    if output is not None:
-        check_output(output, [f for f in (pos_file, neg_file) if f is not None], "bank")
+    if output is not None:  # an existing bank is appended to (write_to_bank keeps every pattern it has)
+        check_output(output, [f for f in (pos_file, neg_file) if f is not None], "bank", suffixes=(".regex",), ours=None)
     pos, neg = _read_examples(pos_file), _read_examples(neg_file)
     with_select = [m for m in method_names() if "select" in get_method(m).options]
     if select != "first" and method not in with_select:
         raise NeurosymError(f"--select applies to --method {' or '.join(with_select)} only")
     options = {"select": select} if method in with_select else {}
-    res = synthesize(pos, neg, method=method, time_budget=time_budget, seed=seed, lam=lam, progress=not as_json, **options)
+    res = synthesize(pos, neg, method=method, time_budget=time_budget, seed=seed, lam=lam, progress=_bar(as_json), **options)
     if output is not None:
         write_to_bank(output, name, res.pattern)
     if as_json:
@@ -134,27 +140,50 @@ def synth(
         sys.exit(1)
 
 
+def _bar(as_json: bool) -> bool:
+    """A progress bar only on a terminal (a log or a pipe never gets a bar's half lines)."""
+    return not as_json and sys.stderr.isatty()
+
+
 def _synth_corpus(
     corpus_file: Path, label: str | None, classes: str | None, time_budget: float, output: Path | None,
     pos_file: Path | None, neg_file: Path | None, name: str | None, as_json: bool, lam: float | None = None,
+    append: bool = False, force: bool = False,
 ) -> None:
-    """``neurosym synth --corpus``: one regex per class, a bank of them with -o."""
+    """``neurosym synth --corpus``: one regex per class, a bank of them with -o (an
+    existing bank only with --append, which adds to it, or --force, which replaces it)."""
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     from neurosym.synth import corpus as synth_corpus  # lazy: --help must not load torch and every subsystem
+    from neurosym.dsl.regex import read_regex_bank  # lazy: as above
+    from neurosym.synth import write_to_bank  # lazy: as above
 
     if pos_file is not None or neg_file is not None:
         raise NeurosymError("--corpus replaces --pos/--neg: give one or the other")
     if name is not None:
         raise NeurosymError("--name applies to --pos/--neg; with --corpus each pattern is named after its class")
+    if append and force:
+        raise NeurosymError("--append adds to the bank and --force replaces it: give one")
     if output is not None:
-        check_output(output, [corpus_file], "bank")
+        check_output(output, [corpus_file], "bank", suffixes=(".regex",), force=True)  # the folder, the name, never the corpus
+        if output.exists() and not (append or force):
+            raise NeurosymError(f"{output}: the bank exists; --append adds the classes to it, --force replaces it")
+    if corpus_file.is_dir():
+        raise NeurosymError(f"{corpus_file}: is a folder; give a CoNLL-U (.conllu) or TSV (string<TAB>label) file")
     chosen = [c.strip() for c in classes.split(",") if c.strip()] if classes is not None else None
     if chosen is not None and not chosen:
         raise NeurosymError("--classes: no class given")
     pairs = synth_corpus.read_corpus(corpus_file, label)
     say = None if as_json else (lambda r: click.echo(f"{r.name}: {len(r.rounds)} round(s), {r.seconds:.1f} s", err=True))
     results = synth_corpus.synthesize_corpus(pairs, classes=chosen, time_budget=time_budget, progress=say, lam=lam)
-    if output is not None:
+    if output is not None and append and output.exists():
+        synth_corpus.check_patterns(results, {f for f, _ in pairs})
+        have = set(read_regex_bank(output).patterns)
+        clash = [r.name for r in results if r.name in have]
+        if clash:
+            raise NeurosymError(f"{output}: the bank already has {', '.join(clash)}; nothing was added (--force replaces the bank)")
+        for r in results:
+            write_to_bank(output, r.name, r.pattern)
+    elif output is not None:
         synth_corpus.write_bank(output, results, forms={f for f, _ in pairs})
     if as_json:
         rows = [

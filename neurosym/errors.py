@@ -53,6 +53,23 @@ class SourceError(NeurosymError):
     def span(self) -> Span:
         return Span(self.path, self.line, self.col)
 
+    @classmethod
+    def not_utf8(cls, err: UnicodeDecodeError, path: str | Path | None, line_offset: int = 0) -> "SourceError":
+        """The error of text that is not UTF-8, at the line and column of the first bad
+        byte (``err.object[err.start]``; the column counts the characters before it on its
+        line). ``line_offset`` is added when ``err.object`` is a part of the file."""
+        line, col = utf8_position(err.object, err.start)
+        bad = bytes(err.object[err.start : err.start + 1]).hex()
+        return cls(f"the file is not UTF-8 ({err.reason}: byte 0x{bad})", path, line + line_offset, col)
+
+
+def utf8_position(data: bytes, offset: int) -> tuple[int, int]:
+    """The 1-based (line, column) of byte ``offset`` of ``data``: lines end at ``\n``,
+    columns count characters (a malformed byte before ``offset`` counts as one)."""
+    start = data.rfind(b"\n", 0, offset) + 1
+    line = data.count(b"\n", 0, offset) + 1
+    return line, len(bytes(data[start:offset]).decode("utf-8", "replace")) + 1
+
 
 class CompileError(NeurosymError):
     """Valid input whose compilation cannot be carried out (state cap, time cap, ...)."""

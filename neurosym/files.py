@@ -2,12 +2,21 @@
 
 Every file neurosym writes (artifacts, checkpoints, run configs and metrics, plots,
 drawings, regex banks) goes through :func:`atomic_write`: the bytes go to a temporary
-file in the same folder (``.NAME.*.tmp``), are flushed and fsync'ed, and the temporary
-file is renamed over the target, so a reader sees the old file or the new one, never a
-part. The new file gets the mode of the file it replaces, or ``0o666`` minus the umask
-for a new file (``tempfile.mkstemp`` alone would leave ``0o600``).
+file in the same folder (``.NAME.neurosym-PID-XXXX.tmp``), are flushed and fsync'ed, and
+the temporary file is renamed over the target, so a reader sees the old file or the new
+one, never a part. A temporary file left by a killed process (its PID no longer runs) is
+removed by the next write of the same target. The new file gets the mode of the file it
+replaces, or ``0o666`` minus the umask for a new file (``tempfile.mkstemp`` alone would
+leave ``0o600``).
 
-:func:`check_output` validates a path a user asked to write before any work is done.
+Outputs a user names are checked before any work is done (:func:`check_output`): not
+empty, not a folder, in a folder that exists and can be written, with an extension the
+command writes, and never over a file the user did not name as an output: an existing
+file is replaced only when it is neurosym's own output of the same kind (or with
+``force``), and never when it is an input or a file an input reads (:func:`recording_reads`
+records those while the inputs are loaded; :func:`check_not_read` refuses them even with
+``force``).
+
 :func:`shipped_file` and :func:`resolve_data_path` find the files shipped with neurosym
 (``grammars/...``, ``lexicons/...``).
 """
@@ -16,11 +25,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
+import sys
 import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from importlib import resources
-from collections.abc import Callable, Iterable
-from contextlib import suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -61,7 +74,8 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None], make_paren
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = _new_file_mode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -75,6 +89,54 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None], make_paren
         raise
     fsync_dir(path.parent)
     return path
+
+
+# ---------------------------------------------------------------------- temporary files
+TEMP_TAG = "neurosym"
+LEGACY_TEMP_AGE = 3600.0  # seconds: a temp file of the old naming (no PID) older than this is stale
+
+
+def temp_prefix(path: Path) -> str:
+    """The name every temporary file of ``path`` starts with: ``.NAME.neurosym-PID-``."""
+    return f".{path.name}.{TEMP_TAG}-{os.getpid()}-"
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # someone else's process, or a number we cannot test: leave its file alone
+    return True
+
+
+def remove_stale_temps(path: str | Path) -> list[Path]:
+    """Remove the temporary files of ``path`` left by killed writers: ``.NAME.neurosym-PID-*.tmp``
+    (and :func:`check_writable`'s ``.neurosym-PID-*.tmp``) whose PID no longer runs, and
+    files of the old naming (``.NAME.XXXXXXXX.tmp``, written before the PID was part of
+    the name) older than an hour. Returns what was removed."""
+    path = Path(path)
+    # the target's temp files, and the probe files of check_writable (same PID rule)
+    ours = re.compile("(?:" + re.escape(f".{path.name}") + r")?\." + re.escape(TEMP_TAG) + r"-(\d+)-[A-Za-z0-9_]+\.tmp")
+    legacy = re.compile(re.escape(f".{path.name}.") + r"[a-z0-9_]{8}\.tmp")
+    removed = []
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = ours.fullmatch(entry.name)
+        try:
+            stale = (m is not None and not _pid_running(int(m.group(1)))) or (
+                m is None and legacy.fullmatch(entry.name) is not None and time.time() - entry.stat().st_mtime > LEGACY_TEMP_AGE
+            )
+            if stale and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, make_parents: bool = True) -> Path:
@@ -111,24 +173,139 @@ def digest(obj: Any) -> str:
     return h.hexdigest()
 
 
-def check_output(path: str | Path, inputs: Iterable[str | Path] = (), what: str = "output") -> Path:
+# ---------------------------------------------------------------------- outputs a user names
+OWN_MARK = b"neurosym"  # carried by every file neurosym writes for a user (artifact header, image metadata, DOT comment)
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+MARK_WINDOW = 1 << 16  # bytes read at each end of a file to find the mark
+
+
+def image_metadata() -> dict[str, str]:
+    """matplotlib ``savefig(metadata=...)`` that marks a .png/.svg/.pdf as neurosym's own."""
+    return {"Creator": OWN_MARK.decode()}
+
+
+def carries_mark(path: str | Path) -> bool:
+    """Whether the file at ``path`` carries :data:`OWN_MARK` in its first or last 64 KiB
+    (an artifact's header, an image's metadata, a drawing's comment): a file neurosym wrote."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(MARK_WINDOW)
+            size = os.fstat(f.fileno()).st_size
+            if size > MARK_WINDOW:
+                f.seek(max(MARK_WINDOW, size - MARK_WINDOW))
+                head += f.read(MARK_WINDOW)
+    except OSError:
+        return False
+    return OWN_MARK in head
+
+
+def check_writable(folder: str | Path, what: str = "output") -> None:
+    """A NeurosymError unless a file can be created in ``folder`` (tried with a temporary
+    file of the same naming as :func:`atomic_write`'s, removed at once): a read-only folder
+    is found before any work is done, also for root without the permission to override."""
+    folder = Path(folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{TEMP_TAG}-{os.getpid()}-", suffix=".tmp", dir=folder)
+    except PermissionError:
+        raise NeurosymError(f"{folder}: cannot write the {what} here (permission denied)") from None
+    except OSError as err:
+        raise NeurosymError(f"{folder}: cannot write the {what} here ({err.strerror or err})") from None
+    os.close(fd)
+    with suppress(OSError):
+        os.unlink(tmp)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def check_output(
+    path: str | Path,
+    inputs: Iterable[str | Path] = (),
+    what: str = "output",
+    suffixes: Iterable[str] = (),
+    force: bool = False,
+    ours: Callable[[Path], bool] | None = carries_mark,
+) -> Path:
     """``path`` as a file the user asked to write, or a NeurosymError saying why not: an
-    empty name, a folder, a missing parent folder, or one of the ``inputs`` (writing it
-    would destroy the source)."""
+    empty name, a folder, a missing or read-only parent folder, an extension not in
+    ``suffixes`` (when given), one of the ``inputs`` (never, even with ``force``), or an
+    existing file that ``ours`` does not recognise as neurosym's own output of this kind
+    (unless ``force``; ``ours=None`` accepts any existing file)."""
     text = str(path)
     if not text.strip():
         raise NeurosymError(f"the {what} path is empty")
     path = Path(path)
     if path.is_dir():
         raise NeurosymError(f"{path}: is a folder; give a file name for the {what}")
+    check_not_read(path, inputs, what)
+    suffixes = tuple(suffixes)
+    if suffixes and path.suffix.lower() not in suffixes:
+        have = f"ends in {path.suffix!r}" if path.suffix else "has no extension"
+        raise NeurosymError(f"{path}: the {what} is a {' or '.join(suffixes)} file, and this name {have}")
     if not path.parent.is_dir():
         raise NeurosymError(f"{path}: the folder {path.parent} does not exist")
-    for source in inputs:
-        source = Path(source)
-        same = path.exists() and source.exists() and os.path.samefile(path, source)
-        if same or path.resolve() == source.resolve():
-            raise NeurosymError(f"{path}: refusing to write the {what} over the input {source}")
+    if path.exists() and not force and ours is not None and not ours(path):
+        raise NeurosymError(f"{path}: exists and is not a neurosym {what}; refusing to replace it (use --force to replace it)")
+    check_writable(path.parent, what)
     return path
+
+
+def check_not_read(path: str | Path, inputs: Iterable[str | Path], what: str = "output") -> None:
+    """A NeurosymError when ``path`` is one of ``inputs`` (a file given or read while
+    loading them): writing it would destroy a source. ``--force`` does not lift this."""
+    path = Path(path)
+    for source in inputs:
+        if _same_file(path, Path(source)):
+            raise NeurosymError(f"{path}: refusing to write the {what} over the input {source}: "
+                                f"it is read to make the {what} (--force does not change that)")
+
+
+class _Reads(threading.local):
+    stack: list[set[str]]
+
+    def __init__(self) -> None:
+        self.stack = []
+
+
+_READS = _Reads()
+_HOOKED = False
+_SKIPPED = (".py", ".pyc", ".so", ".pyi")  # imports, not inputs
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event != "open" or not _READS.stack:
+        return
+    target, mode = args[0], args[1] if len(args) > 1 else "r"
+    if isinstance(target, int) or (isinstance(mode, str) and any(c in mode for c in "wax")):
+        return
+    name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else None
+    if name and not name.endswith(_SKIPPED):
+        for seen in _READS.stack:
+            seen.add(name)
+
+
+@contextmanager
+def recording_reads() -> Iterator[set[str]]:
+    """Within the block, every file this thread opens for reading is added to the yielded
+    set (through an audit hook, so ``%words`` lists, ``%import``-ed grammars, lexicon
+    includes and vocabularies count, whatever module reads them). Files read by native
+    code that bypasses Python's ``open`` are not seen: give those as inputs too."""
+    global _HOOKED
+    if not _HOOKED:
+        sys.addaudithook(_audit)
+        _HOOKED = True
+    seen: set[str] = set()
+    _READS.stack.append(seen)
+    try:
+        yield seen
+    finally:
+        _READS.stack.remove(seen)
 
 
 # ---------------------------------------------------------------------- shipped files
@@ -157,4 +334,22 @@ def resolve_data_path(path: str | Path) -> Path:
     return shipped_file(path)
 
 
-__all__ = ["SHIPPED", "atomic_write", "atomic_write_bytes", "check_output", "digest", "fsync_dir", "resolve_data_path", "shipped_file"]
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "SHIPPED",
+    "OWN_MARK",
+    "atomic_write",
+    "atomic_write_bytes",
+    "carries_mark",
+    "check_not_read",
+    "check_output",
+    "check_writable",
+    "digest",
+    "fsync_dir",
+    "image_metadata",
+    "recording_reads",
+    "remove_stale_temps",
+    "resolve_data_path",
+    "shipped_file",
+    "temp_prefix",
+]

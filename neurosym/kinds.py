@@ -263,6 +263,8 @@ def _sample_automata(path: Path, o: SampleOptions) -> list[str]:
     obj = load(path, None, o.limits)
     patterns = obj.patterns if hasattr(obj, "patterns") else {obj.name: obj}
     names = list(patterns)
+    if not names:
+        raise NeurosymError(f"{path}: the bank defines no pattern to sample")
     name = o.pattern or names[0]
     if name not in patterns:
         raise NeurosymError(f"{path}: no pattern named {name}; the bank has {', '.join(names)}")

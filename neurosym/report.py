@@ -26,7 +26,7 @@ from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import format_lexicon_summary, read_lexicon
 from neurosym.dsl.pcfg import read_pcfg
 from neurosym.errors import NeurosymError
-from neurosym.files import atomic_write_bytes
+from neurosym.files import OWN_MARK, atomic_write_bytes, image_metadata
 
 
 # ---------------------------------------------------------------------- regex banks and automata
@@ -150,11 +150,14 @@ def to_dot(auto: Automaton) -> str:
     return "\n".join(out) + "\n"
 
 
+DOT_MARK = b"// drawn by " + OWN_MARK + b"\n"  # a DOT comment after the graph: marks the drawing as neurosym's own output
+
+
 def draw_automaton(auto: Automaton, path: str | Path) -> Path:
     """Write ``auto`` as DOT text (``.dot``) or a matplotlib drawing (``.png``/``.svg``/``.pdf``)."""
     path = Path(path)
     if path.suffix == ".dot":
-        atomic_write_bytes(path, to_dot(auto).encode())
+        atomic_write_bytes(path, to_dot(auto).encode() + DOT_MARK)
         return path
     nodes, labels = labelled_edges(auto)
     return draw_labelled([q for q, _ in nodes], {q for q, fin in nodes if fin}, labels, path, f"{auto.name or 'automaton'} (start 0, finals shaded)")
@@ -187,7 +190,7 @@ def draw_labelled(nodes: list, finals: set, labels: dict[tuple, str], path: str 
     ax.set_title(title)
     ax.axis("off")
     buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix[1:], bbox_inches="tight")
+    fig.savefig(buf, format=path.suffix[1:], bbox_inches="tight", metadata=image_metadata())
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
     return path
@@ -269,7 +272,7 @@ def draw_fsg(path: str | Path, out: str | Path) -> Path:
             lines.append(f'  "{esc(q)}" [shape={"doublecircle" if q in finals else "circle"}];')
         for (u, v), ls in labels.items():
             lines.append(f'  "{esc(u)}" -> "{esc(v)}" [label="{esc(chr(10).join(ls))}"];')
-        atomic_write_bytes(out, ("\n".join(lines) + "\n}\n").encode())
+        atomic_write_bytes(out, ("\n".join(lines) + "\n}\n").encode() + DOT_MARK)
         return out
     return draw_labelled(list(graph.nodes), finals, {k: "\n".join(v) for k, v in labels.items()}, out, f"{graph.name} (start {g.start_state}, finals shaded)")
 

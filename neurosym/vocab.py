@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -150,7 +151,7 @@ class Vocab:
             except FileNotFoundError:
                 raise NeurosymError(f"{path}: no such tokenizer file") from None
             except Exception as err:  # tokenizers raises a bare Exception on bad JSON
-                raise SourceError(f"not a tokenizers JSON file ({err})", path) from None
+                raise _tokenizer_file_error(path, err) from None
         spec = json.loads(tokenizer.to_str())
         byte_level = _mentions_byte_level(spec.get("pre_tokenizer")) or _mentions_byte_level(spec.get("decoder"))
         vocab = tokenizer.get_vocab(with_added_tokens=True)
@@ -291,6 +292,22 @@ def _mentions_byte_level(component) -> bool:
     return any(_mentions_byte_level(c) for c in children)
 
 
+def _tokenizer_file_error(path: Path, err: Exception) -> NeurosymError:
+    """Why ``tokenizers`` could not read ``path``, at the place it names: the first byte
+    that is not UTF-8, or the line and column of serde's message."""
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return SourceError.not_utf8(bad, path)
+    except IsADirectoryError:
+        return NeurosymError(f"{path}: is a folder, not a tokenizers JSON file")
+    except OSError as unreadable:
+        return NeurosymError(f"{path}: cannot read ({unreadable.strerror or unreadable})")
+    place = re.search(r"line (\d+) column (\d+)", str(err))
+    line, col = (int(place.group(1)), max(1, int(place.group(2)))) if place else (1, 1)
+    return SourceError(f"not a tokenizers JSON file ({err})", path, line, col)
+
+
 def load_vocab(spec: str | Path) -> Vocab:
     """A vocabulary from a CLI-style spec.
 
@@ -306,5 +323,15 @@ def load_vocab(spec: str | Path) -> Vocab:
         raise NeurosymError(f"{spec_s}: no such vocabulary file (expected 'bytes', a tokenizers .json, or a word list)")
     if path.suffix == ".json":
         return Vocab.from_tokenizer(path)
-    words = [w for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        raise NeurosymError(f"{path}: is a folder, not a vocabulary file") from None
+    except OSError as err:
+        raise NeurosymError(f"{path}: cannot read the vocabulary ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise SourceError.not_utf8(err, path) from None
+    words = [w for w in text.splitlines() if w.strip()]
+    if not words:
+        raise NeurosymError(f"{path}: the vocabulary file holds no token (one per line)")
     return Vocab.words(words)

@@ -238,3 +238,211 @@ def test_an_empty_bank_or_lexicon_is_ok_with_a_warning(tmp_path):
         assert r.exit_code == 0 and "warning: the file defines nothing" in r.output, r.output
         r = CliRunner().invoke(main, ["check", str(path), "--json"])
         assert json.loads(r.output)[0]["warnings"] == ["the file defines nothing"]
+
+
+# ---------------------------------------------------------------------- issue 32: no traceback, positions of bad bytes
+BAD_UTF8 = {  # name -> (bytes, line, column of the bad byte)
+    "bank.regex": (b'A: /ab/\nB: /c\xffd/\n', 2, 6),
+    "clause.fsg": (b"S A 'a' 1.0\nA B 'b\xe9' 1.0\nB 1.0\n", 2, 7),
+    "g.pcfg": (b"S -> A 1.0\nA -> '\xc3' 1.0\n", 2, 7),
+    "lex.lex": (b"%feature f range=0..1\ngood f=1\n\xa0bad f=0\n", 3, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_UTF8))
+def test_invalid_utf8_is_reported_at_its_line_and_column(tmp_path, name):
+    data, line, col = BAD_UTF8[name]
+    path = tmp_path / name
+    path.write_bytes(data)
+    r = CliRunner().invoke(main, ["check", str(path)])
+    assert r.exit_code == 2 and f"{name}:{line}:{col}: the file is not UTF-8" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_data_readers_report_bad_bytes_and_rows_at_line_and_column(tmp_path):
+    from neurosym.data.text import read_tagged
+    from neurosym.synth.corpus import read_corpus
+    from neurosym.vocab import load_vocab
+
+    cases = [
+        ("c.tsv", b"cat\tN\ndo\xffg\tN\n", "c.tsv:2:3: the file is not UTF-8", read_corpus),
+        ("r.tsv", b"cat\tN\ndog\tN\tX\n", "r.tsv:2:7: expected 'string<TAB>label', got 3", read_corpus),
+        ("e.tsv", b"cat\tN\ndog\t \n", "e.tsv:2:5: empty label", read_corpus),
+        ("c.conllu", b"1\tHi\thi\tX\t_\t_\t0\troot\t_\t_\n\n1\tB\xfe\n", "c.conllu:3:4: the file is not UTF-8", read_corpus),
+        ("s.conllu", b"1\tHi\thi\tX\t_\t_\t0\troot\t_\n", "s.conllu:1:23: a CoNLL-U word line has 10", read_corpus),
+        ("t.tsv", b"Hi\tX\nthere\t\n", "t.tsv:2:7: empty form or tag", read_tagged),
+        ("words.txt", b"ab\n\x80cd\n", "words.txt:2:1: the file is not UTF-8", load_vocab),
+    ]
+    for name, data, message, reader in cases:
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(NeurosymError) as err:
+            reader(tmp_path / name)
+        assert message in str(err.value), (name, str(err.value))
+
+
+def test_word_list_bad_bytes_are_placed_in_the_word_list(tmp_path):
+    (tmp_path / "w.txt").write_bytes(b"jan\nf\xe9b\n")
+    (tmp_path / "b.regex").write_text('M: %words "w.txt"\n')
+    r = CliRunner().invoke(main, ["check", str(tmp_path / "b.regex")])
+    assert r.exit_code == 2 and "w.txt:2:2: the file is not UTF-8" in r.output, r.output
+
+
+def test_the_listed_tracebacks_are_one_line_errors(tmp_path):
+    """issue 32's cases: a folder as the corpus, a binary vocabulary, a run whose metrics are
+    not UTF-8, a folder or binary as examples."""
+    (tmp_path / "corpus").mkdir()
+    binary = tmp_path / "vocab.bin"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(200, 256)) * 4)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 2.0}\n\xff\xfe{"step": 2}\n')
+    cases = [
+        (["synth", "--corpus", str(tmp_path / "corpus")], "corpus: is a folder"),
+        (["compile", str(ROOT / "grammars/dates.regex"), "--vocab", str(binary), "-o", str(tmp_path / "v.safetensors")],
+         "vocab.bin:1:9: the file is not UTF-8"),
+        (["plot", str(run)], "metrics.jsonl:2:1: the file is not UTF-8"),
+        (["synth", "--pos", str(tmp_path / "corpus")], "corpus: is a folder"),
+        (["synth", "--pos", str(binary)], "vocab.bin:1:9: the file is not UTF-8"),
+    ]
+    for args, message in cases:
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output, (args, r.output)
+    assert not (tmp_path / "v.safetensors").exists()
+
+
+def test_a_last_metrics_line_torn_by_a_kill_is_skipped(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.\xe2\x82')
+    r = CliRunner().invoke(main, ["plot", str(run)])
+    assert r.exit_code == 0 and (run / "curves.png").is_file(), r.output
+
+
+def test_the_top_level_guard_turns_any_error_into_one_line(monkeypatch):
+    """OSError, UnicodeDecodeError and anything unforeseen: a line and exit 2 (--debug: the traceback)."""
+    from neurosym import kinds as kinds_module
+
+    def boom(error):
+        def sample(*_a, **_k):
+            raise error
+        return sample
+
+    cases = [
+        (PermissionError(13, "Permission denied", "some/file"), "error: some/file: Permission denied"),
+        (b"ab\ncd\xff".decode("utf-8", "strict") if False else UnicodeDecodeError("utf-8", b"ab\ncd\xff", 5, 6, "invalid start byte"),
+         "error: input:2:3: the file is not UTF-8 (invalid start byte: byte 0xff)"),
+        (MemoryError(), "error: out of memory"),
+        (IndexError("list index out of range"), "error: internal error (IndexError: list index out of range); this is a bug"),
+    ]
+    for error, message in cases:
+        monkeypatch.setattr(kinds_module, "sample", boom(error))
+        r = CliRunner().invoke(main, ["sample", str(ROOT / "grammars/clause.fsg")])
+        assert r.exit_code == 2 and r.output.startswith(message) and len(r.output.strip().splitlines()) == 1, r.output
+    r = CliRunner().invoke(main, ["--debug", "sample", str(ROOT / "grammars/clause.fsg")])
+    assert isinstance(r.exception, IndexError)
+
+
+def test_errors_start_their_own_line(tmp_path):
+    """Progress never shares a line with an error: every stderr line with 'error:' starts with it."""
+    pos = tmp_path / "pos.txt"
+    pos.write_text("ab\nabab\n")
+    runner = CliRunner(mix_stderr=False) if "mix_stderr" in CliRunner.__init__.__code__.co_varnames else CliRunner()
+    r = runner.invoke(main, ["synth", "--pos", str(pos), "-o", str(tmp_path / "no" / "x.regex"), "--name", "X"])
+    err = r.stderr if hasattr(r, "stderr") and r.stderr is not None else r.output
+    assert r.exit_code == 2 and all(line.startswith("error:") for line in err.splitlines() if "error:" in line), err
+
+
+# ---------------------------------------------------------------------- issue 32: streaming and honest exits
+def test_sample_streams_and_keeps_the_samples_of_one_call():
+    """-n up to 1,000 draws what one call draws; larger -n goes on in chunks (same first
+    1,000); a JSON list is still one list."""
+    clause = str(ROOT / "grammars/clause.fsg")
+    one = CliRunner().invoke(main, ["sample", clause, "-n", "1000", "--seed", "4"]).output.splitlines()
+    assert one == kinds.sample(ROOT / "grammars/clause.fsg", kinds.SampleOptions(n=1000, seed=4))
+    more = CliRunner().invoke(main, ["sample", clause, "-n", "2500", "--seed", "4"]).output.splitlines()
+    assert len(more) == 2500 and more[:1000] == one and more[1000:] != one[:1500]
+    rows = json.loads(CliRunner().invoke(main, ["sample", clause, "-n", "1200", "--json"]).output)
+    assert len(rows) == 1200 and all(isinstance(r, str) for r in rows)
+    assert json.loads(CliRunner().invoke(main, ["sample", clause, "-n", "0", "--json"]).output) == []
+
+
+def test_a_huge_sample_count_prints_at_once_and_stops_quietly_when_the_reader_goes():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = "import sys; from neurosym.cli.main import main; main(sys.argv[1:])"
+    t0 = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-c", code, "sample", str(ROOT / "grammars/clause.fsg"), "-n", str(10**12)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    first = [p.stdout.readline() for _ in range(5)]
+    elapsed = time.monotonic() - t0
+    p.stdout.close()  # the reader goes away, as `| head -5` does
+    _, err = p.communicate(timeout=120)
+    assert all(line.strip() for line in first) and elapsed < 60
+    assert p.returncode == 0 and b"Traceback" not in err, err.decode()
+
+
+CONFIG = """
+[run]
+name = "tiny"
+out_dir = "{out}"
+task = "neurosym.experiments.semantic_fusion:task"
+
+[model]
+kind = "fusion"
+d_model = 16
+n_layers = 1
+n_heads = 2
+d_ff = 32
+aux_hidden = 16
+
+[data]
+train = 64
+valid = 16
+holdout = 1
+
+[optim]
+batch_size = 32
+epochs = 1
+"""
+
+
+def test_generate_says_why_when_every_sample_dead_ends(tmp_path):
+    """A character-level pattern on the word-level model: no word token spells a year."""
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(CONFIG.format(out=tmp_path.as_posix()))
+    assert CliRunner().invoke(main, ["train", str(cfg)]).exit_code == 0
+    r = CliRunner().invoke(main, ["generate", str(tmp_path / "tiny"), "--grammar", f"{ROOT / 'grammars/dates.regex'}:YEAR", "-n", "3"])
+    assert r.exit_code == 2 and "every sample dead-ended" in r.output and "vocabulary" in r.output, r.output
+    ok = CliRunner().invoke(main, ["generate", str(tmp_path / "tiny"), "--grammar", str(ROOT / "grammars/clause.fsg"), "-n", "2"])
+    assert ok.exit_code == 0 and "dead" not in ok.output, ok.output
+
+
+def test_sampling_an_empty_bank_is_an_error_like_its_check(tmp_path):
+    bank = tmp_path / "empty.regex"
+    bank.write_text("")
+    r = CliRunner().invoke(main, ["sample", str(bank)])
+    assert r.exit_code == 2 and "empty.regex: the bank defines no pattern to sample" in r.output, r.output
+
+
+def test_tokenizer_files_and_configs_report_the_place_of_the_fault(tmp_path):
+    cases = [
+        ("bad.json", b'{"model": \xff}', "bad.json:1:11: the file is not UTF-8"),
+        ("serde.json", b'{"model": {"type": "BPE"}}', "serde.json:1:26: not a tokenizers JSON file"),
+    ]
+    for name, data, message in cases:
+        (tmp_path / name).write_bytes(data)
+        r = CliRunner().invoke(main, ["compile", str(ROOT / "grammars/dates.regex"), "--vocab", str(tmp_path / name),
+                                      "-o", str(tmp_path / "o.safetensors")])
+        assert r.exit_code == 2 and message in r.output, r.output
+    (tmp_path / "c.toml").write_bytes(b'[run]\nname = "x\xff"\n')
+    r = CliRunner().invoke(main, ["train", str(tmp_path / "c.toml")])
+    assert r.exit_code == 2 and "c.toml:2:10: the file is not UTF-8" in r.output, r.output
+
+
+def test_a_lexicon_of_classes_only_is_not_reported_empty():
+    """topics.lex and domains.lex declare word classes for the FSGs that import them."""
+    for name in ("lexicons/topics.lex", "lexicons/domains.lex"):
+        r = CliRunner().invoke(main, ["check", str(ROOT / name)])
+        assert r.exit_code == 0 and "warning" not in r.output, r.output

@@ -13,7 +13,7 @@ from safetensors.torch import save as st_save
 
 import neurosym
 from neurosym.cli.main import main
-from neurosym.compile.artifact import load_artifact, save
+from neurosym.compile.artifact import checksum, load_artifact, save
 from neurosym.errors import NeurosymError
 from neurosym.files import digest
 from neurosym.lm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -48,8 +48,41 @@ def _rewrite(path: Path, change) -> None:
     tensors = st_load(data)
     header = json.loads(json.loads(data[8 : body_offset(data)])["__metadata__"]["neurosym"])
     change(tensors)
+    header["checksum"] = checksum(tensors, header)
+    path.write_bytes(st_save(tensors, metadata={"neurosym": json.dumps(header)}))
+
+
+def _header(path: Path) -> tuple[dict, dict]:
+    data = path.read_bytes()
+    return st_load(data), json.loads(json.loads(data[8 : body_offset(data)])["__metadata__"]["neurosym"])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_an_edited_header_is_caught(tmp_path, source):
+    """The checksum covers the header: a renamed pattern, state or symbol is a corrupt file."""
+    path = save(neurosym.load(ROOT / source), tmp_path / "a.safetensors")
+    tensors, header = _header(path)
+    key = {"bank": "names", "fsg": "name", "pcfg": "start"}[header["kind"]]
+    header[key] = ["RENAMED", *header[key][1:]] if isinstance(header[key], list) else "RENAMED"
+    path.write_bytes(st_save(tensors, metadata={"neurosym": json.dumps(header)}))
+    with pytest.raises(NeurosymError, match=r"a\.safetensors: corrupt artifact: its tensors or header .* recompile"):
+        load_artifact(path)
+    r = CliRunner().invoke(main, ["inspect", str(path)])
+    assert r.exit_code == 2 and "corrupt artifact" in r.output and "Traceback" not in r.output
+
+
+def test_artifacts_from_before_the_header_checksum_still_load(tmp_path):
+    """A file whose checksum covers its tensors alone (written before) loads as it did."""
+    path = save(neurosym.load(ROOT / "grammars/dates.regex"), tmp_path / "old.safetensors")
+    tensors, header = _header(path)
+    del header["checksum_covers"]
     header["checksum"] = digest(tensors)
     path.write_bytes(st_save(tensors, metadata={"neurosym": json.dumps(header)}))
+    assert sorted(load_artifact(path).patterns) == sorted(neurosym.load(ROOT / "grammars/dates.regex").patterns)
+    header["checksum_covers"] = "something-newer"
+    path.write_bytes(st_save(tensors, metadata={"neurosym": json.dumps(header)}))
+    with pytest.raises(NeurosymError, match="does not know; recompile it"):
+        load_artifact(path)
 
 
 def test_out_of_range_states_and_bad_probabilities_are_invalid(tmp_path):

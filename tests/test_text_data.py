@@ -197,10 +197,12 @@ def test_majority_upos_by_hand():
 
 
 def test_tagged_errors_name_the_line():
-    with pytest.raises(NeurosymError, match=r"x.conllu:2: expected 10"):
+    with pytest.raises(NeurosymError, match=r"x.conllu:2:8: expected 10"):  # column 8: the third field, one too many
         parse_tagged("a\tNOUN\nb\tNOUN\tX\n", "x.conllu")
-    with pytest.raises(NeurosymError, match=r":1: empty form"):
+    with pytest.raises(NeurosymError, match=r":1:1: empty form"):
         parse_tagged("\tNOUN\n")
+    with pytest.raises(NeurosymError, match=r":2:3: empty form or tag"):
+        parse_tagged("a\tNOUN\nb\t\n")
 
 
 def test_conllu_sentences_keep_syntactic_words_and_name_bad_lines():
@@ -210,7 +212,7 @@ def test_conllu_sentences_keep_syntactic_words_and_name_bad_lines():
     lines = ["# sent_id = 1", word(1, "Don't"), "1-2\tdon't" + "\t_" * 8, "1.1\tgap" + "\t_" * 8, word(2, "go"), "", "", word(1, "Hi")]
     got = [[(n, cols[1]) for n, cols in s] for s in conllu_sentences(lines, "x.conllu")]
     assert got == [[(2, "Don't"), (5, "go")], [(8, "Hi")]]
-    with pytest.raises(NeurosymError, match=r"x\.conllu:2: a CoNLL-U word line has 10 tab-separated columns, this one has 2"):
+    with pytest.raises(NeurosymError, match=r"x\.conllu:2:6: a CoNLL-U word line has 10 tab-separated columns, this one has 2"):
         list(conllu_sentences(["", "1\tbad"], "x.conllu"))
-    with pytest.raises(NeurosymError, match=r"x\.conllu:1: bad word ID 'a'"):
+    with pytest.raises(NeurosymError, match=r"x\.conllu:1:1: bad word ID 'a'"):
         list(conllu_sentences([word("a", "x")], "x.conllu"))

@@ -64,6 +64,7 @@ from neurosym.dsl.regex import read_regex_bank
 FORMAT = "neurosym-automata"
 FORMAT_VERSION = 2  # v2: automata stored as sparse arcs instead of dense (Q, V) tables
 COMPILER_REVISION = 1  # in the cache key: bump when the same sources compile differently (1: byte automata read well-formed UTF-8 only)
+CHECKSUM_COVERS = "tensors+header"  # what the header's checksum is taken over (absent: the tensors alone)
 RULE_TENSORS = ("root", "binary", "emit", "root_term", "empty")
 
 Artifact = Union[Automaton, RegexBank, WeightedAutomaton, RuleTensors, FeatureBank]
@@ -77,12 +78,23 @@ def _own(t: torch.Tensor) -> torch.Tensor:
 def to_bytes(obj: Artifact) -> bytes:
     """Serialise an automaton, bank, weighted automaton (FSG), rule tensors (PCFG) or
     feature bank (lexicon) to safetensors bytes: tensors + JSON header."""
-    codec = next((c for c in CODECS if isinstance(obj, c.type)), None)
+    codec = BY_KIND.get(kind_of_object(obj))
     if codec is None:
         raise NeurosymError(f"cannot save a {type(obj).__name__}; expected {', '.join(c.type.__name__ for c in CODECS)}")
     tensors, header = codec.encode(obj)
-    header = {"format": FORMAT, "format_version": FORMAT_VERSION, **header, "checksum": digest(tensors)}
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, **header, "checksum_covers": CHECKSUM_COVERS}
+    header["checksum"] = checksum(tensors, header)
     return st_save(tensors, metadata={"neurosym": json.dumps(header)})
+
+
+def checksum(tensors: dict[str, torch.Tensor], header: dict) -> str:
+    """The artifact's checksum: the tensors and every header field but the checksum itself
+    (so a renamed pattern or an edited vocabulary is caught as well as a flipped bit).
+    Artifacts written before the header was covered (no ``checksum_covers``) carry the
+    tensors' digest alone and are still read."""
+    if header.get("checksum_covers") != CHECKSUM_COVERS:
+        return digest(tensors)
+    return digest({"tensors": tensors, "header": {k: v for k, v in header.items() if k != "checksum"}})
 
 
 def _automata_to_tensors(obj: Automaton | RegexBank) -> tuple[dict[str, torch.Tensor], dict]:
@@ -174,8 +186,12 @@ def from_bytes(data: bytes, origin: str = "<bytes>") -> Artifact:
     kind = CANONICAL.get(header.get("kind"))  # artifacts written before issue 27 say "bank" and "features"
     if kind is None:
         raise NeurosymError(f"{origin}: unknown artifact kind {header.get('kind')!r}; this neurosym reads {', '.join(KINDS)}")
-    if "checksum" in header and header["checksum"] != digest(tensors):
-        raise NeurosymError(f"{origin}: corrupt artifact: its tensors do not match the checksum written with them")
+    if "checksum_covers" in header and header["checksum_covers"] != CHECKSUM_COVERS:
+        raise NeurosymError(f"{origin}: the artifact's checksum covers {header['checksum_covers']!r}, which this neurosym "
+                            "does not know; recompile it from its source with `neurosym compile`")
+    if "checksum" in header and header["checksum"] != checksum(tensors, header):
+        raise NeurosymError(f"{origin}: corrupt artifact: its tensors or header do not match the checksum written with them; "
+                            "recompile it from its source with `neurosym compile`")
     try:
         vocab = Vocab.from_json(header["vocab"])
         _validate(kind, tensors, header, len(vocab), origin)
@@ -316,6 +332,12 @@ CODECS = (
 BY_KIND = {k: c for c in CODECS for k in c.kinds}
 CANONICAL = {k: c.kinds[0] for c in CODECS for k in c.kinds}  # any name read -> the name written
 KINDS = tuple(c.kinds[0] for c in CODECS)  # the kinds written today
+
+
+def kind_of_object(obj: Any) -> str | None:
+    """The header ``kind`` :func:`save` writes for ``obj`` (None for a type it cannot save)."""
+    codec = next((c for c in CODECS if isinstance(obj, c.type)), None)
+    return None if codec is None else codec.kinds[0]
 
 
 def _read_header(data: bytes) -> dict:

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from neurosym.errors import NeurosymError
+from neurosym.errors import NeurosymError, SourceError
 
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 SPECIALS = (PAD, UNK, EOS)
@@ -105,11 +105,13 @@ def read_text(path: str | Path) -> str:
         if path.suffix == ".gz":
             raw = gzip.decompress(raw)
         return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SourceError.not_utf8(err, path) from None
     except FileNotFoundError:
         raise NeurosymError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise NeurosymError(f"{path}: is a folder, not a text file") from None
-    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as err:
+    except (OSError, EOFError, gzip.BadGzipFile) as err:
         raise NeurosymError(f"{path}: cannot read text: {err}") from None
 
 
@@ -274,14 +276,25 @@ def conllu_sentences(lines: Iterable[str], source: str | Path = "<text>") -> Ite
             continue
         cols = line.split("\t")
         if len(cols) != 10:
-            raise NeurosymError(f"{source}:{n}: a CoNLL-U word line has 10 tab-separated columns, this one has {len(cols)}")
+            raise SourceError(f"a CoNLL-U word line has 10 tab-separated columns, this one has {len(cols)}", source, n, field_column(line, 10))
         if "-" in cols[0] or "." in cols[0]:
             continue
         if not cols[0].isdigit():
-            raise NeurosymError(f"{source}:{n}: bad word ID {cols[0]!r}")
+            raise SourceError(f"bad word ID {cols[0]!r}", source, n, 1)
         words.append((n, cols))
     if words:
         yield words
+
+
+def field_column(line: str, k: int) -> int:
+    """The 1-based character column where TAB-separated field ``k`` (0-based) of ``line``
+    starts; past the end of the line when it has fewer fields (where the missing one goes)."""
+    col = 1
+    for i, part in enumerate(line.split("\t")):
+        if i == k:
+            return col
+        col += len(part) + 1
+    return len(line) + 1
 
 
 def parse_tagged(text: str, source: str = "<text>") -> list[TaggedSentence]:
@@ -318,9 +331,12 @@ def parse_tagged(text: str, source: str = "<text>") -> list[TaggedSentence]:
         elif not conllu and len(cols) == 2:
             form, tag = cols
         else:
-            raise NeurosymError(f"{source}:{n}: expected 10 TAB-separated CoNLL-U columns or FORM<TAB>UPOS, got {len(cols)} column(s)")
+            want = 10 if conllu else 2
+            raise SourceError(f"expected 10 TAB-separated CoNLL-U columns or FORM<TAB>UPOS, got {len(cols)} column(s)",
+                              source, n, field_column(line, want))
         if not form or not tag:
-            raise NeurosymError(f"{source}:{n}: empty form or tag")
+            form_field, tag_field = (1, 3) if conllu else (0, 1)
+            raise SourceError("empty form or tag", source, n, field_column(line, tag_field if form else form_field))
         forms.append(form)
         tags.append(tag)
     flush()
@@ -352,6 +368,7 @@ __all__ = [
     "UNK",
     "WordVocab",
     "corpus_path",
+    "field_column",
     "lm_windows",
     "majority_upos",
     "parse_tagged",

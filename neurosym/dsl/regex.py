@@ -210,6 +210,8 @@ class _Builder:
             text = decode_utf8(path.read_bytes(), str(path))  # bad bytes: positioned in the word list itself
         except FileNotFoundError:
             raise SourceError.at(at, f"no such word list {rel}") from None
+        except UnicodeDecodeError as err:  # the place of the bad byte in the word list itself
+            raise SourceError.not_utf8(err, path) from None
         except (OSError, ValueError) as err:
             raise SourceError.at(at, "word list: " + read_error(err, rel)) from None
         words = parse_word_list(text)  # the one word-list rule (neurosym/dsl/words.py)

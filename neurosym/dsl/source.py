@@ -58,7 +58,7 @@ def read_source(path: Path, display: str, at: Span | None = None, read: Callable
         check_source_size(path, display)
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise SourceError(f"the file is not UTF-8 ({err.reason})", display, 1, 1) from None
+        raise SourceError.not_utf8(err, display) from None
     except (OSError, ValueError) as err:
         if at is not None:
             raise SourceError.at(at, read_error(err, display)) from None

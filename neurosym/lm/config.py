@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from neurosym.errors import ConfigError
+from neurosym.errors import ConfigError, SourceError
 
 T = typing.TypeVar("T")
 
@@ -195,8 +195,10 @@ def load_config(path: str | Path) -> Config:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read config: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(str(SourceError.not_utf8(err, path))) from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config: {err.strerror or err}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -14,23 +14,35 @@ import math
 from pathlib import Path
 from typing import Any
 
-from neurosym.errors import NeurosymError
-from neurosym.files import atomic_write
+from neurosym.errors import NeurosymError, SourceError
+from neurosym.files import IMAGE_SUFFIXES, atomic_write, image_metadata
 
 METRICS = "metrics.jsonl"
 NOT_PLOTTED = {"kind", "step", "epoch", "seconds"}
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The lines of ``run_dir/metrics.jsonl`` (a line torn by a kill is skipped)."""
+    """The lines of ``run_dir/metrics.jsonl`` (a last line torn by a kill, without its
+    newline, is skipped; bytes that are not UTF-8 in a whole line are an error at their
+    line and column)."""
     run_dir = Path(run_dir)
     path = run_dir / METRICS
     if not run_dir.is_dir():
         raise NeurosymError(f"{run_dir}: no such run folder")
     if not path.is_file():
         raise NeurosymError(f"{run_dir}: no {METRICS} here (not a training run, or it has not logged yet)")
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise NeurosymError(f"{path}: cannot read ({err.strerror or err})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if b"\n" in raw[err.start :]:  # a whole line (ended by a newline) is not torn
+            raise SourceError.not_utf8(err, path) from None
+        text = raw[: raw.rfind(b"\n", 0, err.start) + 1].decode("utf-8")  # the last line, torn by a kill
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         try:
             row = json.loads(line)
         except ValueError:
@@ -95,7 +107,9 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         ax.grid(alpha=0.3)
     fig.suptitle(run_dir.name)
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
     target = Path(out) if out is not None else run_dir / "curves.png"
+    if target.suffix.lower() not in IMAGE_SUFFIXES:
+        raise NeurosymError(f"{target}: a plot is a {' or '.join(IMAGE_SUFFIXES)} file")
+    buf = io.BytesIO()
+    fig.savefig(buf, format=target.suffix.lower()[1:], dpi=100, metadata=image_metadata())
     return atomic_write(target, lambda f: f.write(buf.getvalue()))

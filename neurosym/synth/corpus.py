@@ -33,8 +33,8 @@ from pathlib import Path
 from neurosym.synth import clock
 from neurosym.compile.regex import compile_bank, pattern_dfa
 from neurosym.dsl.regex import parse_regex_bank
-from neurosym.data.text import conllu_sentences
-from neurosym.errors import NeurosymError
+from neurosym.data.text import conllu_sentences, field_column
+from neurosym.errors import NeurosymError, SourceError
 from neurosym.files import atomic_write_bytes
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.bank import bank_entry
@@ -77,9 +77,10 @@ def read_tsv(path: str | Path) -> list[tuple[str, str]]:
             continue
         cols = line.split("\t")
         if len(cols) != 2:
-            raise NeurosymError(f"{path}:{lineno}: expected 'string<TAB>label', got {len(cols)} tab-separated column(s)")
+            col = field_column(line, min(len(cols), 2))  # where the label goes, or the first extra column
+            raise SourceError(f"expected 'string<TAB>label', got {len(cols)} tab-separated column(s)", path, lineno, col)
         if not cols[1].strip():
-            raise NeurosymError(f"{path}:{lineno}: empty label")
+            raise SourceError("empty label", path, lineno, field_column(line, 1))
         out.append((cols[0], cols[1].strip()))
     return out
 
@@ -97,11 +98,15 @@ def read_corpus(path: str | Path, label: str | None = None) -> list[tuple[str, s
 
 def _lines(path: Path) -> list[str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise NeurosymError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise NeurosymError(f"{path}: is a folder; give a CoNLL-U (.conllu) or TSV (string<TAB>label) file") from None
+    except OSError as err:
+        raise NeurosymError(f"{path}: cannot read ({err.strerror or err})") from None
     except UnicodeDecodeError as err:
-        raise NeurosymError(f"{path}: not UTF-8 ({err.reason} at byte {err.start})") from None
+        raise SourceError.not_utf8(err, path) from None
     return text.split("\n") if not text.endswith("\n") else text[:-1].split("\n")
 
 

@@ -271,7 +271,7 @@ def test_raw_file_and_missing_file_errors(tmp_path):
         read_lexicon(tmp_path / "missing.lex")
     bad = tmp_path / "latin1.lex"
     bad.write_bytes(b"caf\xe9 \n")
-    with pytest.raises(SourceError, match=rf"^{bad}:1:1: the file is not UTF-8"):
+    with pytest.raises(SourceError, match=rf"^{bad}:1:4: the file is not UTF-8"):
         read_lexicon(bad)
 
 

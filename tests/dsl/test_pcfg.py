@@ -199,7 +199,7 @@ def test_missing_and_non_utf8_files(tmp_path):
         read_pcfg(tmp_path / "nope.pcfg")
     bad = tmp_path / "latin1.pcfg"
     bad.write_bytes("S -> 'caf\xe9'".encode("latin-1"))
-    with pytest.raises(SourceError, match=r"latin1.pcfg:1:1: the file is not UTF-8"):
+    with pytest.raises(SourceError, match=r"latin1.pcfg:1:10: the file is not UTF-8"):
         read_pcfg(bad)
 
 

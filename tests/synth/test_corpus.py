@@ -61,10 +61,10 @@ def test_tsv_reader_and_its_errors(tmp_path):
     path.write_text("12345\tZIP\n\tEMPTY\n\n#fff\tCOLOR\n")
     assert sc.read_corpus(path) == [("12345", "ZIP"), ("", "EMPTY"), ("#fff", "COLOR")]
     path.write_text("12345\tZIP\nno tab here\n")
-    with pytest.raises(NeurosymError, match=r"x\.tsv:2: expected 'string<TAB>label'"):
+    with pytest.raises(NeurosymError, match=r"x\.tsv:2:12: expected 'string<TAB>label'"):
         sc.read_corpus(path)
     path.write_text("a\t \n")
-    with pytest.raises(NeurosymError, match=r"x\.tsv:1: empty label"):
+    with pytest.raises(NeurosymError, match=r"x\.tsv:1:3: empty label"):
         sc.read_corpus(path)
     with pytest.raises(NeurosymError, match="--label names a CoNLL-U column"):
         sc.read_corpus(path, label="UPOS")
@@ -78,7 +78,7 @@ def test_tsv_reader_and_its_errors(tmp_path):
 def test_conllu_reader_errors(tmp_path):
     path = tmp_path / "x.conllu"
     path.write_text("# sent_id = 1\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n\n2\tbad line\n")
-    with pytest.raises(NeurosymError, match=r"x\.conllu:5: a CoNLL-U word line has 10 tab-separated columns, this one has 2"):
+    with pytest.raises(NeurosymError, match=r"x\.conllu:5:11: a CoNLL-U word line has 10 tab-separated columns, this one has 2"):
         sc.read_corpus(path)
     with pytest.raises(NeurosymError, match="unknown CoNLL-U column 'TAG'"):
         sc.read_corpus(path, label="TAG")
@@ -330,7 +330,9 @@ def test_cli_synth_corpus(tmp_path):
     assert [c["name"] for c in res["classes"]] == ["ZIP", "COLOR"] and res["examples"] == len(_pairs())
     assert all(c["accuracy"] == 1.0 for c in res["classes"])
     assert neurosym.load(bank).patterns["ZIP"].accepts("12345-6789")
-    r = CliRunner().invoke(main, ["synth", "--corpus", str(corpus), "-o", str(bank)])  # -o replaces the bank whole
+    r = CliRunner().invoke(main, ["synth", "--corpus", str(corpus), "-o", str(bank)])  # an existing bank: --append or --force
+    assert r.exit_code == 2 and "--append adds the classes to it, --force replaces it" in r.output, r.output
+    r = CliRunner().invoke(main, ["synth", "--corpus", str(corpus), "-o", str(bank), "--force"])  # replaces the bank whole
     assert r.exit_code == 0 and "wrote 4 pattern(s)" in r.output, r.output
     assert [line.split(":")[0] for line in bank.read_text().splitlines()] == ["WORD", "ZIP", "COLOR", "DATE"]
     for args, msg in [
