@@ -391,8 +391,17 @@ def _too_deep(path: Path) -> NeurosymError:
 
 
 def _existing(path: str | Path) -> tuple[Path, Kind]:
+    """The file and its kind; ``grammars/...`` and ``lexicons/...`` name the shipped copies
+    when no such local file exists (the one resolver, :func:`neurosym.files.resolve_data_path`)."""
     path = Path(path)
     kind = kind_of(path)
+    if path.is_dir():
+        raise NeurosymError(f"{path}: is a folder, not a {kind.name} file")
+    if not path.exists():
+        try:
+            path = resolve_data_path(path)
+        except NeurosymError:  # grammars/... that is not shipped either
+            raise NeurosymError(f"{path}: no such file") from None
     if not path.is_file():
         raise NeurosymError(f"{path}: no such file")
     return path, kind

@@ -145,7 +145,7 @@ def test_compile_replaces_only_its_own_artifacts_of_the_same_kind(tmp_path):
     assert _invoke("compile", grammars / "dates.regex", "-o", out).exit_code == 0  # its own bank artifact: replaced
     before = out.read_bytes()
     r = _invoke("compile", grammars / "clause.fsg", "-o", out)
-    assert r.exit_code == 2 and "holds a bank artifact, and this is a fsg" in r.output and out.read_bytes() == before
+    assert r.exit_code == 2 and "holds a regex artifact, and this is a fsg" in r.output and out.read_bytes() == before
     for name in ("other.regex", "notes.txt", "noext"):
         r = _invoke("compile", grammars / "dates.regex", "-o", tmp_path / name)
         assert r.exit_code == 2 and "is a .safetensors file" in r.output and not (tmp_path / name).exists()

@@ -102,7 +102,7 @@ def generate_grammar(tokenizer, monkeypatch):
 
     def build(spec: str):
         seen.clear()
-        result = CliRunner().invoke(main, ["generate", "some-run", "--grammar", spec, "-n", "1"])
+        result = CliRunner().invoke(main, ["--debug", "generate", "some-run", "--grammar", spec, "-n", "1"])  # --debug: the sampler's Stop propagates
         assert isinstance(result.exception, Stop), result.output
         return seen["grammar"], seen["processors"]
 
