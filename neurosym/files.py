@@ -18,7 +18,7 @@ records those while the inputs are loaded; :func:`check_not_read` refuses them e
 ``force``).
 
 :func:`shipped_file` and :func:`resolve_data_path` find the files shipped with neurosym
-(``grammars/...``, ``lexicons/...``).
+(``grammars/...``, ``lexicons/...``, ``configs/...``).
 """
 
 from __future__ import annotations
@@ -309,7 +309,7 @@ def recording_reads() -> Iterator[set[str]]:
 
 
 # ---------------------------------------------------------------------- shipped files
-SHIPPED = {"grammars": "neurosym.grammars", "lexicons": "neurosym.lexicons"}
+SHIPPED = {"grammars": "neurosym.grammars", "lexicons": "neurosym.lexicons", "configs": "neurosym.configs"}
 
 
 def shipped_file(relative: str | Path) -> Path:
@@ -318,7 +318,7 @@ def shipped_file(relative: str | Path) -> Path:
     regular (non-editable) install finds it too."""
     parts = Path(relative).parts
     if len(parts) < 2 or parts[0] not in SHIPPED:
-        raise NeurosymError(f"{relative}: not a shipped file; expected grammars/<file> or lexicons/<file>")
+        raise NeurosymError(f"{relative}: not a shipped file; expected grammars/<file>, lexicons/<file> or configs/<file>")
     path = resources.files(SHIPPED[parts[0]]).joinpath(*parts[1:])
     if not path.is_file():
         raise NeurosymError(f"{relative}: no such shipped file")

@@ -49,3 +49,16 @@ def test_unknown_shipped_files_are_clear_errors():
         shipped_file("grammars/nope.fsg")
     with pytest.raises(NeurosymError, match="not a shipped file"):
         shipped_file("docs/x.md")
+
+
+def test_shipped_configs_load_from_any_folder(tmp_path, monkeypatch):
+    """configs/ ships as package data (issue 32): `neurosym train configs/semantic_fusion.toml`
+    reads the shipped copy where the working folder has none."""
+    from neurosym.files import shipped_file
+    from neurosym.lm.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    shipped = shipped_file("configs/semantic_fusion.toml")
+    assert shipped.is_file()
+    config = load_config("configs/semantic_fusion.toml")
+    assert config.run.name == "semantic-fusion"

@@ -26,11 +26,13 @@ import re
 import tomllib
 import types
 import typing
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from neurosym.errors import ConfigError, SourceError
+from neurosym.errors import ConfigError, NeurosymError, SourceError
+from neurosym.files import resolve_data_path
 
 T = typing.TypeVar("T")
 
@@ -191,6 +193,9 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: expected a TOML config (.toml), got {NOT_CONFIGS[path.suffix]}")
     if path.is_dir():
         raise ConfigError(f"{path}: expected a TOML config (.toml), got a folder")
+    if not path.exists():  # configs/... names a shipped config from any folder
+        with suppress(NeurosymError):
+            path = resolve_data_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -1,0 +1,1 @@
+"""The training configs shipped with neurosym (package data: see neurosym.files.shipped_file)."""
