@@ -178,4 +178,26 @@ def _sample_chunks(file: Path, options):
         size, i = min(size * 2, SAMPLE_CHUNK_MAX), i + 1
 
 
-__all__ = ["check", "compile_cmd", "inspect", "sample"]
+__all__ = ["check", "compile_cmd", "files_cmd", "inspect", "sample"]
+
+
+@click.command(name="files", epilog=examples("neurosym files", "neurosym files --json", "neurosym inspect grammars/clause.fsg   # any listed name works from any folder"))
+@json_option()
+def files_cmd(as_json: bool) -> None:
+    """List the grammars, lexicons and configs shipped with neurosym: every command (and
+    neurosym.load) takes these names from any folder where no local file has the name."""
+    from neurosym.files import shipped_files  # lazy: as above (files.py imports torch)
+    from neurosym.kinds import BY_SUFFIX  # lazy: as above
+
+    rows = []
+    for name in shipped_files():
+        suffix = Path(name).suffix
+        kind = BY_SUFFIX[suffix].name if suffix in BY_SUFFIX else "config" if suffix == ".toml" else "data"
+        rows.append({"file": name, "kind": kind})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        width = max(len(r["file"]) for r in rows)
+        for r in rows:
+            click.echo(f"{r['file']:<{width}}  {r['kind']}")
+

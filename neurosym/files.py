@@ -325,6 +325,18 @@ def shipped_file(relative: str | Path) -> Path:
     return Path(str(path))  # installed as plain files (the package is not zip-safe)
 
 
+def shipped_files() -> list[str]:
+    """Every file shipped with the package, named as commands take it (``grammars/clause.fsg``,
+    ``lexicons/sentiment.lex``, ``configs/semantic_fusion.toml``), sorted; package
+    plumbing (``__init__.py``, caches) left out."""
+    out = []
+    for folder, package in SHIPPED.items():
+        for entry in resources.files(package).iterdir():
+            if entry.is_file() and not entry.name.startswith(("__init__", ".")) and not entry.name.endswith(".pyc"):
+                out.append(f"{folder}/{entry.name}")
+    return sorted(out)
+
+
 def resolve_data_path(path: str | Path) -> Path:
     """A data path of a config or a command: absolute, or relative to the working folder
     when it exists there, else a shipped file (``grammars/...``, ``lexicons/...``)."""
@@ -351,5 +363,6 @@ __all__ = [
     "remove_stale_temps",
     "resolve_data_path",
     "shipped_file",
+    "shipped_files",
     "temp_prefix",
 ]

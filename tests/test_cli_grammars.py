@@ -203,3 +203,26 @@ def test_normalize_with_huge_weights_check_inspect_and_sample_agree_without_warn
         sampled = run(runner, "sample", "-n", 20, ok).output.split("\n")
     assert data["entropy"]["per_sentence"] == pytest.approx(math.log(2))  # a or b, then c: two equal sentences
     assert set(s for s in sampled if s) == {"a c", "b c"}
+
+
+def test_files_lists_what_ships_and_every_name_resolves_from_any_folder(tmp_path, monkeypatch):
+    """`neurosym files` (issue 32): the shipped grammars, lexicons and configs, each name
+    usable from a folder that has none of them."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from neurosym.cli.main import main as cli_main
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli_main, ["files", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = _json.loads(result.output)
+    names = {r["file"]: r["kind"] for r in rows}
+    assert names["grammars/clause.fsg"] == "fsg" and names["lexicons/sentiment.lex"] == "lexicon"
+    assert names["configs/semantic_fusion.toml"] == "config"
+    assert not any("__init__" in n for n in names)
+    for name, kind in names.items():
+        if kind in ("fsg", "pcfg", "regex"):
+            checked = CliRunner().invoke(cli_main, ["check", name])
+            assert checked.exit_code == 0, (name, checked.output)

@@ -32,7 +32,7 @@ for the word list, WikiText-2 test words in running order.
 
 outlines-core 0.2.14 differs from XGrammar and neurosym (which allow every token that
 keeps the text completable) in two ways: it refuses a token that would leave an already
-complete match incomplete (``a(:b)?`` refuses ``:`` after ``a``; ``-?[0-9]+(\.[0-9]+)?``
+complete match incomplete (``a(:b)?`` refuses ``:`` after ``a``; ``-?[0-9]+(\\.[0-9]+)?``
 refuses ``.`` after ``1``), and it compiles alternations leftmost-first (``a|ab`` never
 allows ``ab``; in a word list a shorter word listed after a longer one it starts is cut
 off, and the end refused there). docs/decode.md gives the counts of each in the
