@@ -3,8 +3,12 @@
 Any :class:`~neurosym.compile.automaton.Automaton` works: a regex or bank pattern, an
 FSG's :class:`~neurosym.compile.weighted.WeightedAutomaton`, a word list, over
 character, word or byte-level vocabularies. Each row holds one automaton state; a step
-reads ``automaton.mask(states)`` (the allowed tokens of every row at once) and
-``advance`` moves the states with ``automaton.step``. End-of-sequence is allowed exactly
+reads the allowed tokens of every row at once and ``advance`` moves the states. Rows
+decoded on the CPU keep their states as NumPy arrays (:class:`StateTracker`): a call is
+a gather of precomputed rows (or of the packed masks) and one ``masked_fill_``, an
+advance one gather through integer tables; rows on an accelerator keep them as tensors
+there (``backend="torch"`` forces that path on the CPU too; the results are the same).
+End-of-sequence is allowed exactly
 in final states. Compiled automata are trim (every state can reach a final state), so a
 row is never stuck: it can always go on or end.
 
@@ -33,54 +37,152 @@ UNREACHABLE = 2**31 - 1  # distance to a final state from a rejecting state
 DENSE_LIMIT = 2**20  # automata with at most this many (state, token) pairs get dense per-state tables
 
 
+BACKENDS = ("auto", "numpy", "torch")  # where per-row states live: auto = NumPy for CPU rows, tensors on an accelerator
+
+
+def check_backend(owner: str, backend: str) -> str:
+    """``backend`` if it is one of :data:`BACKENDS`, else a NeurosymError naming ``owner``."""
+    if backend not in BACKENDS:
+        raise NeurosymError(f"{owner}: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    return backend
+
+
 class StateTracker:
     """Per-row automaton states for a batch: ``states`` (B,) long, -1 once rejected, and
-    ``steps`` (B,) long, the tokens each row has read since :meth:`reset`."""
+    ``steps`` (B,) long, the tokens each row has read since :meth:`reset`.
 
-    def __init__(self, automaton: Automaton):
-        self.automaton = automaton
-        self.states = torch.empty(0, dtype=torch.long)
-        self.steps = torch.empty(0, dtype=torch.long)
+    backend: ``"numpy"`` keeps the states as NumPy arrays on the CPU and advances them
+    with integer tables (a dense ``(Q + 1, V)`` next-state table for small automata, else
+    the automaton's :meth:`~neurosym.compile.automaton.Automaton.step_numpy`), one gather
+    per step for the whole batch; ``"torch"`` keeps them as tensors on the reset's device
+    (the path for accelerators); ``"auto"`` (the default) picks NumPy when the reset's
+    device is the CPU. Both give the same states; ``states`` and ``steps`` read as long
+    tensors either way (views of the arrays under NumPy).
+    """
+
+    def __init__(self, automaton: Automaton, backend: str = "auto"):
+        self.automaton, self.backend = automaton, check_backend("StateTracker", backend)
+        self.uses_numpy = False  # decided at each reset
+        self._states: np.ndarray | torch.Tensor = torch.empty(0, dtype=torch.long)
+        self._steps: np.ndarray | torch.Tensor = torch.empty(0, dtype=torch.long)
         Q, V = automaton.num_states, len(automaton.vocab)
         # small automata: a dense (Q + 1, V) next-state table, row Q for the rejected state -1
         self.table = None
+        self.table_np: np.ndarray | None = None
         if Q * V <= DENSE_LIMIT:
             self.table = torch.cat([automaton.delta.long(), torch.full((1, V), -1, dtype=torch.long)])
+            self.table_np = self.table.numpy()  # a view: the CPU copy stays with the tracker
+        self.final_np = automaton.final.cpu().numpy().astype(bool)
 
+    # ------------------------------------------------------------------ the rows' states
+    @property
+    def states(self) -> torch.Tensor:
+        """(B,) long: each row's state (-1 once rejected)."""
+        return torch.from_numpy(self._states) if self.uses_numpy else self._states
+
+    @states.setter
+    def states(self, value: torch.Tensor | np.ndarray) -> None:
+        self._states = as_rows(value) if self.uses_numpy else torch.as_tensor(value, dtype=torch.long)
+
+    @property
+    def steps(self) -> torch.Tensor:
+        """(B,) long: the tokens each row has read since :meth:`reset`."""
+        return torch.from_numpy(self._steps) if self.uses_numpy else self._steps
+
+    @steps.setter
+    def steps(self, value: torch.Tensor | np.ndarray) -> None:
+        self._steps = as_rows(value) if self.uses_numpy else torch.as_tensor(value, dtype=torch.long)
+
+    @property
+    def states_np(self) -> np.ndarray:
+        """(B,) int64: the states as a NumPy array (a view under the NumPy backend)."""
+        return self._states if self.uses_numpy else self._states.cpu().numpy()
+
+    @property
+    def steps_np(self) -> np.ndarray:
+        """(B,) int64: the steps as a NumPy array (a view under the NumPy backend)."""
+        return self._steps if self.uses_numpy else self._steps.cpu().numpy()
+
+    # ------------------------------------------------------------------ the protocol
     def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
-        self.states = torch.full((batch_size,), self.automaton.start, dtype=torch.long, device=device)
-        self.steps = torch.zeros(batch_size, dtype=torch.long, device=device)
+        device = torch.device(device)
+        self.uses_numpy = self.backend == "numpy" or (self.backend == "auto" and device.type == "cpu")
+        if self.uses_numpy:
+            self._states = np.full(batch_size, self.automaton.start, dtype=np.int64)
+            self._steps = np.zeros(batch_size, dtype=np.int64)
+            return
+        self._states = torch.full((batch_size,), self.automaton.start, dtype=torch.long, device=device)
+        self._steps = torch.zeros(batch_size, dtype=torch.long, device=device)
         if self.table is not None:
             self.table = self.table.to(device)
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(B,) the states each row would reach on ``tokens`` (B,); -1 if rejected."""
-        tokens = tokens.to(self.states.device).long()
+        """(B,) the states each row would reach on ``tokens`` (B,); -1 if rejected (a long
+        tensor on the states' device: the CPU under NumPy)."""
+        if self.uses_numpy:
+            return torch.from_numpy(self.step_numpy(as_rows(tokens)))
+        tokens = tokens.to(self._states.device).long()
         if self.table is None:
-            return self.automaton.step(self.states, tokens)
+            return self.automaton.step(self._states, tokens)
         V = self.table.shape[1]
-        nxt = self.table[self.states, tokens.clamp(0, V - 1)]  # state -1 indexes the last row: rejected
+        nxt = self.table[self._states, tokens.clamp(0, V - 1)]  # state -1 indexes the last row: rejected
         return torch.where((tokens >= 0) & (tokens < V), nxt, -1)
+
+    def step_numpy(self, tokens: np.ndarray) -> np.ndarray:
+        """(B,) int64: :meth:`step` on NumPy rows (any backend; the states are read as NumPy)."""
+        states = self.states_np
+        if self.table_np is None:
+            return np.asarray(self.automaton.step_numpy(states, tokens), dtype=np.int64)
+        V = self.table_np.shape[1]
+        nxt = self.table_np[states, np.clip(tokens, 0, V - 1)]  # state -1 indexes the last row: rejected
+        return np.where((tokens >= 0) & (tokens < V), nxt, -1)
 
     def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
         """Move every row not ``done`` by its sampled token (ids in [0, V): the sampler's)."""
-        tokens = tokens.to(self.states.device)
+        if self.uses_numpy:  # one gather over the batch, no per-row Python work
+            t = as_rows(tokens)
+            nxt = self.table_np[self._states, t] if self.table_np is not None else np.asarray(self.automaton.step_numpy(self._states, t), dtype=np.int64)
+            if done is None:
+                self._states = nxt
+                self._steps += 1
+            else:
+                d = as_rows(done, np.bool_)
+                self._states = np.where(d, self._states, nxt)
+                self._steps += ~d
+            return
+        tokens = tokens.to(self._states.device)
         if self.table is not None:  # one gather: the hot path of every step
-            nxt = self.table[self.states, tokens]
+            nxt = self.table[self._states, tokens]
         else:
-            nxt = self.automaton.step(self.states, tokens.long())
+            nxt = self.automaton.step(self._states, tokens.long())
         if done is None:
-            self.states = nxt
-            self.steps += 1
+            self._states = nxt
+            self._steps += 1
         else:
-            done = done.to(self.states.device)
-            self.states = torch.where(done, self.states, nxt)
-            self.steps += ~done
+            done = done.to(self._states.device)
+            self._states = torch.where(done, self._states, nxt)
+            self._steps += ~done
 
     def final(self) -> torch.Tensor:
         """(B,) bool: each row's state is final."""
-        final = self.automaton.final.to(self.states.device)
-        return (self.states >= 0) & final[self.states.clamp(min=0)]
+        if self.uses_numpy:
+            return torch.from_numpy(self.final_numpy())
+        final = self.automaton.final.to(self._states.device)
+        return (self._states >= 0) & final[self._states.clamp(min=0)]
+
+    def final_numpy(self) -> np.ndarray:
+        """(B,) bool: :meth:`final` as a NumPy array."""
+        states = self.states_np
+        return (states >= 0) & self.final_np[np.maximum(states, 0)]
+
+
+def as_rows(x: torch.Tensor | np.ndarray, dtype: type = np.int64) -> np.ndarray:
+    """A (B,) tensor or array as a NumPy array of ``dtype`` on the CPU (no copy when it
+    already is one; tensors on an accelerator are copied over)."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach()
+        x = (x if x.device.type == "cpu" else x.cpu()).numpy()
+    return np.asarray(x, dtype=dtype)
 
 
 def distance_to_final(automaton: Automaton) -> torch.Tensor:
@@ -115,26 +217,35 @@ class GrammarMask(LogitsProcessor):
 
     automaton: over the model's vocabulary (V tokens, the scores' width).
     eos_id: the end-of-sequence token (a special token the automaton never reads).
+    backend: where the rows' states live and how a step runs (:class:`StateTracker`):
+        ``"auto"`` (NumPy when reset on the CPU, tensors on an accelerator), ``"numpy"``
+        or ``"torch"``. Under NumPy a call builds the (B, V) forbidden-token rows in NumPy
+        (a row gather of a precomputed bool table for small automata, else the packed
+        masks inverted and unpacked) and writes them with one ``masked_fill_``; the
+        advance is one gather. The two backends give the same scores and states.
     """
 
-    def __init__(self, automaton: Automaton, eos_id: int, max_len: int | None = None):
+    def __init__(self, automaton: Automaton, eos_id: int, max_len: int | None = None, backend: str = "auto"):
         V = len(automaton.vocab)
         if not 0 <= eos_id < V:
             raise NeurosymError(f"GrammarMask: eos_id must be a token id in [0, {V}), got {eos_id}")
         if max_len is not None and max_len < 1:
             raise NeurosymError(f"GrammarMask: max_len must be a positive number of tokens, got {max_len}")
         self.automaton, self.eos_id, self.max_len, self.vocab_size = automaton, eos_id, max_len, V
-        self.tracker = StateTracker(automaton)
+        self.tracker = StateTracker(automaton, check_backend("GrammarMask", backend))
         self._distance = distance_to_final(automaton) if max_len is not None else None
+        self._distance_np = None if self._distance is None else self._distance.numpy()
         # small automata: every state's allowed tokens (end-of-sequence included) as one
         # (Q + 1, V) bool table, built once; row Q is the rejected state (nothing allowed)
         self.table = None
+        self.forbidden_np: np.ndarray | None = None  # (Q + 1, V) bool: ~table, the NumPy call's rows
         Q = automaton.num_states
         if Q * V <= DENSE_LIMIT:
             states = torch.arange(Q)
             table = torch.cat([self.token_mask(states), torch.zeros(1, V, dtype=torch.bool)])
             table[:, eos_id] = torch.cat([automaton.final.bool().cpu(), torch.zeros(1, dtype=torch.bool)])
             self.table = table
+            self.forbidden_np = ~table.numpy()
         self._bias: torch.Tensor | None = None  # (Q + 1, V): 0 where allowed, -inf elsewhere, in the scores' dtype
 
     def __repr__(self) -> str:
@@ -145,7 +256,7 @@ class GrammarMask(LogitsProcessor):
     # ------------------------------------------------------------------ the protocol
     def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
         self.tracker.reset(batch_size, device)
-        if self.table is not None:
+        if self.table is not None and not self.tracker.uses_numpy:
             self.table = self.table.to(device)
 
     def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
@@ -154,6 +265,9 @@ class GrammarMask(LogitsProcessor):
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         if scores.shape[-1] != self.vocab_size:
             raise NeurosymError(f"{self!r}: scores have {scores.shape[-1]} tokens, the automaton's vocabulary {self.vocab_size}")
+        if self.tracker.uses_numpy:  # the forbidden rows built in NumPy, one masked_fill_
+            forbidden = torch.from_numpy(self.forbidden_numpy())
+            return scores.masked_fill_(forbidden if scores.device.type == "cpu" else forbidden.to(scores.device), LOG_ZERO)
         if self.table is not None and self._distance is None:  # small automata: one gather and one add per step
             bias = self._bias
             if bias is None or bias.dtype != scores.dtype or bias.device != scores.device:
@@ -162,7 +276,30 @@ class GrammarMask(LogitsProcessor):
             return scores.add_(bias[self.tracker.states.to(scores.device)])  # state -1 reads the last row: nothing allowed
         return scores.masked_fill_(~self.allowed_matrix().to(scores.device), LOG_ZERO)
 
+    def forbidden_numpy(self) -> np.ndarray:
+        """(B, V) bool: the tokens each row may not take next (any backend; NumPy work)."""
+        states = self.tracker.states_np
+        if self._distance is not None:
+            return ~self.allowed_numpy(states, self.tracker.steps_np)
+        if self.forbidden_np is not None:
+            return self.forbidden_np[states]  # state -1 reads the last row: nothing allowed
+        words = self.automaton.mask_words_numpy(states)  # (B, W) int32, all zero after -1
+        bits = np.unpackbits(np.invert(words).astype("<i4", copy=False).view(np.uint8), axis=-1, bitorder="little")
+        forbidden = bits[:, : self.vocab_size].view(bool)
+        forbidden[:, self.eos_id] = ~self.tracker.final_numpy()
+        return forbidden
+
     def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.tracker.uses_numpy:
+            t = as_rows(tokens)
+            nxt = self.tracker.step_numpy(t)
+            is_eos = t == self.eos_id
+            ok = np.where(is_eos, self.tracker.final_numpy(), nxt >= 0)
+            if self._distance_np is not None:
+                left = self.max_len - self.tracker.steps_np - 1  # tokens left after this one
+                dist = self._distance_np[np.maximum(nxt, 0)]
+                ok &= np.where(is_eos, left >= 0, dist + 1 <= left)
+            return torch.from_numpy(ok).to(tokens.device)
         states = self.tracker.states
         tokens = tokens.to(states.device)
         nxt = self.tracker.step(tokens)
@@ -180,6 +317,12 @@ class GrammarMask(LogitsProcessor):
     # ------------------------------------------------------------------ masks
     def allowed_matrix(self, rows: torch.Tensor | None = None) -> torch.Tensor:
         """(B, V) bool: the tokens each row (or each of ``rows``) may take next."""
+        if self.tracker.uses_numpy:
+            states, steps = self.tracker.states_np, self.tracker.steps_np
+            if rows is not None:
+                pick = as_rows(rows)
+                states, steps = states[pick], steps[pick]
+            return torch.from_numpy(self.allowed_numpy(states, steps))
         states = self.tracker.states if rows is None else self.tracker.states[rows]
         steps = self.tracker.steps if rows is None else self.tracker.steps[rows]
         if self.table is not None and self._distance is None:
@@ -193,9 +336,27 @@ class GrammarMask(LogitsProcessor):
         allowed[:, self.eos_id] = final
         return allowed
 
+    def allowed_numpy(self, states: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """(B, V) bool: the tokens rows in ``states`` (B,) after ``steps`` (B,) tokens may
+        take next; :meth:`allowed_matrix` in NumPy."""
+        if self.forbidden_np is not None and self._distance_np is None:
+            return ~self.forbidden_np[states]
+        allowed = self.automaton.mask_numpy(states)  # (B, V), a fresh array
+        final = (states >= 0) & self.tracker.final_np[np.maximum(states, 0)]
+        if self._distance_np is not None:
+            left = self.max_len - steps - 1  # (B,) tokens left after the next one
+            uniq, inverse = np.unique(states, return_inverse=True)
+            nxt = np.asarray(self.automaton.step_numpy(uniq[:, None], np.arange(self.vocab_size)[None, :]), dtype=np.int64)  # (U, V)
+            dist = np.where(nxt >= 0, self._distance_np[np.maximum(nxt, 0)], UNREACHABLE)
+            allowed &= dist[inverse.reshape(-1)] + 1 <= left[:, None]
+            final &= left >= 0
+        allowed[:, self.eos_id] = final
+        return allowed
+
     def token_mask(self, states: torch.Tensor) -> torch.Tensor:
-        """(B, V) bool: the automaton's allowed tokens, end-of-sequence aside (the one place
-        that reads the automaton's masks: its packed bitsets, unpacked)."""
+        """(B, V) bool: the automaton's allowed tokens, end-of-sequence aside (its packed
+        bitsets, unpacked; the NumPy calls read them through ``mask_words_numpy`` /
+        ``mask_numpy``)."""
         return self.automaton.mask(states).clone()
 
     def _completable(self, states: torch.Tensor, left: torch.Tensor) -> torch.Tensor:
@@ -285,6 +446,6 @@ register_processor("ban", _ban, "ban:TOKEN[,TOKEN...]: forbid these tokens at ev
 
 
 __all__ = [
-    "DENSE_LIMIT", "GrammarMask", "StateTracker", "TokenBan", "UNREACHABLE", "arc_endpoints", "check_no_dead_end", "distance_to_final",
+    "BACKENDS", "DENSE_LIMIT", "GrammarMask", "StateTracker", "TokenBan", "UNREACHABLE", "arc_endpoints", "as_rows", "check_backend", "check_no_dead_end", "distance_to_final",
     "states_allowing",
 ]
