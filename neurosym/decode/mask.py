@@ -4,9 +4,9 @@ Any :class:`~neurosym.compile.automaton.Automaton` works: a regex or bank patter
 FSG's :class:`~neurosym.compile.weighted.WeightedAutomaton`, a word list, over
 character, word or byte-level vocabularies. Each row holds one automaton state; a step
 reads the allowed tokens of every row at once and ``advance`` moves the states. Rows
-decoded on the CPU keep their states as NumPy arrays (:class:`StateTracker`): a call is
-a gather of precomputed rows (or of the packed masks) and one ``masked_fill_``, an
-advance one gather through integer tables; rows on an accelerator keep them as tensors
+decoded on the CPU keep their states as NumPy arrays (:class:`StateTracker`): a call
+gathers each row's bias (0 or -inf per token) from precomputed rows or from the packed
+masks and adds it to the scores, an advance is one gather through integer tables; rows on an accelerator keep them as tensors
 there (``backend="torch"`` forces that path on the CPU too; the results are the same).
 End-of-sequence is allowed exactly
 in final states. Compiled automata are trim (every state can reach a final state), so a
@@ -37,6 +37,7 @@ UNREACHABLE = 2**31 - 1  # distance to a final state from a rejecting state
 DENSE_LIMIT = 2**20  # automata with at most this many (state, token) pairs get dense per-state tables
 
 
+NUMPY_FLOATS = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}  # score dtypes added to in NumPy
 BACKENDS = ("auto", "numpy", "torch")  # where per-row states live: auto = NumPy for CPU rows, tensors on an accelerator
 
 
@@ -140,8 +141,18 @@ class StateTracker:
     def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
         """Move every row not ``done`` by its sampled token (ids in [0, V): the sampler's)."""
         if self.uses_numpy:  # one gather over the batch, no per-row Python work
+            if len(self._states) == 1:  # one row: plain Python beats any array call (a NumPy call costs ~1 µs)
+                if done is not None and bool(done.tolist()[0]):
+                    return
+                q, v = int(self._states[0]), int(tokens.tolist()[0])
+                self._states = np.array([self.table_np[q, v] if self.table_np is not None else self.automaton.next_state(q, v)], dtype=np.int64)
+                self._steps[0] += 1
+                return
             t = as_rows(tokens)
-            nxt = self.table_np[self._states, t] if self.table_np is not None else np.asarray(self.automaton.step_numpy(self._states, t), dtype=np.int64)
+            if self.table_np is not None:
+                nxt = self.table_np[self._states, t]
+            else:
+                nxt = np.asarray(self.automaton.step_numpy(self._states, t), dtype=np.int64)
             if done is None:
                 self._states = nxt
                 self._steps += 1
@@ -176,13 +187,36 @@ class StateTracker:
         return (states >= 0) & self.final_np[np.maximum(states, 0)]
 
 
+def add_rows(scores: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+    """``scores += rows`` in place, ``rows`` (B, V) a NumPy float array: through NumPy
+    when the scores are a CPU tensor of the rows' dtype outside autograd, else one
+    ``add_`` of the rows copied over (cast to the scores' dtype: 0 and -inf stay exact)."""
+    if scores.device.type == "cpu" and not scores.requires_grad and NUMPY_FLOATS.get(scores.dtype) == rows.dtype:
+        view = scores.numpy()
+        np.add(view, rows, out=view)
+        return scores
+    return scores.add_(torch.from_numpy(rows).to(device=scores.device, dtype=scores.dtype))
+
+
+def byte_bias(dtype: np.dtype) -> np.ndarray:
+    """(256, 8) of ``dtype``: for each byte of a packed mask, its 8 tokens' bias (0 where
+    the bit is set, -inf where not; bit i of a byte is token 8 * byte + i)."""
+    hit = BYTE_BIAS.get(dtype)
+    if hit is None:
+        bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(bool)
+        hit = BYTE_BIAS[dtype] = np.where(bits, 0.0, LOG_ZERO).astype(dtype)
+    return hit
+
+
+BYTE_BIAS: dict[np.dtype, np.ndarray] = {}
+
+
 def as_rows(x: torch.Tensor | np.ndarray, dtype: type = np.int64) -> np.ndarray:
     """A (B,) tensor or array as a NumPy array of ``dtype`` on the CPU (no copy when it
     already is one; tensors on an accelerator are copied over)."""
-    if isinstance(x, torch.Tensor):
-        x = x.detach()
+    if isinstance(x, torch.Tensor):  # integer and bool tensors never need a detach
         x = (x if x.device.type == "cpu" else x.cpu()).numpy()
-    return np.asarray(x, dtype=dtype)
+    return x if isinstance(x, np.ndarray) and x.dtype == dtype else np.asarray(x, dtype=dtype)
 
 
 def distance_to_final(automaton: Automaton) -> torch.Tensor:
@@ -219,10 +253,11 @@ class GrammarMask(LogitsProcessor):
     eos_id: the end-of-sequence token (a special token the automaton never reads).
     backend: where the rows' states live and how a step runs (:class:`StateTracker`):
         ``"auto"`` (NumPy when reset on the CPU, tensors on an accelerator), ``"numpy"``
-        or ``"torch"``. Under NumPy a call builds the (B, V) forbidden-token rows in NumPy
-        (a row gather of a precomputed bool table for small automata, else the packed
-        masks inverted and unpacked) and writes them with one ``masked_fill_``; the
-        advance is one gather. The two backends give the same scores and states.
+        or ``"torch"``. Under NumPy a call builds each row's bias (0 where allowed, -inf
+        elsewhere) in NumPy (:meth:`bias_numpy`) and adds it to the scores; the advance
+        is one gather (plain Python for a single row). The two backends give the same
+        states and, for finite scores, the same scores (the tensor path of large automata
+        writes -inf with ``masked_fill_``, where a +inf score would stay -inf, not NaN).
     """
 
     def __init__(self, automaton: Automaton, eos_id: int, max_len: int | None = None, backend: str = "auto"):
@@ -238,14 +273,16 @@ class GrammarMask(LogitsProcessor):
         # small automata: every state's allowed tokens (end-of-sequence included) as one
         # (Q + 1, V) bool table, built once; row Q is the rejected state (nothing allowed)
         self.table = None
-        self.forbidden_np: np.ndarray | None = None  # (Q + 1, V) bool: ~table, the NumPy call's rows
+        self.table_np: np.ndarray | None = None  # the same table in NumPy (a view of the CPU copy)
+        self._bias_np: dict[np.dtype, np.ndarray] = {}  # (Q + 1, V): 0 where allowed, -inf elsewhere, per NumPy dtype
+        self._one_row = np.zeros((1, automaton.words), dtype=np.int32)  # a single row's packed mask, rewritten per call
         Q = automaton.num_states
         if Q * V <= DENSE_LIMIT:
             states = torch.arange(Q)
             table = torch.cat([self.token_mask(states), torch.zeros(1, V, dtype=torch.bool)])
             table[:, eos_id] = torch.cat([automaton.final.bool().cpu(), torch.zeros(1, dtype=torch.bool)])
             self.table = table
-            self.forbidden_np = ~table.numpy()
+            self.table_np = table.numpy()
         self._bias: torch.Tensor | None = None  # (Q + 1, V): 0 where allowed, -inf elsewhere, in the scores' dtype
 
     def __repr__(self) -> str:
@@ -265,9 +302,8 @@ class GrammarMask(LogitsProcessor):
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         if scores.shape[-1] != self.vocab_size:
             raise NeurosymError(f"{self!r}: scores have {scores.shape[-1]} tokens, the automaton's vocabulary {self.vocab_size}")
-        if self.tracker.uses_numpy:  # the forbidden rows built in NumPy, one masked_fill_
-            forbidden = torch.from_numpy(self.forbidden_numpy())
-            return scores.masked_fill_(forbidden if scores.device.type == "cpu" else forbidden.to(scores.device), LOG_ZERO)
+        if self.tracker.uses_numpy:  # the rows' bias built in NumPy (gathers, no masked writes), one add
+            return add_rows(scores, self.bias_numpy(NUMPY_FLOATS.get(scores.dtype, np.dtype(np.float32))))
         if self.table is not None and self._distance is None:  # small automata: one gather and one add per step
             bias = self._bias
             if bias is None or bias.dtype != scores.dtype or bias.device != scores.device:
@@ -276,18 +312,32 @@ class GrammarMask(LogitsProcessor):
             return scores.add_(bias[self.tracker.states.to(scores.device)])  # state -1 reads the last row: nothing allowed
         return scores.masked_fill_(~self.allowed_matrix().to(scores.device), LOG_ZERO)
 
-    def forbidden_numpy(self) -> np.ndarray:
-        """(B, V) bool: the tokens each row may not take next (any backend; NumPy work)."""
+    def bias_numpy(self, dtype: np.dtype = np.dtype(np.float32)) -> np.ndarray:
+        """(B, V) of ``dtype``: 0 where each row may go next, -inf where not (any backend;
+        NumPy work). Small automata: a row gather of a precomputed (Q + 1, V) table; large
+        ones: their packed masks, each byte looked up in a (256, 8) table of biases (a
+        masked write over V tokens costs several times more); with a budget: from
+        :meth:`allowed_numpy`."""
         states = self.tracker.states_np
         if self._distance is not None:
-            return ~self.allowed_numpy(states, self.tracker.steps_np)
-        if self.forbidden_np is not None:
-            return self.forbidden_np[states]  # state -1 reads the last row: nothing allowed
-        words = self.automaton.mask_words_numpy(states)  # (B, W) int32, all zero after -1
-        bits = np.unpackbits(np.invert(words).astype("<i4", copy=False).view(np.uint8), axis=-1, bitorder="little")
-        forbidden = bits[:, : self.vocab_size].view(bool)
-        forbidden[:, self.eos_id] = ~self.tracker.final_numpy()
-        return forbidden
+            return np.where(self.allowed_numpy(states, self.tracker.steps_np), 0.0, LOG_ZERO).astype(dtype)
+        if self.table_np is not None:
+            table = self._bias_np.get(dtype)
+            if table is None:
+                table = self._bias_np[dtype] = np.where(self.table_np, 0.0, LOG_ZERO).astype(dtype)
+            return table[states]  # state -1 reads the last row: nothing allowed
+        if len(states) == 1:  # one row: the automaton's single-row copy into a kept buffer
+            words = self._one_row
+            if states[0] >= 0:
+                self.automaton.write_mask(int(states[0]), words[0])
+            else:
+                words.fill(0)
+        else:
+            words = self.automaton.mask_words_numpy(states)  # (B, W) int32, all zero after -1
+        packed = words.astype("<i4", copy=False).view(np.uint8)  # (B, 4W): token 8j + i is bit i of byte j
+        bias = np.take(byte_bias(dtype), packed, axis=0).reshape(len(states), -1)[:, : self.vocab_size]
+        bias[:, self.eos_id] = np.where(self.tracker.final_numpy(), 0.0, LOG_ZERO)
+        return bias
 
     def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.tracker.uses_numpy:
@@ -339,8 +389,8 @@ class GrammarMask(LogitsProcessor):
     def allowed_numpy(self, states: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """(B, V) bool: the tokens rows in ``states`` (B,) after ``steps`` (B,) tokens may
         take next; :meth:`allowed_matrix` in NumPy."""
-        if self.forbidden_np is not None and self._distance_np is None:
-            return ~self.forbidden_np[states]
+        if self.table_np is not None and self._distance_np is None:
+            return self.table_np[states]  # a fresh array (state -1 reads the last row: nothing allowed)
         allowed = self.automaton.mask_numpy(states)  # (B, V), a fresh array
         final = (states >= 0) & self.tracker.final_np[np.maximum(states, 0)]
         if self._distance_np is not None:
@@ -446,6 +496,6 @@ register_processor("ban", _ban, "ban:TOKEN[,TOKEN...]: forbid these tokens at ev
 
 
 __all__ = [
-    "BACKENDS", "DENSE_LIMIT", "GrammarMask", "StateTracker", "TokenBan", "UNREACHABLE", "arc_endpoints", "as_rows", "check_backend", "check_no_dead_end", "distance_to_final",
+    "BACKENDS", "DENSE_LIMIT", "GrammarMask", "NUMPY_FLOATS", "StateTracker", "TokenBan", "UNREACHABLE", "add_rows", "arc_endpoints", "as_rows", "byte_bias", "check_backend", "check_no_dead_end", "distance_to_final",
     "states_allowing",
 ]

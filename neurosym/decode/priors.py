@@ -26,13 +26,12 @@ import torch
 from torch import nn
 
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.decode.mask import StateTracker, check_backend
+from neurosym.decode.mask import NUMPY_FLOATS, StateTracker, add_rows, check_backend
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import NeurosymError
 from neurosym.layers.wfsa import RegexLayer
 from neurosym.semiring import LOG_ZERO
 
-NUMPY_FLOATS = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}  # scores FSGPrior shifts in NumPy
 
 
 def _check_weight(owner: str, weight: float) -> float:
@@ -123,8 +122,7 @@ class FSGPrior(Prior):
                 table = self.table.cpu().numpy()
                 with np.errstate(invalid="ignore"):  # weight 0 times -inf: replaced by -inf
                     shift_np = self._shift_np = np.where(table == LOG_ZERO, LOG_ZERO, self.weight * table).astype(NUMPY_FLOATS[scores.dtype])
-            rows = torch.from_numpy(shift_np[self.tracker.states_np])  # state -1 reads the last row: rejected
-            return scores.add_(rows if scores.device.type == "cpu" else rows.to(scores.device))
+            return add_rows(scores, shift_np[self.tracker.states_np])  # state -1 reads the last row: rejected
         shift = self._shift
         if shift is None or shift.dtype != scores.dtype or shift.device != scores.device:  # weight * table, -inf kept, once
             table = self.table.to(scores.device)
