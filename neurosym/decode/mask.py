@@ -276,6 +276,7 @@ class GrammarMask(LogitsProcessor):
         self.table_np: np.ndarray | None = None  # the same table in NumPy (a view of the CPU copy)
         self._bias_np: dict[np.dtype, np.ndarray] = {}  # (Q + 1, V): 0 where allowed, -inf elsewhere, per NumPy dtype
         self._one_row = np.zeros((1, automaton.words), dtype=np.int32)  # a single row's packed mask, rewritten per call
+        self._buffers: dict[tuple, np.ndarray] = {}  # (rows, width, dtype) -> the bias rows' buffer
         Q = automaton.num_states
         if Q * V <= DENSE_LIMIT:
             states = torch.arange(Q)
@@ -314,19 +315,25 @@ class GrammarMask(LogitsProcessor):
 
     def bias_numpy(self, dtype: np.dtype = np.dtype(np.float32)) -> np.ndarray:
         """(B, V) of ``dtype``: 0 where each row may go next, -inf where not (any backend;
-        NumPy work). Small automata: a row gather of a precomputed (Q + 1, V) table; large
-        ones: their packed masks, each byte looked up in a (256, 8) table of biases (a
-        masked write over V tokens costs several times more); with a budget: from
-        :meth:`allowed_numpy`."""
+        NumPy work). Small automata: the rows of a precomputed (Q + 1, V) table (a view
+        for one row); large ones: their packed masks, each byte looked up in a (256, 8)
+        table of biases (a masked write over V tokens costs several times more); with a
+        budget: from :meth:`allowed_numpy`. The rows are written into a buffer kept per
+        batch size and dtype (a fresh 128 KB array per call would be mapped and faulted
+        in by the allocator every time): valid until the next call; read-only."""
         states = self.tracker.states_np
         if self._distance is not None:
             return np.where(self.allowed_numpy(states, self.tracker.steps_np), 0.0, LOG_ZERO).astype(dtype)
+        B = len(states)
         if self.table_np is not None:
             table = self._bias_np.get(dtype)
             if table is None:
                 table = self._bias_np[dtype] = np.where(self.table_np, 0.0, LOG_ZERO).astype(dtype)
-            return table[states]  # state -1 reads the last row: nothing allowed
-        if len(states) == 1:  # one row: the automaton's single-row copy into a kept buffer
+                table.flags.writeable = False  # its rows are handed out as views
+            if B == 1:
+                return table[int(states[0])][None]  # a view; state -1 reads the last row: nothing allowed
+            return np.take(table, states, axis=0, out=self.buffer(B, table.shape[1], dtype), mode="wrap")  # -1: the last row
+        if B == 1:  # one row: the automaton's single-row copy into a kept buffer
             words = self._one_row
             if states[0] >= 0:
                 self.automaton.write_mask(int(states[0]), words[0])
@@ -335,9 +342,22 @@ class GrammarMask(LogitsProcessor):
         else:
             words = self.automaton.mask_words_numpy(states)  # (B, W) int32, all zero after -1
         packed = words.astype("<i4", copy=False).view(np.uint8)  # (B, 4W): token 8j + i is bit i of byte j
-        bias = np.take(byte_bias(dtype), packed, axis=0).reshape(len(states), -1)[:, : self.vocab_size]
-        bias[:, self.eos_id] = np.where(self.tracker.final_numpy(), 0.0, LOG_ZERO)
+        out = self.buffer(B, packed.shape[1] * 8, dtype)
+        np.take(byte_bias(dtype), packed, axis=0, out=out.reshape(B, -1, 8))
+        bias = out[:, : self.vocab_size]
+        if B == 1:
+            q = int(states[0])
+            bias[0, self.eos_id] = 0.0 if q >= 0 and self.tracker.final_np[q] else LOG_ZERO
+        else:
+            bias[:, self.eos_id] = np.where(self.tracker.final_numpy(), 0.0, LOG_ZERO)
         return bias
+
+    def buffer(self, rows: int, width: int, dtype: np.dtype) -> np.ndarray:
+        """A (rows, width) array of ``dtype`` kept between calls (the bias rows' buffer)."""
+        buf = self._buffers.get((rows, width, dtype))
+        if buf is None:
+            buf = self._buffers[(rows, width, dtype)] = np.empty((rows, width), dtype=dtype)
+        return buf
 
     def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.tracker.uses_numpy:

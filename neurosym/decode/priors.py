@@ -100,6 +100,7 @@ class FSGPrior(Prior):
         self.tracker = StateTracker(wa, check_backend("FSGPrior", backend))
         self._shift: torch.Tensor | None = None  # (Q + 1, V) weight * table in the scores' dtype, built on first use
         self._shift_np: np.ndarray | None = None  # the same as a NumPy array (float32 / float64 scores under NumPy)
+        self._rows_np: np.ndarray | None = None  # (B, V): the batch's rows of it, rewritten per call
 
     def __repr__(self) -> str:
         return f"FSGPrior({self.automaton.name or 'fsg'}, weight={self.weight:g})"
@@ -122,7 +123,13 @@ class FSGPrior(Prior):
                 table = self.table.cpu().numpy()
                 with np.errstate(invalid="ignore"):  # weight 0 times -inf: replaced by -inf
                     shift_np = self._shift_np = np.where(table == LOG_ZERO, LOG_ZERO, self.weight * table).astype(NUMPY_FLOATS[scores.dtype])
-            return add_rows(scores, shift_np[self.tracker.states_np])  # state -1 reads the last row: rejected
+            states = self.tracker.states_np
+            if len(states) == 1:  # one row: a view, no copy
+                return add_rows(scores, shift_np[int(states[0])][None])  # state -1 reads the last row: rejected
+            buf = self._rows_np
+            if buf is None or buf.shape != (len(states), shift_np.shape[1]) or buf.dtype != shift_np.dtype:
+                buf = self._rows_np = np.empty((len(states), shift_np.shape[1]), dtype=shift_np.dtype)  # kept: no fresh pages per call
+            return add_rows(scores, np.take(shift_np, states, axis=0, out=buf, mode="wrap"))  # state -1: the last row, rejected
         shift = self._shift
         if shift is None or shift.dtype != scores.dtype or shift.device != scores.device:  # weight * table, -inf kept, once
             table = self.table.to(scores.device)
