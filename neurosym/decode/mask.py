@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from neurosym.compile.automaton import Automaton
+from neurosym.compile.token_index import WORD_BITS, expand
 from neurosym.decode.processor import LogitsProcessor, ProcessorContext, register_processor
 from neurosym.errors import NeurosymError
 from neurosym.semiring import LOG_ZERO
@@ -333,6 +334,8 @@ class GrammarMask(LogitsProcessor):
             if B == 1:
                 return table[int(states[0])][None]  # a view; state -1 reads the last row: nothing allowed
             return np.take(table, states, axis=0, out=self.buffer(B, table.shape[1], dtype), mode="wrap")  # -1: the last row
+        if B > 1 and self.automaton.mask_dense is None:  # sparse masks: -inf everywhere, then only the nonzero words
+            return self.sparse_bias(states, dtype)
         if B == 1:  # one row: the automaton's single-row copy into a kept buffer
             words = self._one_row
             if states[0] >= 0:
@@ -350,6 +353,23 @@ class GrammarMask(LogitsProcessor):
             bias[0, self.eos_id] = 0.0 if q >= 0 and self.tracker.final_np[q] else LOG_ZERO
         else:
             bias[:, self.eos_id] = np.where(self.tracker.final_numpy(), 0.0, LOG_ZERO)
+        return bias
+
+    def sparse_bias(self, states: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """:meth:`bias_numpy` for automata whose masks are stored sparsely (each state's
+        nonzero words of its packed set): the rows are filled with -inf and only the
+        nonzero words' 32 tokens are written, through the byte table."""
+        B, W = len(states), self.automaton.words
+        out = self.buffer(B, W * WORD_BITS, dtype)
+        out.fill(LOG_ZERO)
+        mask_row, ptr, index, value = (t.numpy() for t in (self.automaton.mask_row, self.automaton.mask_ptr, self.automaton.mask_index, self.automaton.mask_value))
+        rows = mask_row[np.maximum(states, 0)]
+        at, counts = expand(ptr[rows], np.where(states >= 0, ptr[rows + 1] - ptr[rows], 0))  # state -1: no words
+        owner = np.repeat(np.arange(B), counts)
+        packed = value[at].astype("<i4", copy=False).view(np.uint8).reshape(-1, 4)  # (K, 4): each nonzero word's bytes
+        out.reshape(B, W, WORD_BITS)[owner, index[at]] = np.take(byte_bias(dtype), packed, axis=0).reshape(-1, WORD_BITS)
+        bias = out[:, : self.vocab_size]
+        bias[:, self.eos_id] = np.where(self.tracker.final_numpy(), 0.0, LOG_ZERO)
         return bias
 
     def buffer(self, rows: int, width: int, dtype: np.dtype) -> np.ndarray:

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import neurosym
+from neurosym.compile import automaton as automaton_module
 from neurosym.compile.fsg import load_fsg
 from neurosym.compile.regex import compile_regex
 from neurosym.data import shipped_file
@@ -54,11 +55,13 @@ def bpe() -> Vocab:
 
 @pytest.fixture(params=["dense", "sparse"])
 def tables(request, monkeypatch) -> str:
-    """Both layouts of the processors' own tables: dense (Q + 1, V) rows where the
-    automaton is small (the default for these), or none (as for large automata: the
-    automaton's packed masks and its stepper)."""
+    """Both layouts of the processors' own tables and of the automata's masks: dense
+    (Q + 1, V) rows where the automaton is small and dense packed masks (the defaults for
+    these), or none and only the nonzero words of each packed mask where that is smaller
+    (as for large automata: the automaton's packed masks and its stepper)."""
     if request.param == "sparse":
         monkeypatch.setattr(mask_module, "DENSE_LIMIT", 0)
+        monkeypatch.setattr(automaton_module, "DENSE_MASK_BYTES", 0)
     return request.param
 
 
@@ -70,13 +73,17 @@ def automata(name: str, bpe: Vocab):
         return neurosym.load(shipped_file("grammars/dates.regex"), vocab=bpe)["STAMP"], bpe.id("<eos>")
     if name == "bpe:email":
         return neurosym.load(shipped_file("grammars/email.regex"), vocab=bpe)["EMAIL"], bpe.id("<eos>")
+    if name == "bpe:words":  # a word list whose masks the automaton stores sparsely (nonzero words only)
+        words = [line.strip() for line in shipped_file("grammars/months.txt").read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
+        auto = compile_regex("(" + "|".join(words) + ")( (" + "|".join(words) + "))*", bpe)
+        return auto, bpe.id("<eos>")
     if name == "chars:numbers":
         return neurosym.load(shipped_file("grammars/numbers.regex"), vocab=CHARS)["SCIENTIFIC"], CHARS.id("<eos>")
     wa = load_fsg(shipped_file("grammars/clause.fsg"))  # words: the FSG's own vocabulary
     return wa, wa.vocab.id("<eos>")
 
 
-GRAMMARS = ["bpe:unicode", "bpe:dates", "bpe:email", "chars:numbers", "words:clause"]
+GRAMMARS = ["bpe:unicode", "bpe:dates", "bpe:email", "bpe:words", "chars:numbers", "words:clause"]
 
 
 def lockstep(numpy_proc, torch_proc, eos: int, batch: int, steps: int, seed: int, dtype: torch.dtype = torch.float32) -> dict:
@@ -133,6 +140,8 @@ def lockstep(numpy_proc, torch_proc, eos: int, batch: int, steps: int, seed: int
 @pytest.mark.parametrize("max_len", [None, 12])
 def test_grammar_mask_numpy_and_torch_agree_along_random_walks(grammar, batch, max_len, tables, bpe):
     auto, eos = automata(grammar, bpe)
+    if grammar == "bpe:words":
+        assert (auto.mask_dense is None) == (tables == "sparse")  # the sparse bias path is taken
     walks = [lockstep(GrammarMask(auto, eos, max_len=max_len, backend="numpy"), GrammarMask(auto, eos, max_len=max_len, backend="torch"),
                       eos, batch, steps=16, seed=seed) for seed in range(3)]
     assert len(set().union(*(w["states"] for w in walks))) > 2  # the walks moved
