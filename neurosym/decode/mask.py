@@ -318,7 +318,9 @@ class GrammarMask(LogitsProcessor):
         """(B, V) of ``dtype``: 0 where each row may go next, -inf where not (any backend;
         NumPy work). Small automata: the rows of a precomputed (Q + 1, V) table (a view
         for one row); large ones: their packed masks, each byte looked up in a (256, 8)
-        table of biases (a masked write over V tokens costs several times more); with a
+        table of biases (masks stored densely), or -inf and then only the nonzero words
+        (stored sparsely, :meth:`write_bias`); a masked write over V tokens costs several
+        times more; with a
         budget: from :meth:`allowed_numpy`. The rows are written into a buffer kept per
         batch size and dtype (a fresh 128 KB array per call would be mapped and faulted
         in by the allocator every time): valid until the next call; read-only."""
@@ -334,7 +336,7 @@ class GrammarMask(LogitsProcessor):
             if B == 1:
                 return table[int(states[0])][None]  # a view; state -1 reads the last row: nothing allowed
             return np.take(table, states, axis=0, out=self.buffer(B, table.shape[1], dtype), mode="wrap")  # -1: the last row
-        if B > 1 and self.automaton.mask_dense is None:  # sparse masks: -inf everywhere, then only the nonzero words
+        if self.automaton.mask_dense is None and B > 1:  # sparse masks: each state's nonzero words, as stored
             return self.sparse_bias(states, dtype)
         if B == 1:  # one row: the automaton's single-row copy into a kept buffer
             words = self._one_row
@@ -346,31 +348,41 @@ class GrammarMask(LogitsProcessor):
             words = self.automaton.mask_words_numpy(states)  # (B, W) int32, all zero after -1
         packed = words.astype("<i4", copy=False).view(np.uint8)  # (B, 4W): token 8j + i is bit i of byte j
         out = self.buffer(B, packed.shape[1] * 8, dtype)
-        np.take(byte_bias(dtype), packed, axis=0, out=out.reshape(B, -1, 8))
+        np.take(byte_bias(dtype), packed, axis=0, out=out.reshape(B, -1, 8))  # every byte: dense masks have few zero words
         bias = out[:, : self.vocab_size]
-        if B == 1:
-            q = int(states[0])
-            bias[0, self.eos_id] = 0.0 if q >= 0 and self.tracker.final_np[q] else LOG_ZERO
-        else:
-            bias[:, self.eos_id] = np.where(self.tracker.final_numpy(), 0.0, LOG_ZERO)
+        self.set_eos(bias, states)
         return bias
 
     def sparse_bias(self, states: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """:meth:`bias_numpy` for automata whose masks are stored sparsely (each state's
-        nonzero words of its packed set): the rows are filled with -inf and only the
-        nonzero words' 32 tokens are written, through the byte table."""
-        B, W = len(states), self.automaton.words
-        out = self.buffer(B, W * WORD_BITS, dtype)
-        out.fill(LOG_ZERO)
+        nonzero words of its packed set), read from that storage as it is."""
         mask_row, ptr, index, value = (t.numpy() for t in (self.automaton.mask_row, self.automaton.mask_ptr, self.automaton.mask_index, self.automaton.mask_value))
         rows = mask_row[np.maximum(states, 0)]
         at, counts = expand(ptr[rows], np.where(states >= 0, ptr[rows + 1] - ptr[rows], 0))  # state -1: no words
-        owner = np.repeat(np.arange(B), counts)
-        packed = value[at].astype("<i4", copy=False).view(np.uint8).reshape(-1, 4)  # (K, 4): each nonzero word's bytes
-        out.reshape(B, W, WORD_BITS)[owner, index[at]] = np.take(byte_bias(dtype), packed, axis=0).reshape(-1, WORD_BITS)
+        return self.write_bias(states, np.repeat(np.arange(len(states)), counts), index[at], value[at], dtype)
+
+    def write_bias(self, states: np.ndarray, owner: np.ndarray, index: np.ndarray, value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """(B, V) bias rows from the nonzero words of the rows' packed masks (row
+        ``owner``, word ``index``, bits ``value``; (K,) each): -inf everywhere, then each
+        nonzero word's 32 tokens through the byte table (work in K, not B * V, beyond the
+        fill), end-of-sequence where the row's state is final."""
+        B, W = len(states), self.automaton.words
+        out = self.buffer(B, W * WORD_BITS, dtype)
+        out.fill(LOG_ZERO)
+        packed = value.astype("<i4", copy=False).view(np.uint8).reshape(-1, 4)  # (K, 4): token 8j + i is bit i of byte j
+        out.reshape(B, W, WORD_BITS)[owner, index] = np.take(byte_bias(dtype), packed, axis=0).reshape(-1, WORD_BITS)
         bias = out[:, : self.vocab_size]
-        bias[:, self.eos_id] = np.where(self.tracker.final_numpy(), 0.0, LOG_ZERO)
+        self.set_eos(bias, states)
         return bias
+
+    def set_eos(self, bias: np.ndarray, states: np.ndarray) -> None:
+        """Write the end-of-sequence column of ``bias`` (B, V): 0 where the row's state is
+        final, -inf elsewhere."""
+        if len(states) == 1:
+            q = int(states[0])
+            bias[0, self.eos_id] = 0.0 if q >= 0 and self.tracker.final_np[q] else LOG_ZERO
+        else:
+            bias[:, self.eos_id] = np.where(self.tracker.final_numpy(), 0.0, LOG_ZERO)
 
     def buffer(self, rows: int, width: int, dtype: np.dtype) -> np.ndarray:
         """A (rows, width) array of ``dtype`` kept between calls (the bias rows' buffer)."""
