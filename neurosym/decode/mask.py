@@ -6,11 +6,11 @@ character, word or byte-level vocabularies. Each row holds one automaton state; 
 reads the allowed tokens of every row at once and ``advance`` moves the states. Rows
 decoded on the CPU keep their states as NumPy arrays (:class:`StateTracker`): a call
 gathers each row's bias (0 or -inf per token) from precomputed rows or from the packed
-masks and adds it to the scores, an advance is one gather through integer tables; rows on an accelerator keep them as tensors
-there (``backend="torch"`` forces that path on the CPU too; the results are the same).
-End-of-sequence is allowed exactly
-in final states. Compiled automata are trim (every state can reach a final state), so a
-row is never stuck: it can always go on or end.
+masks and adds it to the scores, an advance is one gather through integer tables; rows
+on an accelerator keep them as tensors there (``backend="torch"`` forces that path on
+the CPU too: the same states, and the same scores wherever they are finite).
+End-of-sequence is allowed exactly in final states. Compiled automata are trim (every
+state can reach a final state), so a row is never stuck: it can always go on or end.
 
 With ``max_len``, a token is allowed only if the row can still reach a final state and
 end within ``max_len`` tokens counted from :meth:`~GrammarMask.reset` (prompt and
