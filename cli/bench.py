@@ -119,37 +119,48 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
 
 @bench.command(
     name="decode",
-    epilog=examples("neurosym bench decode", "neurosym bench decode --words 1000 --skip-generation --json", "neurosym bench decode --skip-index --batch 8"),
+    epilog=examples("neurosym bench decode", "neurosym bench decode --words 1000 --skip-generation --json", "neurosym bench decode --skip-index --batch 8",
+                    "neurosym bench decode --skip-index --skip-generation"),
 )
 @click.option("--words", "n_words", default=5000, show_default=True, type=click.IntRange(min=1), help="Size of the word-list pattern.")
 @click.option("--bpe-size", default=32000, show_default=True, type=click.IntRange(min=300), help="Byte-level BPE vocabulary size.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Index builds and generation runs per measurement (the median is reported).")
 @click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Rows decoded together in the generation part.")
-@threads_option(1, "Torch threads in the generation part.")
+@threads_option(1, "Torch threads in the generation and processor parts.")
 @click.option("--skip-index", is_flag=True, help="Skip the index comparison with outlines-core and XGrammar.")
 @click.option("--skip-generation", is_flag=True, help="Skip the generation timings (processor chain, KV cache).")
+@click.option("--skip-processors", is_flag=True, help="Skip GrammarMask's per-token cost, NumPy against the tensor backend.")
 @json_option()
-def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, skip_index: bool, skip_generation: bool, as_json: bool) -> None:
+def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, skip_index: bool, skip_generation: bool,
+                 skip_processors: bool, as_json: bool) -> None:
     """Constrained decoding: the token index side by side with outlines-core and XGrammar
     (build seconds, index memory, µs per token to write the mask, to advance and both, at
-    p50 and p99 and as theirs/ours, over real strings; mask agreement), and per
-    generated token the processor chain and the KV cache against the model's forward.
-    The index part needs the shared data sets wikitext-2 and ud-english-ewt and the
-    `bench` extra (pip install 'neurosym[bench]'); a missing engine is reported, not fatal."""
+    p50 and p99 and as theirs/ours, over real strings; mask agreement), per
+    generated token the processor chain and the KV cache against the model's forward,
+    and GrammarMask's call and advance at batches 1 and 32 through NumPy against the
+    tensor backend.
+    The index and processor parts need the shared data sets wikitext-2 and
+    ud-english-ewt, the index part also the `bench` extra (pip install 'neurosym[bench]'); a missing engine is reported, not fatal."""
     from neurosym.bench import decode as bench_decode_module  # lazy: --help must not load torch and every subsystem
     from neurosym.data import shared_data  # lazy: as above
 
     results: dict = {}
+    if not (skip_index and skip_processors):  # both train the BPE on these: a clear error before any work
+        shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")
     if not skip_index:
-        shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")  # a clear error before any work
         results["index"] = bench_decode_module.run(n_words=n_words, bpe_size=bpe_size, repeats=repeats, progress=not as_json)
     if not skip_generation:
         results["generation"] = bench_decode_module.bench_generation(batch=batch, repeats=repeats, threads=threads)
+    if not skip_processors:  # GrammarMask per token over the same BPE, NumPy vs tensor backend (issue 29)
+        from neurosym.bench import processors as bench_processors  # lazy: as above
+
+        results["processors"] = bench_processors.run(n_words=n_words, bpe_size=bpe_size, repeats=repeats, threads=threads, progress=not as_json)
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:
         parts = [bench_decode_module.format_results(results["index"])] if "index" in results else []
         parts += [bench_decode_module.format_generation(results["generation"])] if "generation" in results else []
+        parts += [bench_processors.format_results(results["processors"])] if "processors" in results else []
         click.echo("\n\n".join(parts))
 
 

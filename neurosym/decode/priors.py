@@ -21,11 +21,12 @@ from abc import ABC, abstractmethod
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.decode.mask import StateTracker
+from neurosym.decode.mask import NUMPY_FLOATS, StateTracker, add_rows, check_backend
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import NeurosymError
 from neurosym.layers.wfsa import RegexLayer
@@ -73,9 +74,13 @@ class FSGPrior(Prior):
 
     weighted_automaton: over the model's vocabulary. Its table (Q, V) with the
     end-of-sequence column replaced is built once; a step is one row gather.
+    backend: where the rows' states live (:class:`~neurosym.decode.mask.StateTracker`:
+    ``"auto"``, ``"numpy"`` or ``"torch"``); under NumPy float32 and float64 scores get
+    their rows gathered from a NumPy copy of the weighted table, other dtypes through
+    torch. The same scores either way.
     """
 
-    def __init__(self, weighted_automaton: WeightedAutomaton, weight: float = 1.0, eos_id: int | None = None):
+    def __init__(self, weighted_automaton: WeightedAutomaton, weight: float = 1.0, eos_id: int | None = None, backend: str = "auto"):
         wa = weighted_automaton
         if not isinstance(wa, WeightedAutomaton):
             raise NeurosymError(f"FSGPrior needs a WeightedAutomaton (a compiled .fsg), got {type(wa).__name__}")
@@ -92,23 +97,39 @@ class FSGPrior(Prior):
         table = wa.log_probs.clone()
         table[:, eos_id] = wa.final_log_probs
         self.table = torch.cat([table, torch.full((1, V), LOG_ZERO, dtype=torch.float64)])  # (Q + 1, V); row Q: rejected
-        self.tracker = StateTracker(wa)
+        self.tracker = StateTracker(wa, check_backend("FSGPrior", backend))
         self._shift: torch.Tensor | None = None  # (Q + 1, V) weight * table in the scores' dtype, built on first use
+        self._shift_np: np.ndarray | None = None  # the same as a NumPy array (float32 / float64 scores under NumPy)
+        self._rows_np: np.ndarray | None = None  # (B, V): the batch's rows of it, rewritten per call
 
     def __repr__(self) -> str:
         return f"FSGPrior({self.automaton.name or 'fsg'}, weight={self.weight:g})"
 
     def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
         self.tracker.reset(batch_size, device)
-        self.table = self.table.to(device)
+        if not self.tracker.uses_numpy:
+            self.table = self.table.to(device)
 
     def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
         self.tracker.advance(tokens, done)
 
     def log_prior(self) -> torch.Tensor:
-        return self.table[self.tracker.states]  # state -1 reads the last row: rejected
+        return self.table[self.tracker.states.to(self.table.device)]  # state -1 reads the last row: rejected
 
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        if self.tracker.uses_numpy and scores.dtype in NUMPY_FLOATS:  # one NumPy row gather, one add
+            shift_np = self._shift_np
+            if shift_np is None or shift_np.dtype != NUMPY_FLOATS[scores.dtype]:
+                table = self.table.cpu().numpy()
+                with np.errstate(invalid="ignore"):  # weight 0 times -inf: replaced by -inf
+                    shift_np = self._shift_np = np.where(table == LOG_ZERO, LOG_ZERO, self.weight * table).astype(NUMPY_FLOATS[scores.dtype])
+            states = self.tracker.states_np
+            if len(states) == 1:  # one row: a view, no copy
+                return add_rows(scores, shift_np[int(states[0])][None])  # state -1 reads the last row: rejected
+            buf = self._rows_np
+            if buf is None or buf.shape != (len(states), shift_np.shape[1]) or buf.dtype != shift_np.dtype:
+                buf = self._rows_np = np.empty((len(states), shift_np.shape[1]), dtype=shift_np.dtype)  # kept: no fresh pages per call
+            return add_rows(scores, np.take(shift_np, states, axis=0, out=buf, mode="wrap"))  # state -1: the last row, rejected
         shift = self._shift
         if shift is None or shift.dtype != scores.dtype or shift.device != scores.device:  # weight * table, -inf kept, once
             table = self.table.to(scores.device)
