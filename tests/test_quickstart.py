@@ -143,6 +143,27 @@ def test_the_grid_bar_counts_the_steps_of_every_run(tmp_path, capsys):
     assert "8/8 [" in err and "16/16" not in err
 
 
+class Failing(Counter):
+    """Breaks at its second step (after the bar is drawn)."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("the task broke")
+        return super().loss(model, batch)
+
+
+def test_the_bar_is_closed_when_a_run_fails(tmp_path, monkeypatch):
+    progress = harness.Progress(2, None, bar=True)
+    drawn = []
+    monkeypatch.setattr(progress, "close", lambda: drawn.append(progress.bar is not None) or harness.Progress.close(progress))
+    with pytest.raises(RuntimeError, match="the task broke"):
+        harness.train_grid(["short"], 2, lambda v, s: counter_config(tmp_path, v, s), Failing, progress=progress)
+    assert drawn == [True] and progress.bar is None  # the bar was up, and the failure closed it
+
+
 @pytest.mark.slow
 def test_readme_main_command_runs(tmp_path, monkeypatch):
     """The README's main command as a new user runs it, from an empty folder, with its

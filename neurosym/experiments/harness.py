@@ -137,7 +137,12 @@ class Progress:
             self.bar.refresh()
         left = statistics.fmean(self.spent) * (self.total - self.done)
         self.tell(f"      {line}" + (f"; about {left / 60:.1f} min left" if self.done < self.total else ""))
-        if self.done == self.total and self.bar is not None:
+        if self.done == self.total:
+            self.close()
+
+    def close(self) -> None:
+        """Close the bar (after the last run, or when the grid stops early)."""
+        if self.bar is not None:
             self.bar.close()
             self.bar = None
 
@@ -180,9 +185,14 @@ def train_grid(
             if progress:
                 progress.start(label(v, seed), exists)
             started = time.monotonic()
-            t = task(cfg)
-            trainer = Trainer(cfg, t, callbacks=[progress.step] if progress and progress.with_bar else ())
-            result = trainer.fit(resume=exists)
+            try:
+                t = task(cfg)
+                trainer = Trainer(cfg, t, callbacks=[progress.step] if progress and progress.with_bar else ())
+                result = trainer.fit(resume=exists)
+            except BaseException:  # an error or Ctrl-C: its message goes below the bar, not into it
+                if progress:
+                    progress.close()
+                raise
             figures: dict[str, Any] = {k: float(val) for k, val in result.eval.items()}
             figures.update(seed=seed, seconds=result.seconds, run_dir=str(result.run_dir), train_loss=result.loss)
             run = Run(v, seed, cfg, t, trainer.model, result, figures)
