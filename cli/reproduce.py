@@ -83,54 +83,81 @@ def reproduce_semantic_kl(seeds: int, datasets: str, variants: str | None, epoch
 @reproduce.command(
     name="semantic-fusion",
     epilog=examples(
-        "neurosym reproduce semantic-fusion                      # 5 seeds, about a minute per model",
-        "neurosym reproduce semantic-fusion --seeds 1 --epochs 1  # a quick look",
-        "neurosym reproduce semantic-fusion --resume --json > report.json",
+        "neurosym reproduce semantic-fusion                      # quick: baseline and fusion, one seed, then a few samples",
+        "neurosym reproduce semantic-fusion --seeds 5            # the same two models over 5 seeds, with Welch's t-test",
+        "neurosym reproduce semantic-fusion --full               # 5 seeds x 4 models, then controllable decoding",
+        "neurosym reproduce semantic-fusion --full --resume --json > report.json",
     ),
 )
-@seeds_option(5, "Model seeds (the corpus is fixed).")
+@click.option("--quick/--full", default=True, show_default=True,
+              help="Quick: the baseline and the fusion model, one seed, one thread, no controllable decoding (a few minutes on 2 cores). "
+              "Full: 5 seeds of baseline, fusion, fusion-control and fusion-lexical on 2 threads, then controllable decoding. "
+              "--seeds, --variants, --threads and --control-samples override either.")
+@seeds_option(None, "Model seeds (the corpus is fixed) [default: 1 quick, 5 full].")
 @click.option("--ablation", is_flag=True, help="Also train the ablations: baseline without uniformizer, fusion without uniformizer, fusion without aux.")
-@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Override the recipe's 6 epochs (for a quick look).")
-@threads_option(2, "Torch threads (results are bit-identical for a given machine, torch version and thread count).")
+@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Override the recipe's 6 epochs.")
+@click.option("--train-sentences", default=None, type=click.IntRange(min=1),
+              help="Override the recipe's 8,000 training sentences (a smaller, different corpus: for a smoke test).")
+@threads_option(None, "Torch threads (results are bit-identical for a given machine, torch version and thread count) [default: 1 quick, 2 full].")
 @out_dir_option("runs/semantic-fusion")
 @click.option("--variants", default=None, help="Comma-separated variants to train instead (baseline, fusion, fusion-control, fusion-lexical, and the ablations).")
-@click.option("--control-samples", default=200, show_default=True, type=click.IntRange(min=0),
-              help="Samples per decoding setting and seed for the control tables (0: skip controllable decoding).")
+@click.option("--control-samples", default=None, type=click.IntRange(min=0),
+              help="Samples per decoding setting and seed for the control tables (0: skip controllable decoding) [default: 0 quick, 200 full].")
 @click.option("--alpha", default=0.3, show_default=True, type=click.FloatRange(min=0, max=1), help="Class-mixture weight of the paper's sampler.")
+@samples_option(3, "Grammar-constrained samples shown from each model's first run at the end (0: none).")
 @resume_option()
 @json_option("Print the report as JSON.")
-def reproduce_semantic_fusion(seeds: int, ablation: bool, epochs: int | None, threads: int, out_dir: Path, variants: str | None,
-                              control_samples: int, alpha: float, resume: bool, as_json: bool) -> None:
+def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, epochs: int | None, train_sentences: int | None, threads: int | None,
+                              out_dir: Path, variants: str | None, control_samples: int | None, alpha: float, n: int, resume: bool,
+                              as_json: bool) -> None:
     """Baseline vs semantic-fusion LMs on the clause.fsg corpus: PPL, seen-only PPL, focus CE,
     semantic MSE (mean ± std over seeds), Welch's t-test and step times, next to the
     paper's figures and the exact floor; then controllable decoding of every run (soft,
     soft + grammar mask, hard, the paper's sampler): control accuracy, grammaticality
-    and held-out adjective hit rates."""
+    and held-out adjective hit rates; and a few samples of each model under the grammar.
+    By default a quick run (--quick); --full is the published grid."""
     from neurosym.experiments.control import PaperSampler, evaluate_recipe, format_control  # lazy: --help must not load torch and every subsystem
-    from neurosym.experiments.semantic_fusion import (  # lazy: as above
-        ABLATION as FUSION_ABLATION,
-        MAIN as FUSION_MAIN,
-        format_report as format_fusion_report,
-        reproduce as reproduce_fusion,
-    )
+    from neurosym.experiments import semantic_fusion as recipe  # lazy: as above
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
+    import torch  # lazy: as above
 
     check_out_dir(out_dir)
     say = None if as_json else (lambda line: click.echo(line, err=True))
     if variants is not None and ablation:
         raise click.UsageError("--variants and --ablation: give one or the other")
-    chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants is not None else FUSION_ABLATION if ablation else FUSION_MAIN
-    report = reproduce_fusion(seeds=seeds, out_dir=out_dir, epochs=epochs, progress=say, resume=resume, variants=chosen, threads=threads)
-    for v in report["variants"]:
-        for r in report[v]["runs"]:
-            r["plot"] = str(plot_run(r["run_dir"]))
-    if control_samples:
-        evaluate_recipe(report, samples=control_samples, paper=PaperSampler(alpha=alpha), progress=say, resume=resume)
+    budget = recipe.QUICK if quick else recipe.FULL
+    chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants is not None else recipe.ABLATION if ablation else budget.variants
+    seeds = seeds if seeds is not None else budget.seeds
+    control_samples = control_samples if control_samples is not None else budget.control_samples
+    threads = threads if threads is not None else budget.threads
+    data = {"train": train_sentences} if train_sentences is not None else {}
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)  # the whole command, not only training: sampling the corpus, decoding (the same draws on any count)
+    try:
+        report = recipe.reproduce(seeds=seeds, out_dir=out_dir, epochs=epochs, progress=say, resume=resume, variants=chosen, threads=threads,
+                                  **data)
+        for v in report["variants"]:
+            for r in report[v]["runs"]:
+                r["plot"] = str(plot_run(r["run_dir"]))
+        if control_samples:
+            evaluate_recipe(report, samples=control_samples, paper=PaperSampler(alpha=alpha), progress=say, resume=resume)
+        if n:
+            recipe.grammar_samples(report, n=n)
+    finally:
+        torch.set_num_threads(before)
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        click.echo(format_fusion_report(report) + ("\n\n" + format_control(report) if control_samples else ""))
-
+        return
+    parts = [recipe.format_report(report)]
+    if control_samples:
+        parts.append(format_control(report))
+    if n:
+        parts.append(recipe.format_samples(report))
+    if quick and seeds == 1 and variants is None and not ablation:
+        parts.append("That was the quick run. --seeds 5 trains these two models over 5 seeds and tests the difference "
+                     "(Welch's t); --full is the published grid (5 seeds x 4 models, then controllable decoding); "
+                     "docs/semantic_fusion.md reads the numbers.")
+    click.echo("\n\n".join(parts))
 
 
 @reproduce.command(

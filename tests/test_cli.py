@@ -102,25 +102,6 @@ def test_cli_is_not_installed_as_a_top_level_module():
     assert r.returncode != 0
 
 
-def test_readme_main_command(runner):
-    """README: `neurosym reproduce semantic-fusion` (5 seeds by default; run for real by a slow test)."""
-    readme = (ROOT / "README.md").read_text()
-    assert "\nneurosym reproduce semantic-fusion   " in readme
-    r = runner.invoke(main, ["reproduce", "semantic-fusion", "--help"])
-    shown = " ".join(r.output.split())  # click wraps long help lines
-    assert r.exit_code == 0 and "--seeds" in shown and "default: 5" in shown
-
-
-@pytest.mark.slow
-def test_readme_main_command_runs(runner, tmp_path):
-    """The recipe itself, one seed: every PPL at or above the exact floor."""
-    r = runner.invoke(main, ["reproduce", "semantic-fusion", "--seeds", "1", "--out-dir", str(tmp_path), "--json"])
-    assert r.exit_code == 0, r.output
-    report = json.loads(r.output[r.output.index("{") :])
-    assert report["all_at_or_above_floor"]
-    assert report["fusion"]["ppl"] < report["baseline"]["ppl"]  # what the recipe claims, on seed 0
-
-
 def test_debug_shows_the_traceback(runner, tmp_path):
     bad = tmp_path / "bad.regex"
     bad.write_text("A: /(?=x)/\n")

@@ -58,7 +58,7 @@ def test_options_mean_the_same_everywhere():
                 assert "--samples" in p.opts
             for o in p.opts:
                 seen.setdefault(o, set()).add(" ".join(path))
-    assert seen["--samples"] == {"inspect", "sample", "generate", "eval", "reproduce idea-gating"}
+    assert seen["--samples"] == {"inspect", "sample", "generate", "eval", "reproduce idea-gating", "reproduce semantic-fusion"}
     assert "--time" not in seen or all(
         p.hidden for path, cmd in ALL for p in cmd.params if isinstance(p, click.Option) and "--time" in p.opts
     )

@@ -126,7 +126,8 @@ def test_reproduce_says_what_is_happening_and_reuses_finished_runs(tmp_path, cap
     first = reproduce(progress=lines.append, **kw)
     assert lines[0] == "[1/2] baseline, seed 0" and lines[2] == "[2/2] fusion, seed 0"
     assert lines[1].startswith("      trained: ppl ") and "min left" in lines[1] and "min left" not in lines[3]
-    assert "semantic-fusion-baseline-seed0" in capsys.readouterr().err  # a tqdm bar per run, on stderr
+    err = capsys.readouterr().err  # one tqdm bar over both runs' steps, on stderr, the run beside it
+    assert "training: 100%" in err and "4/4 [" in err and "fusion, seed 0" in err and "semantic-fusion-baseline-seed0" not in err
     with pytest.raises(NeurosymError, match="--resume to reuse finished runs"):
         reproduce(progress=None, **kw)
     lines.clear()

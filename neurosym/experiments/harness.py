@@ -26,7 +26,8 @@ A recipe hands :func:`train_grid`::
 
 and gets back ``{variant: [Run, ...]}`` in seed order. :class:`Progress` counts runs
 over a whole recipe (several datasets = several grids) for the ``[k/n]`` lines and the
-time left.
+time left, and with ``bar=True`` draws one progress bar over every run's training steps
+(the whole grid's time left, from the steps timed so far).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import io
 import json
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from neurosym.files import atomic_write
 from neurosym.lm.config import Config
@@ -82,23 +85,76 @@ class Run:
 class Progress:
     """``[k/n] label`` before each run and ``how: line; about M min left`` after it, over
     ``total`` runs (the mean time per run so far times the runs left). ``say=None`` is
-    silent."""
+    silent.
 
-    def __init__(self, total: int, say: Callable[[str], None] | None):
+    With ``bar=True`` it also draws one tqdm bar over the training steps of every run of
+    the grid (:func:`train_grid` hands :meth:`step` to each trainer as a callback), in
+    place of each run's own bar: its time estimate is the whole grid's, counted from the
+    steps timed so far. The steps of a run are known once its trainer has taken its first
+    step; runs not started yet are assumed to have as many as the first run had (true
+    when every run trains on the same data), and corrected when they start; a run
+    finished earlier (reused) counts for none."""
+
+    def __init__(self, total: int, say: Callable[[str], None] | None, bar: bool = False):
         self.total, self.say = total, say
         self.done = 0
         self.spent: list[float] = []
+        self.with_bar = bar
+        self.bar: tqdm | None = None  # made at the grid's first training step
+        self.per_run = 0  # steps assumed for each run not started yet (the first run's)
+        self.counted = False  # whether the current run's steps are in the bar's total yet
+        self.label = ""  # the current run's, beside the bar
 
     def start(self, label: str, resuming: bool) -> None:
-        if self.say:
-            self.say(f"[{self.done + 1}/{self.total}] {label}" + (" (resuming)" if resuming else ""))
+        self.counted = False
+        self.label = label
+        self.tell(f"[{self.done + 1}/{self.total}] {label}" + (" (resuming)" if resuming else ""))
+
+    def step(self, trainer: Trainer, step: int) -> None:
+        """A :class:`~neurosym.lm.train.Trainer` callback: one more step on the bar."""
+        if not self.with_bar:
+            return
+        if not self.counted:  # this run's first step here: its steps are known now
+            todo = trainer.total_steps - step + 1  # this step and those after it
+            if self.bar is None:
+                self.per_run = trainer.total_steps
+                later = self.total - self.done - 1
+                # the first step is counted as done at once: the bar times the steps after it
+                self.bar = tqdm(total=todo + later * self.per_run, initial=1, desc="training", unit="step", dynamic_ncols=True,
+                                smoothing=0.05, file=sys.stderr, postfix=self.label)
+                self.counted = True
+                return
+            self.bar.total += todo - self.per_run
+            self.bar.set_postfix_str(self.label, refresh=False)
+            self.counted = True
+        self.bar.update(1)
 
     def finish(self, seconds: float, line: str) -> None:
         self.done += 1
         self.spent.append(seconds)
-        if self.say:
-            left = statistics.fmean(self.spent) * (self.total - self.done)
-            self.say(f"      {line}" + (f"; about {left / 60:.1f} min left" if self.done < self.total else ""))
+        if self.bar is not None and not self.counted:  # reused: none of the steps assumed for it
+            self.bar.total -= self.per_run
+            self.bar.refresh()
+        left = statistics.fmean(self.spent) * (self.total - self.done)
+        self.tell(f"      {line}" + (f"; about {left / 60:.1f} min left" if self.done < self.total else ""))
+        if self.done == self.total:
+            self.close()
+
+    def close(self) -> None:
+        """Close the bar (after the last run, or when the grid stops early)."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def tell(self, line: str) -> None:
+        """``say(line)``, above the bar when there is one."""
+        if not self.say:
+            return
+        if self.bar is None:
+            self.say(line)
+            return
+        with self.bar.external_write_mode(file=sys.stderr):
+            self.say(line)
 
     @property
     def minutes_left(self) -> float:
@@ -129,9 +185,14 @@ def train_grid(
             if progress:
                 progress.start(label(v, seed), exists)
             started = time.monotonic()
-            t = task(cfg)
-            trainer = Trainer(cfg, t)
-            result = trainer.fit(resume=exists)
+            try:
+                t = task(cfg)
+                trainer = Trainer(cfg, t, callbacks=[progress.step] if progress and progress.with_bar else ())
+                result = trainer.fit(resume=exists)
+            except BaseException:  # an error or Ctrl-C: its message goes below the bar, not into it
+                if progress:
+                    progress.close()
+                raise
             figures: dict[str, Any] = {k: float(val) for k, val in result.eval.items()}
             figures.update(seed=seed, seconds=result.seconds, run_dir=str(result.run_dir), train_loss=result.loss)
             run = Run(v, seed, cfg, t, trainer.model, result, figures)

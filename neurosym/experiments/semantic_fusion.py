@@ -21,7 +21,11 @@ predicted).
 
 ``task(config)`` is the :class:`~neurosym.lm.train.TrainingTask` behind ``neurosym train``;
 :func:`reproduce` runs the variants over several seeds and reports a table with
-Welch's t-test, and :func:`step_times` times their training steps side by side.
+Welch's t-test, and :func:`step_times` times their training steps side by side;
+:func:`grammar_samples` samples each variant's first run under the corpus grammar.
+:data:`QUICK` (the README's first run: baseline and fusion, one seed, one thread) and
+:data:`FULL` (the published grid) are what ``neurosym reproduce semantic-fusion
+[--quick | --full]`` runs where its options are left out.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from neurosym.compile.fsg import load_fsg
 from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import resolve_data_path
 from neurosym.data.corpora import choose_holdout, sample_sentences
+from neurosym.decode.run import format_samples as format_generated, generate_from_run
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.experiments import harness
 from neurosym.lm.config import Config
@@ -268,6 +273,23 @@ ABLATION = ("baseline-no-uniformizer", "baseline", "fusion", "fusion-no-uniformi
 METRICS = ("ppl", "seen_ppl", "focus_ce", "sem_mse")
 
 
+@dataclass(frozen=True)
+class Budget:
+    """What ``neurosym reproduce semantic-fusion`` runs where its options are left out."""
+
+    seeds: int
+    variants: tuple[str, ...]
+    control_samples: int  # per decoding setting and seed (0: no controllable decoding)
+    threads: int  # torch threads: the figures are bit-identical for a given machine, torch version and thread count
+
+
+# --quick, the default: a first run, two models and one seed in minutes on 2 cores, on one thread (two threads are
+# faster on idle cores but many times slower on busy ones, where their OpenMP threads wait for each other); it gives
+# seed 0 of the published 3-seed run (docs/semantic_fusion.md, --threads 1). --full: the recipe's grid.
+QUICK = Budget(seeds=1, variants=("baseline", "fusion"), control_samples=0, threads=1)
+FULL = Budget(seeds=5, variants=MAIN, control_samples=200, threads=RECIPE_THREADS)
+
+
 def recipe_config(
     variant: str, seed: int, out_dir: str | Path = "runs", epochs: int | None = None, model: dict | None = None,
     threads: int | None = RECIPE_THREADS, progress_bar: bool = False, **data,
@@ -321,9 +343,9 @@ def reproduce(
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or len(set(variants)) != len(variants):
         raise NeurosymError(f"variants: expected distinct names among {', '.join(VARIANTS)}, got {', '.join(variants)}")
-    grid = harness.train_grid(
-        variants, seeds, lambda v, seed: recipe_config(v, seed, out_dir, epochs, model, threads, progress_bar=progress is not None, **data),
-        task, resume=resume, progress=harness.Progress(seeds * len(variants), progress),
+    grid = harness.train_grid(  # one progress bar over every run's steps (not one per run)
+        variants, seeds, lambda v, seed: recipe_config(v, seed, out_dir, epochs, model, threads, **data),
+        task, resume=resume, progress=harness.Progress(seeds * len(variants), progress, bar=progress is not None),
         describe=lambda f: f"ppl {f['ppl']:.4f}, seen-only ppl {f.get('seen_ppl', math.nan):.4f}, {f['seconds']:.0f} s of training",
     )
     t = grid[variants[-1]][-1].task
@@ -345,6 +367,36 @@ def reproduce(
         report["step_times"] = step_times(variants, threads=threads, model=model, **data)
     harness.save_json(report, out_dir)
     return report
+
+
+def grammar_samples(report: dict, n: int = 3, seed: int = 0) -> dict:
+    """``n`` samples of each variant's first run constrained to the corpus grammar
+    (:func:`~neurosym.decode.run.generate_from_run`: what ``neurosym generate RUN --grammar
+    GRAMMAR -n n --seed seed`` prints), added to the report as ``report["samples"]`` =
+    ``{"grammar", "seed", "runs": {variant: {"run_dir", "seed", "ppl", "rows"}}}``; each row
+    is ``generate_from_run``'s (``text``, ``tokens``, ``status``, the exact
+    ``grammar_log_prob`` of a finished sentence, ``model_log_prob``)."""
+    grammar = report["config"]["data"]["grammar"]
+    runs = {}
+    for v in report["variants"]:
+        first = report[v]["runs"][0]
+        rows = generate_from_run(first["run_dir"], grammar, n=n, seed=seed)
+        runs[v] = {"run_dir": first["run_dir"], "seed": first["seed"], "ppl": first["ppl"], "rows": rows}
+    report["samples"] = {"grammar": grammar, "seed": seed, "runs": runs}
+    return report
+
+
+def format_samples(r: dict) -> str:
+    """The samples of :func:`grammar_samples`, under each run's perplexity and the floor."""
+    s = r["samples"]
+    n = max((len(x["rows"]) for x in s["runs"].values()), default=0)
+    lines = [f"grammar-constrained samples (neurosym generate RUN --grammar {s['grammar']} -n {n} --seed {s['seed']}: "
+             "each sentence, its exact log-probability under the grammar and the model's; every model draws with the same "
+             "random numbers, so where two models agree they pick the same words)"]
+    for v, x in s["runs"].items():
+        lines += ["", f"{v}, seed {x['seed']}: PPL {x['ppl']:.4f} (exact floor {r['floor_ppl']:.4f}), {x['run_dir']}"]
+        lines += [f"  {line}" for line in format_generated(x["rows"]).split("\n") if line]
+    return "\n".join(lines)
 
 
 def format_report(r: dict) -> str:
