@@ -105,7 +105,7 @@ def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: 
     return determinize(b.nfa, frag.start, {frag.end}, limits.max_states, _left(started, limits, b), what=what, stated_limit=limits.time_limit)
 
 
-def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = Limits()) -> CharDFA:
+def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = Limits(), what: str = "word list") -> CharDFA:
     """The minimal character DFA of a word list.
 
     A trie is already deterministic, so its table is filled directly (one state per
@@ -141,7 +141,8 @@ def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = 
         trans[keys[:, 0], keys[:, 1]] = np.fromiter(children.values(), dtype=np.int64, count=len(children))
     dfa = CharDFA(trans, np.array(final), Partition(class_of, members)).minimized()
     if dfa.num_states > limits.max_states:
-        raise CompileError(f"word list: the minimal DFA has {dfa.num_states:,} states, over the state cap of {limits.max_states:,}")
+        raise CompileError(f"{what}: its {len(words):,} words compile to a minimal DFA of {dfa.num_states:,} states, over the state "
+                           f"cap of {limits.max_states:,}; raise the cap (--max-states N; max_states=N in Python)")
     return dfa
 
 
@@ -308,7 +309,8 @@ class _RuleBuilder:
         if isinstance(e, regex_ir.Literal):
             return b.literal(e.text, ignore_case=ic)
         if isinstance(e, regex_ir.Words):
-            return b.dfa(words_dfa(e.words, ignore_case=ic, limits=self.limits))
+            at = e.span
+            return b.dfa(words_dfa(e.words, ignore_case=ic, limits=self.limits, what=f"{at.path or '<string>'}:{at.line}:{at.col}: %words {e.path}"))
         if isinstance(e, regex_ir.Ref):
             return self.rule(self.bank.resolve(e), stack)
         if isinstance(e, regex_ir.Seq):
@@ -357,7 +359,7 @@ def load_word_list(path: str | Path, vocab: Vocab | None = None, limits: Limits 
     """A word list file (one word a line; the rule of :mod:`neurosym.dsl.words`) as an
     :class:`Automaton` accepting exactly its words."""
     path = Path(path)
-    return to_automaton(words_dfa(read_word_list(path), limits=limits), vocab, name=path.stem, source=str(path))
+    return to_automaton(words_dfa(read_word_list(path), limits=limits, what=str(path)), vocab, name=path.stem, source=str(path))
 
 
 __all__ = [

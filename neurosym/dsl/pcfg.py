@@ -385,6 +385,9 @@ class _Builder:
         target = resolve_path(self.folder, rel, at)
         if not target.is_file():
             raise SourceError.at(at, f"no such file {rel}" if not target.exists() else f"{rel} is not a file")
+        if target.suffix != ".regex":
+            raise SourceError.at(at, f"%import takes terminals from a regex bank (.regex); {rel} is "
+                                     f"{'a ' + target.suffix + ' file' if target.suffix else 'not one'} (a .pcfg cannot import another grammar's rules)")
         shown = rel if self.display is None else str(Path(self.display).parent / rel)
         bank = read_regex_bank(shown if Path(shown).resolve() == target else target)
         for tok in names.children:

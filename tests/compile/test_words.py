@@ -241,3 +241,25 @@ def test_patterns_with_operators_are_not_word_lists():
         assert literal_alternatives(pattern) is None
     assert literal_alternatives(r"a\|b|c\\|d") == ["a|b", "c\\", "d"]
     assert literal_alternatives(r"((a|b))") == ["a", "b"]  # nested groups around the whole: still a word list
+
+
+def test_the_state_cap_names_the_word_list_and_the_option(tmp_path):
+    """A word list over the state cap (issue 32): the message names the file (or the
+    %words line of a bank) and how to raise the cap."""
+    import random
+    import string
+
+    import pytest
+
+    import neurosym
+    from neurosym.errors import CompileError
+
+    r = random.Random(0)
+    words = sorted({"".join(r.choice(string.ascii_lowercase) for _ in range(r.randint(3, 12))) for _ in range(400)})
+    (tmp_path / "w.txt").write_text("\n".join(words) + "\n")
+    with pytest.raises(CompileError, match=r"w\.txt: its 400 words compile to a minimal DFA of [\d,]+ states, over the state cap of 100; raise the cap \(--max-states N"):
+        neurosym.load(tmp_path / "w.txt", max_states=100)
+    (tmp_path / "b.regex").write_text('W: %words "w.txt"\n')
+    with pytest.raises(CompileError, match=r"b\.regex:1:11: %words .*w\.txt: its 400 words"):
+        neurosym.load(tmp_path / "b.regex", max_states=100)
+    assert neurosym.load(tmp_path / "w.txt", max_states=100_000).accepts(words[0])

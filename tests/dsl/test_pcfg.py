@@ -180,6 +180,7 @@ def test_import_errors_have_positions(tmp_path):
         '%import "bank.regex" (NUM)\nS -> NUM\nNUM -> \'1\'': ":3:1: NUM is a regex terminal (imported at line 1); it cannot have rules",
         '%import "bank.regex" (NUM)\n%start NUM\nS -> NUM': ":2:8: start symbol NUM has no rules (it is a regex terminal)",
         '%import "bank.regex"\nS -> \'a\'': ':1:9: bad %import directive; write %import "file.regex" (NAME, ...)',
+        '%import "ok.pcfg" (NUM)\nS -> NUM': ":1:9: %import takes terminals from a regex bank (.regex); ok.pcfg is a .pcfg file",
     }
     for text, where in cases.items():
         f = tmp_path / "bad.pcfg"
