@@ -230,8 +230,9 @@ def _snapshot(folder: Path) -> dict[str, str]:
     return out
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """A call over CALL_SECONDS (a BaseException, so the CLI's guard does not report it as
+    an internal error of neurosym)."""
 
 
 def _alarm(*_):

@@ -62,7 +62,7 @@ def test_an_edited_header_is_caught(tmp_path, source):
     """The checksum covers the header: a renamed pattern, state or symbol is a corrupt file."""
     path = save(neurosym.load(ROOT / source), tmp_path / "a.safetensors")
     tensors, header = _header(path)
-    key = {"bank": "names", "fsg": "name", "pcfg": "start"}[header["kind"]]
+    key = {"regex": "names", "fsg": "name", "pcfg": "start"}[header["kind"]]
     header[key] = ["RENAMED", *header[key][1:]] if isinstance(header[key], list) else "RENAMED"
     path.write_bytes(st_save(tensors, metadata={"neurosym": json.dumps(header)}))
     with pytest.raises(NeurosymError, match=r"a\.safetensors: corrupt artifact: its tensors or header .* recompile"):

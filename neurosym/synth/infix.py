@@ -20,13 +20,32 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from neurosym.errors import NeurosymError
 from neurosym.synth import regex_ast as ra
+
+
+MAX_SPLITS = 20_000_000  # split-table entries (two int64 arrays: 320 MB at the cap)
+
+
+def split_bound(strings: Iterable[str]) -> int:
+    """An upper bound on the split-table entries of the strings' infixes: a string of
+    length L has at most L - k + 1 infixes of length k, each with k + 1 splits (cubic in L)."""
+    return sum((L - k + 1) * (k + 1) for L in {len(s) for s in strings} for k in range(1, L + 1))
 
 
 class InfixSpace:
     """The infixes of a set of strings and vector operations over them."""
 
-    def __init__(self, strings: Iterable[str]):
+    def __init__(self, strings: Iterable[str], max_splits: int = MAX_SPLITS):
+        strings = list(dict.fromkeys(strings))
+        bound = sum(split_bound([s]) for s in strings)
+        if bound > max_splits:
+            longest = max(len(s) for s in strings)
+            raise NeurosymError(
+                f"the examples are too long for the infix search: {len(strings)} strings of up to {longest:,} characters "
+                f"give up to {bound:,} infix splits (cubic in an example's length), over the cap of {max_splits:,}; "
+                "shorten the examples (a few hundred characters at most)"
+            )
         infixes = {""}
         for s in strings:
             for i in range(len(s)):

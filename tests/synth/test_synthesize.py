@@ -127,3 +127,24 @@ def test_generalize_opens_text_patterns_only_while_consistent():
     assert ra.to_pattern(generalize(digits, ["", "23"], ["a", "1a"])) == "[0-9]*"
     res = synthesize(["Ab1", "Cd22", "Ef3 and more"], ["ab1", "A", "", "1Ab"], time_budget=5)
     assert res.solved and res.pattern.endswith((".*", ".+"))
+
+
+def test_examples_too_long_for_the_infix_search_are_refused_at_once():
+    """The infix space is cubic in an example's length: a 3,000-character example would
+    build billions of split entries whatever the time budget (found by the fuzz pass); it is
+    refused before the search with the reason."""
+    import time
+
+    import pytest
+
+    from neurosym.errors import NeurosymError
+    from neurosym.synth import synthesize
+    from neurosym.synth.infix import MAX_SPLITS, split_bound
+
+    assert split_bound(["ab"]) == 2 * 2 + 1 * 3  # two infixes of length 1 (2 splits each), one of length 2 (3)
+    long = "ab" * 1500
+    assert split_bound([long]) > MAX_SPLITS
+    started = time.perf_counter()
+    with pytest.raises(NeurosymError, match="too long for the infix search.*3,000 characters"):
+        synthesize([long, "ab"], ["ba"], method="beam", time_budget=0.2)
+    assert time.perf_counter() - started < 10
