@@ -127,11 +127,12 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Index builds and generation runs per measurement (the median is reported).")
 @click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Rows decoded together in the generation part.")
 @threads_option(1, "Torch threads in the generation and processor parts.")
+@click.option("--device", default="cpu", show_default=True, help='Torch device of the generation part: "cpu", "cuda" or "cuda:N".')
 @click.option("--skip-index", is_flag=True, help="Skip the index comparison with outlines-core and XGrammar.")
 @click.option("--skip-generation", is_flag=True, help="Skip the generation timings (processor chain, KV cache).")
 @click.option("--skip-processors", is_flag=True, help="Skip GrammarMask's per-token cost, NumPy against the tensor backend.")
 @json_option()
-def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, skip_index: bool, skip_generation: bool,
+def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, device: str, skip_index: bool, skip_generation: bool,
                  skip_processors: bool, as_json: bool) -> None:
     """Constrained decoding: the token index side by side with outlines-core and XGrammar
     (build seconds, index memory, µs per token to write the mask, to advance and both, at
@@ -142,15 +143,17 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
     The index and processor parts need the shared data sets wikitext-2 and
     ud-english-ewt, the index part also the `bench` extra (pip install 'neurosym[bench]'); a missing engine is reported, not fatal."""
     from neurosym.bench import decode as bench_decode_module  # lazy: --help must not load torch and every subsystem
+    from neurosym.bench.inside import check_device  # lazy: as above
     from neurosym.data import shared_data  # lazy: as above
 
+    check_device(device)
     results: dict = {}
     if not (skip_index and skip_processors):  # both train the BPE on these: a clear error before any work
         shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")
     if not skip_index:
         results["index"] = bench_decode_module.run(n_words=n_words, bpe_size=bpe_size, repeats=repeats, progress=not as_json)
     if not skip_generation:
-        results["generation"] = bench_decode_module.bench_generation(batch=batch, repeats=repeats, threads=threads)
+        results["generation"] = bench_decode_module.bench_generation(batch=batch, repeats=repeats, threads=threads, device=device)
     if not skip_processors:  # GrammarMask per token over the same BPE, NumPy vs tensor backend (issue 29)
         from neurosym.bench import processors as bench_processors  # lazy: as above
 
