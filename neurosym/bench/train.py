@@ -118,8 +118,9 @@ def count_launches(step: Callable[[], None], device: torch.device) -> int:
         if cuda:
             torch.cuda.synchronize(device)
     events = prof.events()
-    if cuda:
-        return sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+    if cuda:  # the kernels are device events of their own, and also listed under the operator that launched them
+        kernels = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+        return kernels or sum(len(e.kernels) for e in events if e.device_type == torch.autograd.DeviceType.CPU)
     return sum(1 for e in events if e.name.startswith("aten::") and e.name not in NO_KERNEL
                and not any(c.name.startswith("aten::") for c in e.cpu_children))
 
