@@ -72,3 +72,13 @@ def test_gpu_check_refuses_bad_input(tmp_path):
 def test_gpu_check_without_cuda_says_so(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "x.json")], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 2 and "CUDA is not available" in proc.stderr and "--cpu --tiny" in proc.stderr
+
+
+def test_bench_inside_has_no_address_space_cap_on_cuda():
+    """CUDA reserves more virtual memory than any RLIMIT_AS cap at its start: the cap is for the CPU only."""
+    from neurosym.bench import inside
+
+    r = inside.run(batch=1, lengths=(3,), sizes=(2,), repeats=1, progress=False)
+    assert r["memory_cap_bytes"] > 0 and "capped at" in inside.format_results(r)
+    shown = inside.format_results(r | {"device": "cuda", "memory_cap_bytes": None})
+    assert "no address-space cap (CUDA)" in shown
