@@ -127,11 +127,12 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Index builds and generation runs per measurement (the median is reported).")
 @click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Rows decoded together in the generation part.")
 @threads_option(1, "Torch threads in the generation and processor parts.")
+@click.option("--device", default="cpu", show_default=True, help='Torch device of the generation part: "cpu", "cuda" or "cuda:N".')
 @click.option("--skip-index", is_flag=True, help="Skip the index comparison with outlines-core and XGrammar.")
 @click.option("--skip-generation", is_flag=True, help="Skip the generation timings (processor chain, KV cache).")
 @click.option("--skip-processors", is_flag=True, help="Skip GrammarMask's per-token cost, NumPy against the tensor backend.")
 @json_option()
-def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, skip_index: bool, skip_generation: bool,
+def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, device: str, skip_index: bool, skip_generation: bool,
                  skip_processors: bool, as_json: bool) -> None:
     """Constrained decoding: the token index side by side with outlines-core and XGrammar
     (build seconds, index memory, µs per token to write the mask, to advance and both, at
@@ -142,15 +143,17 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
     The index and processor parts need the shared data sets wikitext-2 and
     ud-english-ewt, the index part also the `bench` extra (pip install 'neurosym[bench]'); a missing engine is reported, not fatal."""
     from neurosym.bench import decode as bench_decode_module  # lazy: --help must not load torch and every subsystem
+    from neurosym.bench.inside import check_device  # lazy: as above
     from neurosym.data import shared_data  # lazy: as above
 
+    check_device(device)
     results: dict = {}
     if not (skip_index and skip_processors):  # both train the BPE on these: a clear error before any work
         shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")
     if not skip_index:
         results["index"] = bench_decode_module.run(n_words=n_words, bpe_size=bpe_size, repeats=repeats, progress=not as_json)
     if not skip_generation:
-        results["generation"] = bench_decode_module.bench_generation(batch=batch, repeats=repeats, threads=threads)
+        results["generation"] = bench_decode_module.bench_generation(batch=batch, repeats=repeats, threads=threads, device=device)
     if not skip_processors:  # GrammarMask per token over the same BPE, NumPy vs tensor backend (issue 29)
         from neurosym.bench import processors as bench_processors  # lazy: as above
 
@@ -164,18 +167,23 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
         click.echo("\n\n".join(parts))
 
 
-@bench.command(name="train", epilog=examples("neurosym bench train", "neurosym bench train --repeats 40 --threads 2 --json"))
+@bench.command(name="train", epilog=examples("neurosym bench train", "neurosym bench train --repeats 40 --threads 2 --json",
+                                             "neurosym bench train --device cuda --gpu-shape --launches"))
 @click.option("--repeats", default=20, show_default=True, type=click.IntRange(min=1), help="Timed steps per variant (interleaved; best and median reported).")
 @threads_option(1)
 @click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Windows per batch.")
+@click.option("--device", default="cpu", show_default=True, help='Torch device: "cpu", "cuda" or "cuda:N" (CUDA: wall time between synchronisations).')
+@click.option("--gpu-shape", is_flag=True, help="The semantic-KL recipe's --gpu shape (d_model 512, 6 layers, windows of 256) instead of its CPU shape.")
+@click.option("--launches", is_flag=True, help="Also count one step's kernel launches with torch.profiler (on the CPU: leaf operators, a proxy; docs/gpu.md).")
 @json_option()
-def bench_train(repeats: int, threads: int, batch: int, as_json: bool) -> None:
+def bench_train(repeats: int, threads: int, batch: int, device: str, gpu_shape: bool, launches: bool, as_json: bool) -> None:
     """Time per training step of the baseline LM, the semantic-fusion model, semantic KL and
-    idea gating at the same size on one batch of WikiText-2 windows, in process CPU time,
-    as ratios to the baseline (docs/semantic_kl.md)."""
+    idea gating at the same size on one batch of WikiText-2 windows, in process CPU time
+    (on CUDA in synchronised wall time), as ratios to the baseline (docs/semantic_kl.md,
+    docs/gpu.md)."""
     from neurosym.bench import train as bench_train_module  # lazy: --help must not load torch and every subsystem
 
-    results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch)
+    results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch, device=device, gpu_shape=gpu_shape, launches=launches)
     click.echo(json.dumps(results, indent=2) if as_json else bench_train_module.format_results(results))
 
 

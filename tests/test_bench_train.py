@@ -28,3 +28,25 @@ def test_cli_bench_train_help():
 
     result = CliRunner().invoke(main, ["bench", "train", "--help"])
     assert result.exit_code == 0 and "--repeats" in result.output and "--json" in result.output
+
+
+def test_bench_train_counts_launches_as_a_cpu_proxy():
+    r = run(variants=("idea-gating",), repeats=1, warmup=1, batch_size=16, window=8,
+            model={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}, launches=True)
+    assert set(r) == {"setup", "baseline", "idea-gating"} and "CPU proxy" in r["setup"]["launches"]
+    assert r["baseline"]["launches"] > 50 and r["baseline"]["launch_ratio"] == 1.0
+    idea = r["idea-gating"]
+    assert idea["launches"] > r["baseline"]["launches"]  # the idea head, the gate and the fused objective add operators
+    assert idea["launch_ratio"] == pytest.approx(idea["launches"] / r["baseline"]["launches"])
+    # 16 x 8 rows of 4,710 entries: 55 rows per CPU block (3 blocks) against one block, which launches fewer operators
+    assert idea["launches_one_block"] < idea["launches_cpu_blocks"]
+    assert idea["block_elements"] == 1 << 18  # on the CPU the cache-sized blocks
+    text = format_results(r)
+    assert "| idea-gating |" in text and "launch ratio" in text and "one block" in text
+
+
+def test_bench_train_refuses_a_missing_device():
+    with pytest.raises(NeurosymError, match="--device"):
+        run(repeats=1, device="cuda:7" if __import__("torch").cuda.is_available() else "cuda")
+    with pytest.raises(NeurosymError, match="--device"):
+        run(repeats=1, device="tpu")

@@ -577,7 +577,7 @@ def format_results(r: dict) -> str:
 
 
 # ---------------------------------------------------------------------- generation
-def bench_generation(batch: int = 32, steps: int = 128, repeats: int = 3, threads: int = 1, seed: int = 0) -> dict:
+def bench_generation(batch: int = 32, steps: int = 128, repeats: int = 3, threads: int = 1, seed: int = 0, device: str = "cpu") -> dict:
     """Per generated token, at the semantic-fusion recipe's size (d_model 128, 4 layers,
     clause.fsg's word vocabulary): the model's incremental forward (KV cache), drawing
     a token from its scores (what unconstrained sampling adds), and the full processor
@@ -586,25 +586,30 @@ def bench_generation(batch: int = 32, steps: int = 128, repeats: int = 3, thread
     recomputing the whole prefix at every step. Each figure is the median over
     ``repeats`` runs in one process, in wall time and in this thread's CPU time (the
     CPU figures are the fair ones on a shared machine: other processes' load does not
-    enter them)."""
+    enter them). On ``device`` "cuda" the model, the scores and the processors' states
+    live on the GPU and every figure is taken after ``torch.cuda.synchronize``."""
     torch.set_num_threads(threads)
+    dev = torch.device(device)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)  # noqa: E731
     torch.manual_seed(seed)
     fsg = load_fsg(shipped_file("grammars/clause.fsg"))
     vocab = fsg.vocab
     eos = vocab.id("<eos>")
-    model = CausalLM(LMConfig(vocab_size=len(vocab), d_model=128, n_layers=4, n_heads=4, d_ff=256, dropout=0.0, max_len=steps + 1)).eval()
+    model = CausalLM(LMConfig(vocab_size=len(vocab), d_model=128, n_layers=4, n_heads=4, d_ff=256, dropout=0.0, max_len=steps + 1)).to(dev).eval()
     chain = [GrammarMask(fsg, eos_id=eos), FSGPrior(fsg, weight=1.0, eos_id=eos), RepetitionPenalty(last_k=8, factor=1.2), Temperature(0.9), Nucleus(0.95)]
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=dev).manual_seed(seed)
     clocks = {"wall": time.perf_counter, "cpu": time.thread_time}
 
     def timed(fn) -> dict[str, float]:
+        sync()
         t0 = {k: c() for k, c in clocks.items()}
         fn()
+        sync()
         return {k: c() - t0[k] for k, c in clocks.items()}
 
     def forward_cached() -> tuple[dict[str, float], torch.Tensor]:
         cache = model.new_cache(batch)
-        ids = torch.randint(0, len(vocab), (batch, steps), generator=gen)
+        ids = torch.randint(0, len(vocab), (batch, steps), generator=gen, device=dev)
         out = {}
 
         def go():
@@ -616,7 +621,7 @@ def bench_generation(batch: int = 32, steps: int = 128, repeats: int = 3, thread
         return {k: v / steps for k, v in spent.items()}, out["logits"]
 
     def forward_recomputed() -> dict[str, float]:
-        ids = torch.randint(0, len(vocab), (batch, steps), generator=gen)
+        ids = torch.randint(0, len(vocab), (batch, steps), generator=gen, device=dev)
 
         def go():
             with torch.no_grad():
@@ -638,26 +643,30 @@ def bench_generation(batch: int = 32, steps: int = 128, repeats: int = 3, thread
 
     def processor_chain(logits: torch.Tensor) -> dict[str, float]:
         for p in chain:
-            p.reset(batch)
-        done = torch.zeros(batch, dtype=torch.bool)
+            p.reset(batch, dev)
+        done = torch.zeros(batch, dtype=torch.bool, device=dev)
         spent = {k: 0.0 for k in clocks}
         for _ in range(steps):
             scores = logits.clone()
+            sync()
             t0 = {k: c() for k, c in clocks.items()}
             for p in chain:
                 scores = p(scores)
+            sync()
             t1 = {k: c() for k, c in clocks.items()}
             tokens = torch.where(done, eos, draw(scores.masked_fill(done[:, None], 0.0)))  # done rows: padding
             t2 = {k: c() for k, c in clocks.items()}
+            sync()
             for p in chain:
                 p.advance(tokens, done)
+            sync()
             for k, c in clocks.items():
                 spent[k] += (t1[k] - t0[k]) + (c() - t2[k])
             done = done | (tokens == eos)
             if bool(done.all()):
                 for p in chain:
-                    p.reset(batch)
-                done = torch.zeros(batch, dtype=torch.bool)
+                    p.reset(batch, dev)
+                done = torch.zeros(batch, dtype=torch.bool, device=dev)
         return {k: v / steps for k, v in spent.items()}
 
     runs: dict[str, list[dict[str, float]]] = {"cached": [], "recomputed": [], "sampling": [], "chain": []}
@@ -668,7 +677,7 @@ def bench_generation(batch: int = 32, steps: int = 128, repeats: int = 3, thread
         runs["sampling"].append(sampling(logits))
         runs["chain"].append(processor_chain(logits))
     med = {name: {k: statistics.median(r[k] for r in rs) for k in clocks} for name, rs in runs.items()}
-    out = {"batch": batch, "steps": steps, "threads": threads, "vocab_size": len(vocab), "chain": [repr(x) for x in chain]}
+    out = {"batch": batch, "steps": steps, "threads": threads, "device": str(dev), "vocab_size": len(vocab), "chain": [repr(x) for x in chain]}
     for k in clocks:
         c, r, smp, p = (med[n][k] for n in ("cached", "recomputed", "sampling", "chain"))
         out[k] = {"forward_cached_ms": 1e3 * c, "forward_recomputed_ms": 1e3 * r, "kv_speedup": r / c,

@@ -19,7 +19,15 @@ variant adds is timed:
 A step is forward, loss, backward and the AdamW update. Steps are interleaved across the
 variants (a load change on a shared machine hits all alike) and timed in **process CPU
 time** (``time.process_time``: time this process spent computing, not waiting for a
-core), with the best and the median of ``repeats`` steps; ratios are to the baseline's.
+core) on the CPU, in **wall time after** ``torch.cuda.synchronize`` on CUDA, with the best
+and the median of ``repeats`` steps; ratios are to the baseline's.
+
+``launches=True`` also counts, with ``torch.profiler``, the operators one step of each
+variant runs that would each launch a kernel on a GPU (leaf ``aten::`` calls but views,
+reshapes and allocations; on CUDA the CUDA kernels themselves): the **CPU proxy** of the
+launch overhead that makes a step of many small operators slow on CUDA (issue 30).
+``gpu_shape=True`` takes the semantic-KL recipe's ``--gpu`` shape (d_model 512, 6
+layers, windows of 256, every word of the split in the vocabulary).
 """
 
 from __future__ import annotations
@@ -31,13 +39,14 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from neurosym.bench.inside import check_device
 from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import shipped_file
 from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
 from neurosym.errors import NeurosymError
-from neurosym.experiments.semantic_kl import RECIPE_DATA, RECIPE_OPTIM, ModelSection
+from neurosym.experiments.semantic_kl import GPU_DATA, GPU_MODEL, RECIPE_DATA, RECIPE_OPTIM, ModelSection
 from neurosym.lm.fusion import build_fusion_lm
-from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_training_loss, stop_word_ids
+from neurosym.lm.idea import CPU_BLOCK_ELEMENTS, IdeaConfig, IdeaOutput, idea_block_elements, idea_training_loss, stop_word_ids
 from neurosym.lm.losses import aux_bce
 from neurosym.lm.model import CausalLM, LMConfig
 from neurosym.lm.semantic_kl import semantic_kl_terms
@@ -45,9 +54,19 @@ from neurosym.lm.train import param_groups
 from neurosym.vocab import Vocab
 
 VARIANTS = ("baseline", "fusion", "semantic-kl", "idea-gating")
+NO_KERNEL = frozenset({
+    "aten::view", "aten::reshape", "aten::_unsafe_view", "aten::as_strided", "aten::t", "aten::transpose", "aten::permute",
+    "aten::expand", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::alias",
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::resize_", "aten::split", "aten::chunk", "aten::narrow",
+    "aten::unbind", "aten::contiguous", "aten::lift_fresh", "aten::result_type", "aten::item", "aten::_local_scalar_dense",
+    "aten::is_nonzero", "aten::numel", "aten::size", "aten::stride", "aten::split_with_sizes", "aten::expand_as", "aten::view_as",
+    "aten::set_", "aten::_reshape_alias", "aten::flatten", "aten::unflatten", "aten::diagonal",
+})
+"""Operators that only make a view or allocate: no kernel on a GPU, left out of the launch count."""
 
 
-def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Tensor, m: ModelSection, bank) -> tuple[torch.nn.Module, Callable]:
+def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Tensor, m: ModelSection, bank,
+           block_elements: int | None = None) -> tuple[torch.nn.Module, Callable]:
     lm = LMConfig(vocab_size=len(vocab), d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads, d_ff=m.d_ff,
                   dropout=m.dropout, max_len=ids.shape[1], positions=m.positions, pad_id=0)
     V = len(vocab)
@@ -64,43 +83,73 @@ def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Ten
             kl, ce = semantic_kl_terms(out.logits, targets, model.lm_head.weight, 0.1, "cosine", hidden=out.hidden)
             return 0.5 * kl + 0.5 * ce
     elif variant == "fusion":
-        no_role = torch.zeros(ids.shape, dtype=torch.bool)
+        no_role = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
         roles = {"head": no_role, "object": no_role, "subject": no_role}
-        features = bank.featurize(ids, roles)  # (B, L, F)
-        aux_targets = bank.featurize(targets, roles)
+        features = bank.featurize(ids.cpu(), {k: r.cpu() for k, r in roles.items()}).to(ids.device)  # (B, L, F)
+        aux_targets = bank.featurize(targets.cpu(), {k: r.cpu() for k, r in roles.items()}).to(ids.device)
         model = build_fusion_lm(lm, features.shape[-1], 0, aux_hidden=128)
 
         def loss() -> torch.Tensor:
             out = model(ids, features=features)
             ce = F.cross_entropy(out.logits.reshape(-1, V).float(), targets.reshape(-1))
-            return ce + aux_bce(out.extras["aux"], aux_targets, torch.ones(ids.shape, dtype=torch.bool), 0.5)
+            return ce + aux_bce(out.extras["aux"], aux_targets, torch.ones(ids.shape, dtype=torch.bool, device=ids.device), 0.5)
     elif variant == "idea-gating":
         idea = IdeaConfig()
         model = CausalLM(lm, output=IdeaOutput(m.d_model, V, idea))
         stop = stop_word_ids(ids, idea.stop_words, V, exclude=(0,))
 
         def loss() -> torch.Tensor:
-            return idea_training_loss(model, ids, targets, stop, 0)[0]  # the recipe's fused CE(gated) + weight * BCE
+            return idea_training_loss(model, ids, targets, stop, 0, block_elements=block_elements)[0]  # the recipe's fused CE(gated) + weight * BCE
     else:
         raise NeurosymError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     return model, loss
 
 
+def count_launches(step: Callable[[], None], device: torch.device) -> int:
+    """Kernel launches of one call of ``step``, counted with ``torch.profiler``: on the CPU
+    the leaf ``aten::`` operators that are not views or allocations (:data:`NO_KERNEL`; the
+    CPU proxy), on CUDA the CUDA kernels the profiler saw."""
+    from torch.profiler import ProfilerActivity, profile  # lazy: the profiler only when launches are counted
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        step()
+        if cuda:
+            torch.cuda.synchronize(device)
+    events = prof.events()
+    if cuda:  # the kernels are device events of their own, and also listed under the operator that launched them
+        kernels = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+        return kernels or sum(len(e.kernels) for e in events if e.device_type == torch.autograd.DeviceType.CPU)
+    return sum(1 for e in events if e.name.startswith("aten::") and e.name not in NO_KERNEL
+               and not any(c.name.startswith("aten::") for c in e.cpu_children))
+
+
 def run(
     variants: Sequence[str] = VARIANTS, repeats: int = 20, warmup: int = 3, threads: int | None = 1,
-    batch_size: int = RECIPE_OPTIM["batch_size"], window: int = RECIPE_DATA["window"], min_freq: int = RECIPE_DATA["min_freq"],
-    model: dict | None = None,
+    batch_size: int = RECIPE_OPTIM["batch_size"], window: int | None = None, min_freq: int | None = None,
+    model: dict | None = None, device: str = "cpu", gpu_shape: bool = False, launches: bool = False,
 ) -> dict:
-    """Time ``repeats`` interleaved training steps of each variant after ``warmup`` steps.
+    """Time ``repeats`` interleaved training steps of each variant after ``warmup`` steps on
+    ``device``; with ``launches``, count one step's kernel launches (:func:`count_launches`).
 
-    Returns ``{"setup": {...}, "<variant>": {"best_ms", "median_ms", "params", "ratio_best",
-    "ratio_median"}}`` (ratios to the baseline's best / median; the baseline is always timed)."""
+    ``window`` and ``min_freq`` default to the recipe's (its ``--gpu`` shape's with
+    ``gpu_shape``, which also takes :data:`~neurosym.experiments.semantic_kl.GPU_MODEL` under
+    ``model``). Returns ``{"setup": {...}, "<variant>": {"best_ms", "median_ms", "params",
+    "ratio_best", "ratio_median"[, "launches", "launch_ratio"]}}`` (ratios to the baseline's
+    best / median / launches; the baseline is always timed)."""
     if "baseline" not in variants:
         variants = ("baseline", *variants)
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise NeurosymError(f"unknown variant(s) {', '.join(unknown)}; expected some of {', '.join(VARIANTS)}")
-    m = ModelSection(**(model or {}))
+    check_device(device)
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    data = GPU_DATA if gpu_shape else RECIPE_DATA
+    window = data["window"] if window is None else window
+    min_freq = data["min_freq"] if min_freq is None else min_freq
+    m = ModelSection(**((GPU_MODEL if gpu_shape else {}) | (model or {})))
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -108,7 +157,7 @@ def run(
         lines = read_lines(corpus_path("wikitext-2", "valid"))
         vocab = WordVocab.build(lines, min_freq=min_freq)
         ids, targets = lm_windows(vocab.encode_lines(lines), window)
-        ids, targets = ids[:batch_size], targets[:batch_size]
+        ids, targets = ids[:batch_size].to(dev), targets[:batch_size].to(dev)
         bank = None
         if "fusion" in variants:
             words = Vocab(list(vocab.tokens), [None] * 3 + list(vocab.tokens[3:]), "word", unk=vocab.unk_id)
@@ -117,15 +166,24 @@ def run(
         for v in variants:
             torch.manual_seed(0)
             net, loss = _setup(v, vocab, ids, targets, m, bank)
-            net.train()
+            net.to(dev).train()
             opt = torch.optim.AdamW(param_groups(net, RECIPE_OPTIM["weight_decay"]), lr=RECIPE_OPTIM["lr"])
             setups.append((v, net, loss, opt))
 
-        def step(loss: Callable, opt: torch.optim.Optimizer) -> float:
-            started = time.process_time()
+        def update(loss: Callable, opt: torch.optim.Optimizer) -> None:
             opt.zero_grad(set_to_none=True)
             loss().backward()
             opt.step()
+
+        def step(loss: Callable, opt: torch.optim.Optimizer) -> float:
+            if cuda:
+                torch.cuda.synchronize(dev)
+                started = time.perf_counter()
+                update(loss, opt)
+                torch.cuda.synchronize(dev)
+                return time.perf_counter() - started
+            started = time.process_time()
+            update(loss, opt)
             return time.process_time() - started
 
         for _, _, loss, opt in setups:
@@ -135,28 +193,67 @@ def run(
         for _ in range(repeats):
             for v, _, loss, opt in setups:
                 times[v].append(step(loss, opt))
+        counted = {v: count_launches(lambda: update(loss, opt), dev) for v, _, loss, opt in setups} if launches else {}  # noqa: B023
+        if launches and "idea-gating" in variants:  # the fused objective's row blocks: the CPU's cache-sized ones vs one block
+            blocks = {"cpu_blocks": CPU_BLOCK_ELEMENTS, "one_block": ids.numel() * len(vocab)}
+            idea_launches = {}
+            for name, elements in blocks.items():
+                torch.manual_seed(0)
+                net, loss = _setup("idea-gating", vocab, ids, targets, m, bank, block_elements=elements)
+                net.to(dev).train()
+                opt = torch.optim.AdamW(param_groups(net, RECIPE_OPTIM["weight_decay"]), lr=RECIPE_OPTIM["lr"])
+                update(loss, opt)  # the optimizer's state exists before the counted step, as above
+                idea_launches[name] = count_launches(lambda: update(loss, opt), dev)  # noqa: B023
+                del net, loss, opt
     finally:
         torch.set_num_threads(before)
     out: dict = {"setup": {"dataset": "WikiText-2 valid.txt (the split the recipe trains on)", "batch": batch_size, "window": window,
-                           "vocab_size": len(vocab), "threads": threads, "repeats": repeats, "clock": "process CPU time",
+                           "vocab_size": len(vocab), "threads": threads, "repeats": repeats, "device": str(dev),
+                           "card": torch.cuda.get_device_name(dev) if cuda else None, "torch": torch.__version__,
+                           "shape": "the semantic-KL recipe's --gpu shape" if gpu_shape else "the semantic-KL recipe's CPU shape",
+                           "clock": "wall time between torch.cuda.synchronize calls" if cuda else "process CPU time",
                            "model": {k: getattr(m, k) for k in ("d_model", "n_layers", "n_heads", "d_ff")}}}
+    if launches:
+        out["setup"]["launches"] = ("CUDA kernels per step (torch.profiler)" if cuda else
+                                    "CPU proxy: leaf aten operators per step that are not views or allocations (torch.profiler), "
+                                    "each a kernel launch on a GPU")
     for v, net, _, _ in setups:
         out[v] = {"best_ms": 1000 * min(times[v]), "median_ms": 1000 * statistics.median(times[v]),
                   "params": sum(p.numel() for p in net.parameters())}
+        if launches:
+            out[v]["launches"] = counted[v]
     for v in variants:
         out[v]["ratio_best"] = out[v]["best_ms"] / out["baseline"]["best_ms"]
         out[v]["ratio_median"] = out[v]["median_ms"] / out["baseline"]["median_ms"]
+        if launches:
+            out[v]["launch_ratio"] = counted[v] / counted["baseline"]
+    if launches and "idea-gating" in variants:
+        out["idea-gating"]["block_elements"] = idea_block_elements(dev)
+        for name, n in idea_launches.items():
+            out["idea-gating"][f"launches_{name}"] = n
+            out["idea-gating"][f"launch_ratio_{name}"] = n / counted["baseline"]
     return out
 
 
 def format_results(r: dict) -> str:
     """A Markdown table of the step times and ratios."""
     s = r["setup"]
+    launches = "launches" in s
     lines = [f"training step time: {s['batch']} windows of {s['window']} tokens, vocabulary {s['vocab_size']:,}, "
-             f"{s['threads']} thread(s), {s['repeats']} interleaved steps each, {s['clock']}", "",
-             "| variant | parameters | best ms/step | median ms/step | ratio (best) | ratio (median) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             f"{s['threads']} thread(s), device {s.get('device', 'cpu')}{' (' + s['card'] + ')' if s.get('card') else ''}, "
+             f"{s['repeats']} interleaved steps each, {s['clock']}", "",
+             "| variant | parameters | best ms/step | median ms/step | ratio (best) | ratio (median) |" + (" launches | launch ratio |" if launches else ""),
+             "| --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if launches else "")]
     for v in (k for k in r if k != "setup"):
         m = r[v]
-        lines.append(f"| {v} | {m['params']:,} | {m['best_ms']:.1f} | {m['median_ms']:.1f} | {m['ratio_best']:.3f}x | {m['ratio_median']:.3f}x |")
+        lines.append(f"| {v} | {m['params']:,} | {m['best_ms']:.1f} | {m['median_ms']:.1f} | {m['ratio_best']:.3f}x | {m['ratio_median']:.3f}x |"
+                     + (f" {m['launches']:,} | {m['launch_ratio']:.2f}x |" if launches else ""))
+    if launches:
+        lines += ["", f"launches: {s['launches']}"]
+        idea = r.get("idea-gating", {})
+        if "launches_cpu_blocks" in idea:
+            lines.append(f"idea-gating's fused objective: {idea['launches_cpu_blocks']:,} launches ({idea['launch_ratio_cpu_blocks']:.2f}x) with "
+                         f"the CPU's row blocks of {CPU_BLOCK_ELEMENTS:,} entries, {idea['launches_one_block']:,} "
+                         f"({idea['launch_ratio_one_block']:.2f}x) with one block (CUDA's default when memory allows); "
+                         f"this device's blocks: {idea['block_elements']:,} entries")
     return "\n".join(lines)

@@ -310,10 +310,30 @@ class _IdeaObjective(torch.autograd.Function):
         return (g_logits.to(ctx.dtypes[0]), g_z.to(ctx.dtypes[1])) + (None,) * 11
 
 
+CPU_BLOCK_ELEMENTS = 1 << 18
+"""Entries of (N, V) per row block of :func:`idea_objective` on the CPU: about a cache's worth."""
+CUDA_BYTES_PER_ENTRY = 64
+"""Free CUDA memory set aside per entry of a row block: the block's float32 temporaries
+(sigmoid, gate, clamp mask, derivative, a few more) with room to spare."""
+
+
+def idea_block_elements(device: torch.device | str) -> int:
+    """Entries per row block of :func:`idea_objective` on ``device``: :data:`CPU_BLOCK_ELEMENTS`
+    on the CPU (the block stays in cache); on CUDA, free memory / :data:`CUDA_BYTES_PER_ENTRY`
+    (at least the CPU's), so that a training step's (N, V) is one block, or a few, rather than
+    hundreds of small launches. The values do not depend on the block size (rows are
+    independent; only the float64 sums are added in another order)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return CPU_BLOCK_ELEMENTS
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(CPU_BLOCK_ELEMENTS, free // CUDA_BYTES_PER_ENTRY)
+
+
 def idea_objective(
     logits: Tensor, z: Tensor, targets: Tensor, *, alpha: float, window: int, pad_id: int = 0, beta: float = -2.0,
     eps: float = 1e-6, variant: GateVariant = "published", weight: float = 1.0, stop_ids: Tensor | Sequence[int] | None = None,
-    pos_weight: float | None = None, block_elements: int = 1 << 18,
+    pos_weight: float | None = None, block_elements: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The training loss of an idea-gated LM, fused: ``(total, ce, bce)`` with
 
@@ -328,7 +348,9 @@ def idea_objective(
     Why fused: the naive path makes some thirty passes over (B, L, V) arrays too large for
     the cache (sigmoid, log, clamp, add, log-softmax, softplus and their autograd
     backward each read and write all of it). Here the rows are taken in blocks of about
-    ``block_elements`` entries; each block's gate, gated log-softmax, CE gradient, gate
+    ``block_elements`` entries (default :func:`idea_block_elements` of the device: a CPU
+    cache's worth on the CPU, as much as free memory allows on CUDA, where each block costs
+    some twenty kernel launches); each block's gate, gated log-softmax, CE gradient, gate
     derivative and BCE gradient are computed while it is in cache, and ``sigmoid(z)`` is
     computed once for the gate, its derivative and the BCE gradient. The BCE's positives
     come from the sparse (B, L, K) windows (:func:`window_tokens`): no dense target.
@@ -346,6 +368,8 @@ def idea_objective(
         keep_col[torch.as_tensor(stop_ids, dtype=torch.long, device=z.device)] = False
     tokens, first = window_tokens(targets, window, pad_id, V)
     flat_targets = torch.where(targets == pad_id, -1, targets.long()).reshape(-1)
+    if block_elements is None:
+        block_elements = idea_block_elements(logits.device)
     block = max(1, block_elements // V)
     return _IdeaObjective.apply(
         logits.reshape(B * L, V), z.reshape(B * L, V), flat_targets, tokens.reshape(B * L, -1), first.reshape(B * L, -1), keep_col,
@@ -413,7 +437,8 @@ class IdeaOutput(nn.Module):
 
 
 def idea_training_loss(
-    model: nn.Module, ids: Tensor, targets: Tensor, stop_ids: Tensor | Sequence[int] | None, pad_id: int, **inputs,
+    model: nn.Module, ids: Tensor, targets: Tensor, stop_ids: Tensor | Sequence[int] | None, pad_id: int,
+    block_elements: int | None = None, **inputs,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One training forward pass of a :class:`~neurosym.lm.model.CausalLM` whose output
     layer is an :class:`IdeaOutput`, and its loss through :func:`idea_objective`:
@@ -423,7 +448,8 @@ def idea_training_loss(
     the ungated logits and the idea logits), and the fused objective gates, takes the CE
     of the gated logits and the idea BCE (weight, window, gate and ``pos_weight`` from the
     output's :class:`IdeaConfig`) at the alpha this forward pass had on the ramp. Equal
-    to ``F.cross_entropy(model(ids).logits, ...) + weight * idea_loss(...)`` up to rounding."""
+    to ``F.cross_entropy(model(ids).logits, ...) + weight * idea_loss(...)`` up to rounding.
+    ``block_elements``: the objective's row blocks (default: chosen for the device)."""
     output = getattr(model, "output", None)
     if not isinstance(output, IdeaOutput):
         raise NeurosymError("idea_training_loss: the model has no idea gate (its output layer is not an IdeaOutput)")
@@ -435,7 +461,8 @@ def idea_training_loss(
         output.gated = gated
     c = output.config
     return idea_objective(out.logits, out.extras["idea"], targets, alpha=alpha, window=c.window, pad_id=pad_id, beta=c.beta,
-                          eps=c.eps, variant=c.variant, weight=c.weight, stop_ids=stop_ids, pos_weight=c.pos_weight)
+                          eps=c.eps, variant=c.variant, weight=c.weight, stop_ids=stop_ids, pos_weight=c.pos_weight,
+                          block_elements=block_elements)
 
 
 def idea_parameters(d_model: int, vocab_size: int, hidden: int, tied: bool) -> int:
@@ -500,6 +527,6 @@ def xray(model: nn.Module, ids: Sequence[int], k: int = 10) -> dict[str, list[tu
 
 
 __all__ = [
-    "GATE_VARIANTS", "IdeaConfig", "IdeaHead", "IdeaOutput", "idea_gate", "idea_loss", "idea_objective", "idea_parameters",
+    "CPU_BLOCK_ELEMENTS", "CUDA_BYTES_PER_ENTRY", "GATE_VARIANTS", "IdeaConfig", "IdeaHead", "IdeaOutput", "idea_block_elements", "idea_gate", "idea_loss", "idea_objective", "idea_parameters",
     "idea_perplexities", "idea_targets", "idea_training_loss", "matched_d_ff", "ramped_alpha", "stop_word_ids", "window_tokens", "xray",
 ]

@@ -325,3 +325,13 @@ def test_training_loss_equals_the_unfused_recipe_loss_and_keeps_the_ramp():
         for (name, p1), p2 in zip(m1.named_parameters(), m2.parameters()):
             torch.testing.assert_close(p1.grad, p2.grad, rtol=1e-4, atol=1e-6, msg=name)
     assert int(m1.output.steps) == int(m2.output.steps) == 3 and m1.output.gated  # the gate is back on after the loss
+
+
+def test_block_size_follows_the_device(monkeypatch):
+    from neurosym.lm.idea import CPU_BLOCK_ELEMENTS, CUDA_BYTES_PER_ENTRY, idea_block_elements
+
+    assert idea_block_elements("cpu") == CPU_BLOCK_ELEMENTS
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (64 << 30, 80 << 30))  # 64 GiB free
+    assert idea_block_elements("cuda:0") == (64 << 30) // CUDA_BYTES_PER_ENTRY  # a 32 x 256 x 33k step is one block
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1 << 20, 80 << 30))  # almost none free
+    assert idea_block_elements("cuda") == CPU_BLOCK_ELEMENTS

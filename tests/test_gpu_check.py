@@ -1,0 +1,84 @@
+"""scripts/gpu-check in its tiny CPU mode: the same code path as on a GPU, every part run,
+one JSON with the machine and each part's figures and wall seconds (issue 30)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu-check"
+
+
+def numbers(x):
+    """Every number in a JSON value."""
+    if isinstance(x, bool):
+        return
+    if isinstance(x, (int, float)):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from numbers(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from numbers(v)
+
+
+def test_gpu_check_tiny_cpu_mode_writes_one_json_with_every_part(tmp_path):
+    out = tmp_path / "gpu-check.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(out), "--cpu", "--tiny"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["mode"] == "cpu tiny" and r["device"] == "cpu" and r["torch"] and r["wall_s"] > 0
+    assert list(r["parts"]) == ["semantic-kl", "idea-gating", "structured-suite", "bench-train", "bench-inside", "decode"]
+    for name, part in r["parts"].items():
+        assert part["ok"] and part["wall_s"] > 0 and part["result"]["gpu_command"].startswith("neurosym "), name
+    # json.loads accepts NaN / Infinity: none may be there (the script writes them as strings)
+    assert all(math.isfinite(x) for x in numbers(r))
+    skl = r["parts"]["semantic-kl"]["result"]["report"]["wikitext-2"]
+    assert skl["baseline"]["ppl"] > 1 and skl["kl-T0.1"]["ppl"] > 1 and 0 <= skl["kl-T0.1"]["ece"] <= 1
+    idea = r["parts"]["idea-gating"]["result"]["report"]["datasets"]["wikitext-2"]
+    assert idea["baseline"]["ppl"] > 1 and idea["variant"]["ppl"] > 1
+    train = r["parts"]["bench-train"]["result"]["result"]
+    assert set(train) >= {"setup", "baseline", "fusion", "semantic-kl", "idea-gating"} and "CPU proxy" in train["setup"]["launches"]
+    assert train["idea-gating"]["ratio_median"] > 0 and train["idea-gating"]["launch_ratio"] > 1
+    inside = r["parts"]["bench-inside"]["result"]["result"]["rows"][0]
+    assert inside["neurosym"]["status"] == "ok" and inside["neurosym"]["median_seconds"] > 0
+    if inside["torch_struct"]["status"] == "ok":  # the reference is an optional package
+        assert inside["ratio"] > 0 and inside["torch_struct"]["log_z"] == pytest.approx(inside["neurosym"]["log_z"], rel=1e-4)
+    decode = r["parts"]["decode"]["result"]["batches"]
+    assert set(decode) == {"1", "32"} and decode["32"]["batch"] == 32 and decode["1"]["wall"]["forward_cached_ms"] > 0
+
+
+def test_gpu_check_refuses_bad_input(tmp_path):
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                              env={"PATH": "/usr/bin:/bin"})
+
+    bad = run(str(tmp_path / "x.json"), "--cpu", "--tiny", "--parts", "semantic-kl,warp-drive")
+    assert bad.returncode == 2 and "--parts: unknown warp-drive" in bad.stderr and "Traceback" not in bad.stderr
+    missing = run(str(tmp_path / "x.json"), "--cpu", "--tiny", "--data", str(tmp_path / "nowhere"))
+    assert missing.returncode != 0 and "--data" in missing.stderr and "no such folder" in missing.stderr and "Traceback" not in missing.stderr
+    no_out = run("--cpu", "--tiny")
+    assert no_out.returncode == 2 and "$OUT" in no_out.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_gpu_check_without_cuda_says_so(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "x.json")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2 and "CUDA is not available" in proc.stderr and "--cpu --tiny" in proc.stderr
+
+
+def test_bench_inside_has_no_address_space_cap_on_cuda():
+    """CUDA reserves more virtual memory than any RLIMIT_AS cap at its start: the cap is for the CPU only."""
+    from neurosym.bench import inside
+
+    r = inside.run(batch=1, lengths=(3,), sizes=(2,), repeats=1, progress=False)
+    assert r["memory_cap_bytes"] > 0 and "capped at" in inside.format_results(r)
+    shown = inside.format_results(r | {"device": "cuda", "memory_cap_bytes": None})
+    assert "no address-space cap (CUDA)" in shown
