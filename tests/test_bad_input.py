@@ -16,6 +16,7 @@ from neurosym import kinds
 from neurosym.cli.main import main
 from neurosym.compile.regex import Limits
 from neurosym.errors import NeurosymError
+from tiny_runs import tiny_fusion_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -383,35 +384,12 @@ def test_a_huge_sample_count_prints_at_once_and_stops_quietly_when_the_reader_go
     assert p.returncode == 0 and b"Traceback" not in err, err.decode()
 
 
-CONFIG = """
-[run]
-name = "tiny"
-out_dir = "{out}"
-task = "neurosym.experiments.semantic_fusion:task"
-
-[model]
-kind = "fusion"
-d_model = 16
-n_layers = 1
-n_heads = 2
-d_ff = 32
-aux_hidden = 16
-
-[data]
-train = 64
-valid = 16
-holdout = 1
-
-[optim]
-batch_size = 32
-epochs = 1
-"""
 
 
 def test_generate_says_why_when_every_sample_dead_ends(tmp_path):
     """A character-level pattern on the word-level model: no word token spells a year."""
     cfg = tmp_path / "tiny.toml"
-    cfg.write_text(CONFIG.format(out=tmp_path.as_posix()))
+    cfg.write_text(tiny_fusion_config(tmp_path))
     assert CliRunner().invoke(main, ["train", str(cfg)]).exit_code == 0
     r = CliRunner().invoke(main, ["generate", str(tmp_path / "tiny"), "--grammar", f"{ROOT / 'grammars/dates.regex'}:YEAR", "-n", "3"])
     assert r.exit_code == 2 and "every sample dead-ended" in r.output and "vocabulary" in r.output, r.output

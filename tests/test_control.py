@@ -25,6 +25,7 @@ from neurosym.experiments.control import (
 from neurosym.experiments.semantic_fusion import CONTROL
 from neurosym.lm.fusion import build_fusion_lm, control_names
 from neurosym.lm.model import CausalLM, LMConfig
+from tiny_runs import tiny_fusion_config
 
 FSG = load_fsg(shipped_file("grammars/clause.fsg"))
 BANK = load_lexicon(shipped_file("lexicons/sentiment.lex"), FSG.vocab)
@@ -258,38 +259,13 @@ def test_paper_sampler_refuses_bad_values():
 
 
 # ---------------------------------------------------------------------- neurosym eval
-CONFIG = """
-[run]
-name = "tiny"
-out_dir = "{out}"
-task = "neurosym.experiments.semantic_fusion:task"
-threads = 1
-
-[model]
-kind = "fusion"
-control = true
-d_model = 16
-n_layers = 1
-n_heads = 2
-d_ff = 32
-aux_hidden = 16
-
-[data]
-train = 64
-valid = 16
-holdout = 2
-
-[optim]
-batch_size = 32
-epochs = 1
-"""
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("control")
     cfg = folder / "tiny.toml"
-    cfg.write_text(CONFIG.format(out=folder.as_posix()))
+    cfg.write_text(tiny_fusion_config(folder, holdout=2, run="threads = 1", model="control = true"))
     result = CliRunner().invoke(main, ["train", str(cfg)])
     assert result.exit_code == 0, result.output
     return folder / "tiny"

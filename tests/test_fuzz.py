@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from neurosym.cli.main import main
 from test_bad_input import PeakMemory
+from tiny_runs import tiny_fusion_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_BOUND = 1536 * 2**20
@@ -359,36 +360,13 @@ def test_a_small_fuzz_pass(tmp_path):
     assert tally.inputs >= 50 and tally.exits[2] > 0
 
 
-TINY_RUN = """
-[run]
-name = "tiny"
-out_dir = "{out}"
-task = "neurosym.experiments.semantic_fusion:task"
-
-[model]
-kind = "fusion"
-d_model = 16
-n_layers = 1
-n_heads = 2
-d_ff = 32
-aux_hidden = 16
-
-[data]
-train = 64
-valid = 16
-holdout = 1
-
-[optim]
-batch_size = 32
-epochs = 1
-"""
 
 
 @pytest.mark.slow
 def test_the_full_fuzz_pass(tmp_path):
     """At least 2,000 calls, generate and eval included (on a tiny trained run)."""
     config = tmp_path / "tiny.toml"
-    config.write_text(TINY_RUN.format(out=(tmp_path / "runs").as_posix()))
+    config.write_text(tiny_fusion_config(tmp_path / "runs"))
     assert CliRunner().invoke(main, ["train", str(config)]).exit_code == 0
     work = tmp_path / "work"
     work.mkdir()

@@ -14,37 +14,15 @@ from click.testing import CliRunner
 from neurosym.cli.main import main
 from neurosym.compile.fsg import load_fsg
 from neurosym.data import shipped_file
+from tiny_runs import tiny_fusion_config
 
-CONFIG = """
-[run]
-name = "tiny"
-out_dir = "{out}"
-task = "neurosym.experiments.semantic_fusion:task"
-
-[model]
-kind = "{kind}"
-d_model = 16
-n_layers = 1
-n_heads = 2
-d_ff = 32
-aux_hidden = 16
-
-[data]
-train = 64
-valid = 16
-holdout = 1
-
-[optim]
-batch_size = 32
-epochs = 1
-"""
 
 
 @pytest.fixture(scope="module", params=["fusion", pytest.param("baseline", marks=pytest.mark.slow)])
 def run_dir(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     cfg = folder / "tiny.toml"
-    cfg.write_text(CONFIG.format(out=folder.as_posix(), kind=request.param))
+    cfg.write_text(tiny_fusion_config(folder, kind=request.param))
     result = CliRunner().invoke(main, ["train", str(cfg)])
     assert result.exit_code == 0, result.output
     return folder / "tiny"

@@ -21,31 +21,10 @@ from neurosym.compile.regex import Limits, to_automaton, words_dfa
 from neurosym.decode import LogitsProcessor, ProcessorContext, processor_names, register_processor, unregister_processor
 from neurosym.errors import NeurosymError, SourceError
 from neurosym.vocab import Vocab
+from tiny_runs import tiny_fusion_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-CONFIG = """
-[run]
-name = "tiny"
-out_dir = "{out}"
-task = "neurosym.experiments.semantic_fusion:task"
-
-[model]
-kind = "baseline"
-d_model = 16
-n_layers = 1
-n_heads = 2
-d_ff = 32
-
-[data]
-train = 64
-valid = 16
-holdout = 1
-
-[optim]
-batch_size = 32
-epochs = 1
-"""
 
 
 # ---------------------------------------------------------------------- the toy file kind
@@ -164,7 +143,7 @@ def test_registering_twice_is_an_error(toy_kind):
 def run_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("toy-run")
     cfg = folder / "tiny.toml"
-    cfg.write_text(CONFIG.format(out=folder.as_posix()))
+    cfg.write_text(tiny_fusion_config(folder, kind="baseline"))
     result = CliRunner().invoke(main, ["train", str(cfg)])
     assert result.exit_code == 0, result.output
     return folder / "tiny"
