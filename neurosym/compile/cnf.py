@@ -170,7 +170,7 @@ def to_cnf(grammar: Grammar, check: bool = True, max_symbols: int = DEFAULT_MAX_
     n = len(g.names)
     null = _null_probabilities(g, n)
     nonempty = _nonempty(g, n)
-    ne = np.where(nonempty, 1.0 - null, 0.0)
+    ne = np.where(nonempty, _nonempty_probabilities(g, n, null), 0.0)
     if np.any(nonempty & (ne <= 0)):
         raise CompileError("the grammar leaks probability (a nonterminal derives the empty string with probability 1 yet has non-empty derivations); is it consistent?")
     K = len(terminals)
@@ -294,6 +294,37 @@ def _null_probabilities(g: _Rules, n: int) -> np.ndarray:
         raise CompileError("the probabilities of deriving the empty string do not converge; is the grammar consistent?")
     e[idx] = np.clip(x, 0.0, 1.0)
     return e
+
+
+def _nonempty_probabilities(g: _Rules, n: int, null: np.ndarray) -> np.ndarray:
+    """``ne[A] = P(A derives a non-empty string)``, ``1 - null[A]`` in exact arithmetic, but
+    solved as its own linear system so that a symbol that is almost surely empty keeps its
+    small non-empty mass to full relative precision (``1 - 0.99999999997`` loses 6 digits
+    to cancellation): a rule ``A -> X Y`` is non-empty with ``ne[X] + null[X] ne[Y]`` (a
+    terminal: ne 1, null 0), so ``ne = M ne + b`` and ``ne = (I - M)^-1 b`` through the one
+    star (:func:`neurosym.compile.closure.sparse_star`). Where that star does not exist
+    (spectral radius 1) the subtraction is used."""
+    weights: dict[tuple[int, int], float] = {}
+    b = np.zeros(n)
+    for a, rhs, p in g.rules:
+        if not rhs:
+            continue
+        x = rhs[0]
+        if x < 0:  # a terminal first: always non-empty
+            b[a] += p
+            continue
+        weights[(a, x)] = weights.get((a, x), 0.0) + p
+        if len(rhs) == 2:
+            y = rhs[1]
+            if y < 0:
+                b[a] += p * null[x]
+            elif null[x] > 0:
+                weights[(a, y)] = weights.get((a, y), 0.0) + p * null[x]
+    try:
+        star = sparse_star(weights, n, "non-empty derivations form a cycle with probability 1")
+    except CompileError:
+        return 1.0 - null
+    return np.clip(star @ b, 0.0, 1.0)
 
 
 def _nonempty(g: _Rules, n: int) -> np.ndarray:
