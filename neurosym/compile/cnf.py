@@ -302,8 +302,9 @@ def _nonempty_probabilities(g: _Rules, n: int, null: np.ndarray) -> np.ndarray:
     small non-empty mass to full relative precision (``1 - 0.99999999997`` loses 6 digits
     to cancellation): a rule ``A -> X Y`` is non-empty with ``ne[X] + null[X] ne[Y]`` (a
     terminal: ne 1, null 0), so ``ne = M ne + b`` and ``ne = (I - M)^-1 b`` through the one
-    star (:func:`neurosym.compile.closure.sparse_star`). Where that star does not exist
-    (spectral radius 1) the subtraction is used."""
+    star (:func:`neurosym.compile.closure.sparse_star`), used where ``null[A] > 1/2`` (below
+    that the subtraction loses at most one bit, and is exact where ``null`` is 0). Where
+    that star does not exist (spectral radius 1) the subtraction is used."""
     weights: dict[tuple[int, int], float] = {}
     b = np.zeros(n)
     for a, rhs, p in g.rules:
@@ -320,11 +321,14 @@ def _nonempty_probabilities(g: _Rules, n: int, null: np.ndarray) -> np.ndarray:
                 b[a] += p * null[x]
             elif null[x] > 0:
                 weights[(a, y)] = weights.get((a, y), 0.0) + p * null[x]
+    simple = 1.0 - null  # exact where null is 0, within one bit where null <= 1/2
+    if not np.any(null > 0.5):
+        return simple
     try:
         star = sparse_star(weights, n, "non-empty derivations form a cycle with probability 1")
     except CompileError:
-        return 1.0 - null
-    return np.clip(star @ b, 0.0, 1.0)
+        return simple
+    return np.where(null > 0.5, np.clip(star @ b, 0.0, 1.0), simple)
 
 
 def _nonempty(g: _Rules, n: int) -> np.ndarray:
