@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from neurosym.cli.options import examples, force_option, json_option, output_option, seed_option
-from neurosym.errors import NeurosymError, SourceError
+from neurosym.errors import NeurosymError
 
 
 class MethodChoice(click.Choice):
@@ -36,16 +36,9 @@ def _read_examples(path: Path | None) -> list[str]:
     """One example per line (a blank line is the empty string)."""
     if path is None:
         return []
-    try:
-        return path.read_bytes().decode("utf-8").splitlines()
-    except FileNotFoundError:
-        raise NeurosymError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise NeurosymError(f"{path}: is a folder; give a file of examples, one per line") from None
-    except OSError as err:
-        raise NeurosymError(f"{path}: cannot read ({err.strerror or err})") from None
-    except UnicodeDecodeError as err:
-        raise SourceError.not_utf8(err, path) from None
+    from neurosym.dsl.source import read_text_file  # lazy: --help must not load lark and the DSLs
+
+    return read_text_file(path, "give a file of examples, one per line").splitlines()
 
 
 @click.command(

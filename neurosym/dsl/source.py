@@ -99,4 +99,20 @@ class IncludeReader:
             self.loading.discard(key)
 
 
-__all__ = ["IncludeReader", "lark_parser", "parse_text", "read_source"]
+def read_text_file(path: Path, folder_hint: str) -> str:
+    """The text of a data file a command reads whole (examples, a corpus): a missing file,
+    a folder (``folder_hint`` says what to give instead), an unreadable file and invalid
+    UTF-8 (at its line and column) are one-line errors."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise NeurosymError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise NeurosymError(f"{path}: is a folder; {folder_hint}") from None
+    except OSError as err:
+        raise NeurosymError(f"{path}: cannot read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise SourceError.not_utf8(err, path) from None
+
+
+__all__ = ["IncludeReader", "lark_parser", "parse_text", "read_source", "read_text_file"]

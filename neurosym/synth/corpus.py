@@ -33,6 +33,7 @@ from pathlib import Path
 from neurosym.synth import clock
 from neurosym.compile.regex import compile_bank, pattern_dfa
 from neurosym.dsl.regex import parse_regex_bank
+from neurosym.dsl.source import read_text_file
 from neurosym.data.text import conllu_sentences, field_column
 from neurosym.errors import NeurosymError, SourceError
 from neurosym.files import atomic_write_bytes
@@ -97,16 +98,7 @@ def read_corpus(path: str | Path, label: str | None = None) -> list[tuple[str, s
 
 
 def _lines(path: Path) -> list[str]:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise NeurosymError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise NeurosymError(f"{path}: is a folder; give a CoNLL-U (.conllu) or TSV (string<TAB>label) file") from None
-    except OSError as err:
-        raise NeurosymError(f"{path}: cannot read ({err.strerror or err})") from None
-    except UnicodeDecodeError as err:
-        raise SourceError.not_utf8(err, path) from None
+    text = read_text_file(path, "give a CoNLL-U (.conllu) or TSV (string<TAB>label) file")
     return text.split("\n") if not text.endswith("\n") else text[:-1].split("\n")
 
 
