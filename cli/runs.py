@@ -56,6 +56,7 @@ def plot(run: Path, output: Path | None, force: bool) -> None:
     name="eval",
     epilog=examples(
         "neurosym eval runs/mine --split test --json              # a run of the built-in lm task",
+        "neurosym eval runs/mine --grammar g.regex -n 100          # + how many of 100 free samples the grammar accepts",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0",
         "neurosym eval runs/semantic-fusion/semantic-fusion-baseline-seed0 -n 200 --seed 0 --json > baseline.json",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0 --settings soft,paper --alpha 0",
@@ -65,7 +66,7 @@ def plot(run: Path, output: Path | None, force: bool) -> None:
 @click.option("--settings", default="soft,soft-mask,hard,paper", show_default=True,
               help="Comma-separated decoding settings: soft (control input only), soft-mask (+ grammar mask), "
               "hard (+ the requested polarity's adjectives and punctuation only), paper (hard + class mixture).")
-@samples_option(200, "Samples per request and setting.", least=1)
+@samples_option(200, "Samples per request and setting (a semantic-fusion run), or samples drawn for --grammar.", least=1)
 @seed_option("Random seed (same seed, same samples; the same draws for any run).")
 @click.option("--alpha", default=0.3, show_default=True, type=click.FloatRange(min=0, max=1),
               help="Weight of the uniform class mixture in the paper setting (0: the model's own distribution).")
@@ -73,19 +74,35 @@ def plot(run: Path, output: Path | None, force: bool) -> None:
               help='A run of the built-in "lm" task: the [data] files to evaluate on.')
 @click.option("--pos", type=click.Path(path_type=Path), default=None,
               help='A run of the built-in "lm" task with a word vocabulary: also the same-POS miss rate over this .conllu file.')
+@click.option("--grammar", default=None,
+              help='A run of the built-in "lm" task: also the grammaticality of N unconstrained samples under this grammar '
+              "(a .regex pattern, .fsg, .pcfg, .txt word list or a regex, as for generate).")
+@click.option("--max-len", default=40, show_default=True, type=click.IntRange(min=1),
+              help="With --grammar: most tokens per sample (end included); the model's context may cap it.")
 @json_option("The report as JSON.")
-def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: str, pos: Path | None, as_json: bool) -> None:
+def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: str, pos: Path | None, grammar: str | None,
+             max_len: int, as_json: bool) -> None:
     """Evaluate a trained RUN (a run folder or a checkpoint). A run of the built-in "lm"
     task: perplexity, top-1 accuracy and calibration error (ECE) on its valid or test
-    files (and the same-POS miss rate with --pos). A semantic-fusion run: decode it for every request (polarity pos/neg x
+    files (and the same-POS miss rate with --pos; with --grammar, the share of N
+    unconstrained samples that are sentences of the grammar, and of the samples cut off
+    at --max-len, the share still viable prefixes of one). A semantic-fusion run: decode it for every request (polarity pos/neg x
     punctuation) under each setting and print polarity and punctuation accuracy,
     grammaticality, distinct-2, the held-out adjective hit rate next to the sampler's own
     share, and the intended-vs-realised confusion matrices."""
     from neurosym.lm.task import evaluate_run, format_evaluation, is_lm_run  # lazy: --help must not load torch and every subsystem
     if is_lm_run(run):
         result = evaluate_run(run, split, pos)
-        click.echo(json.dumps(result, indent=2) if as_json else format_evaluation(result))
+        lines = [format_evaluation(result)]
+        if grammar is not None:
+            from neurosym.decode.run import format_grammaticality, grammaticality  # lazy: as above
+            result["grammaticality"] = grammaticality(run, grammar, n=n, seed=seed, max_len=max_len)
+            lines.append(format_grammaticality(result["grammaticality"]))
+        click.echo(json.dumps(result, indent=2, ensure_ascii=False) if as_json else "\n".join(lines))
         return
+    if grammar is not None:
+        raise NeurosymError(f"--grammar: {run} is not a run of the built-in lm task; a semantic-fusion run's eval reports its "
+                            "grammaticality under every setting already")
     from neurosym.experiments.control import PaperSampler, evaluate_run, format_eval  # lazy: --help must not load torch and every subsystem
     names = tuple(s.strip() for s in settings.split(",") if s.strip())
     report = evaluate_run(run, settings=names, n=n, seed=seed, paper=PaperSampler(alpha=alpha))
