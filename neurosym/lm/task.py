@@ -37,8 +37,9 @@ features. A finished run's folder holds, beside the trainer's ``config.json``,
 ``metrics.jsonl`` and ``last.pt``: ``vocab.json``, ``model.safetensors``, the lexicon it
 read (``lexicon.lex``), ``data.json`` (the files it read, absolute) and ``checksums.json``
 (SHA-256 of each of them). :func:`evaluate_run` is ``neurosym eval`` for these runs;
-``neurosym generate`` reads them through :func:`neurosym.decode.run.load_run`, which
-rebuilds this task from the run's config (native models only).
+``neurosym generate`` and ``neurosym eval --grammar`` read them through
+:func:`neurosym.decode.run.load_run`, which calls :func:`load_lm_run` (native and
+Hugging Face models alike).
 """
 
 from __future__ import annotations
