@@ -115,10 +115,11 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: s
         "neurosym generate runs/semantic-fusion/semantic-fusion-fusion-seed0 --grammar grammars/clause.fsg -n 3   # a run of `reproduce semantic-fusion`",
         'neurosym generate runs/semantic-fusion/semantic-fusion-fusion-seed0/last.pt --grammar grammars/clause.fsg --prompt "Bob cooks" --top-p 0.9 --json',
         "neurosym generate runs/semantic-fusion --grammar grammars/email.regex:LABEL --temperature 0.7 --seed 1   # a run of `train configs/semantic_fusion.toml`",
+        "neurosym generate runs/mine -n 3                          # a run of the lm task (native or hf = DIR), free sampling",
     ),
 )
 @click.argument("run", type=click.Path(path_type=Path))
-@click.option("--grammar", required=True, help="A .regex bank's pattern (FILE:NAME; FILE if it has one), an .fsg or .pcfg grammar, a .txt word list, an artifact or a regex (neurosym.kinds.load_grammar).")
+@click.option("--grammar", default=None, help="A .regex bank's pattern (FILE:NAME; FILE if it has one), an .fsg or .pcfg grammar, a .txt word list, an artifact or a regex (neurosym.kinds.load_grammar); omitted: free sampling.")
 @click.option("--prompt", default=None, help="Text every sample starts with (it must be in the grammar's language so far).")
 @samples_option(5, "How many samples.")
 @click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Sampling temperature.")
@@ -127,11 +128,12 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: s
 @click.option("--max-len", default=40, show_default=True, type=click.IntRange(min=1), help="Most tokens generated per sample (end included); the model's context may cap it.")
 @click.option("--processor", "processors", multiple=True, help="A registered decoding processor, NAME or NAME:ARG, after the grammar (repeatable; neurosym.decode.processor_names()).")
 @json_option("A JSON list of samples.")
-def generate_cmd(run: Path, grammar: str, prompt: str | None, n: int, temperature: float, top_p: float, seed: int, max_len: int,
+def generate_cmd(run: Path, grammar: str | None, prompt: str | None, n: int, temperature: float, top_p: float, seed: int, max_len: int,
                  processors: tuple[str, ...], as_json: bool) -> None:
-    """Sample from a trained RUN (a run folder or a checkpoint) constrained to a grammar:
-    each sample with its grammar log-probability (an FSG's exact log P; n/a for regexes
-    and word lists) and the model's log-probability of the generated tokens."""
+    """Sample from a trained RUN (a run folder or a checkpoint; native or Hugging Face)
+    constrained to a grammar (or freely, without --grammar): each sample with its grammar
+    log-probability (an FSG's or PCFG's exact log P; n/a for regexes and word lists) and
+    the model's log-probability of the generated tokens."""
     from neurosym.decode.run import format_samples, generate_from_run  # lazy: --help must not load torch and every subsystem
     rows = generate_from_run(run, grammar, prompt=prompt, n=n, temperature=temperature, top_p=top_p, seed=seed, max_len=max_len,
                              processors=processors)

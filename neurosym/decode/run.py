@@ -144,9 +144,15 @@ def budget(loaded: LoadedRun, prompt_length: int, max_len: int) -> int:
     return room
 
 
+def unused_ban(loaded: LoadedRun) -> list[LogitsProcessor]:
+    """A :class:`TokenBan` of the model's output rows beyond the run's tokens (none when there are none)."""
+    unused = range(loaded.size, len(loaded.vocab))
+    return [TokenBan(unused, len(loaded.vocab))] if len(unused) else []
+
+
 def generate_from_run(
     run: str | Path,
-    grammar: str,
+    grammar: str | None,
     prompt: str | None = None,
     n: int = 5,
     temperature: float = 1.0,
@@ -160,17 +166,21 @@ def generate_from_run(
     and ``model_log_prob`` of the generated tokens given the prompt).
 
     ``grammar`` is read by :func:`neurosym.kinds.load_grammar` over the run's vocabulary
-    and enforced by :func:`neurosym.decode.grammar_processors` (its mask);
+    and enforced by :func:`neurosym.decode.grammar_processors` (its mask); None samples
+    freely (only the run's own tokens);
     ``processors`` are registered processor names (``NAME`` or ``NAME:ARG``,
     :func:`neurosym.decode.processor.build_processor`), applied after the grammar in
     order, then ``temperature`` and ``top_p`` (the processors ``temperature`` and
     ``top-p``)."""
     loaded = load_run(run)
     vocab = loaded.vocab
-    auto = run_grammar(grammar, loaded)
+    auto = run_grammar(grammar, loaded) if grammar is not None else None
     prompt_ids = vocab.encode(prompt) if prompt else []
     room = budget(loaded, len(prompt_ids), max_len)
-    chain = grammar_processors(auto, loaded.eos_id, max_len=budget_of(auto, len(prompt_ids) + room))
+    if auto is not None:
+        chain = grammar_processors(auto, loaded.eos_id, max_len=budget_of(auto, len(prompt_ids) + room))
+    else:
+        chain = unused_ban(loaded)
     ctx = ProcessorContext(vocab, loaded.eos_id, room)
     named = [*processors, *([f"temperature:{temperature!r}"] if temperature != 1.0 else []), *([f"top-p:{top_p!r}"] if top_p < 1.0 else [])]
     chain += [build_processor(spec, ctx) for spec in named]
@@ -224,9 +234,7 @@ def grammaticality(run: str | Path, grammar: str, n: int = 200, seed: int = 0, m
     loaded = load_run(run)
     auto = run_grammar(grammar, loaded)
     room = budget(loaded, 0, max_len)
-    unused = range(loaded.size, len(loaded.vocab))
-    chain = [TokenBan(unused, len(loaded.vocab))] if len(unused) else []
-    out = sample_run(loaded, chain, n, (), seed, room)
+    out = sample_run(loaded, unused_ban(loaded), n, (), seed, room)
     sentence, viable = membership(auto, out.tokens)
     ended = torch.tensor([s == "eos" for s in out.status], dtype=torch.bool)
     sentence, viable = sentence & ended, viable & ~ended
@@ -268,5 +276,5 @@ def format_samples(rows: list[dict[str, Any]]) -> str:
 
 __all__ = [
     "LoadedRun", "budget", "format_grammaticality", "format_samples", "generate_from_run", "grammaticality", "load_run",
-    "membership", "run_grammar", "sample_run",
+    "membership", "run_grammar", "sample_run", "unused_ban",
 ]

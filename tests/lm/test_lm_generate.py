@@ -219,6 +219,13 @@ def test_generate_on_a_hf_run_follows_a_regex(hf_runs, monkeypatch):
     prompted = generate("runs/hfb", "--grammar", SPACED, "--prompt", "a bird", "-n", "3")
     assert all(r["text"].startswith("a bird ") and re.fullmatch(SPACED, r["text"]) for r in prompted), prompted
     assert all(r["model_log_prob"] < 0 for r in rows + prompted)
+    # without a grammar: free samples of the run's own tokens, the text as the tokenizer decodes them
+    vocab = Vocab.from_json(json.loads((run["bytes"] / "vocab.json").read_text()))
+    free = generate("runs/hfb", "-n", "4", "--seed", "5")
+    assert len(free) == 4 and any(" " in r["text"] for r in free)
+    for r in free:
+        assert r["grammar_log_prob"] is None and max(r["tokens"]) < len(vocab)
+        assert r["text"] == vocab.tokenizer.decode(r["tokens"], skip_special_tokens=True)
 
 
 def test_fsg_and_pcfg_on_hf_runs(hf_runs, monkeypatch):
