@@ -314,3 +314,21 @@ def test_bpe_keeps_words_apart(bpe):
     assert bpe.decode(ids) == "the cat likes good food ."
     assert bpe.tokens[: len(SPECIALS)] == SPECIALS and len(bpe) == 300
     assert bpe.encode(["the", "cat"]) == bpe.encode("the cat")  # a line of words is joined by single spaces
+
+
+def test_a_hf_run_compiles_a_regex_as_the_hf_processor_does(hf_runs):
+    """`generate` on a transformers run and neurosym.hf.GrammarLogitsProcessor over the same
+    tokenizer and model width compile the same automaton (the token index over the tokenizer)."""
+    transformers = pytest.importorskip("transformers")
+    from neurosym.decode.run import load_run, run_grammar
+    from neurosym.hf import GrammarLogitsProcessor
+
+    folder, run = hf_runs
+    loaded = load_run(run["bytes"])
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "gpt2-bytes" / "tokenizer.json"),
+                                                     eos_token="<|endoftext|>", pad_token="<pad>")
+    proc = GrammarLogitsProcessor(SPACED, tokenizer, vocab_size=len(loaded.vocab))
+    ours = run_grammar(SPACED, loaded)
+    assert loaded.vocab == proc.vocab and len(loaded.vocab) == loaded.size + 5
+    assert ours.start == proc.grammar.start and torch.equal(ours.final, proc.grammar.final) and torch.equal(ours.delta, proc.grammar.delta)
+    assert loaded.eos_id == proc.eos_token_id
