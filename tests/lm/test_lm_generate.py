@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from neurosym.data.text import SPECIALS, BpeVocab
 from neurosym.vocab import Vocab
-from test_lm_task import CONFIG, HF_CONFIG, cli, make_project, save_tiny_models, sentences
+from test_lm_task import HF_CONFIG, cli, make_project, save_tiny_models, sentences
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -107,15 +107,14 @@ def save_byte_level_gpt2(folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The runs: native word (fusion, idea gate, semantic KL, aux), native bpe, and hf."""
+    """The native runs: word and bpe vocabularies."""
     folder = tmp_path_factory.mktemp("runs")
     make_project(folder)
     (folder / "small.fsg").write_text(SMALL_FSG)
     (folder / "small.pcfg").write_text(SMALL_PCFG)
     with pytest.MonkeyPatch.context() as mp:
         small = "d_model = 32\nn_layers = 1\nn_heads = 2\nd_ff = 64\nmax_len = 48"
-        out = {"mine": train(folder, "mine", CONFIG, mp),
-               "word": train(folder, "word", PLAIN.format(name="word", data='tokenizer = "word"', model=small, epochs=8), mp),
+        out = {"word": train(folder, "word", PLAIN.format(name="word", data='tokenizer = "word"', model=small, epochs=8), mp),
                "bpe": train(folder, "bpe", PLAIN.format(name="bpe", data='tokenizer = "bpe"\nbpe_size = 300', model=small, epochs=3), mp)}
     return folder, out
 
@@ -185,11 +184,14 @@ def test_eval_grammaticality_of_a_word_run(runs, monkeypatch, grammar, max_len):
 def test_eval_grammar_is_reproducible_and_errors_are_one_line(runs, monkeypatch):
     folder, run = runs
     monkeypatch.chdir(folder)
-    a = json.loads(cli("eval", "runs/mine", "--grammar", "small.fsg", "-n", "10", "--seed", "4", "--json").output)["grammaticality"]
-    b = json.loads(cli("eval", "runs/mine", "--grammar", "small.fsg", "-n", "10", "--seed", "4", "--json").output)["grammaticality"]
+    a = json.loads(cli("eval", "runs/word", "--grammar", "small.fsg", "-n", "10", "--seed", "4", "--json").output)["grammaticality"]
+    b = json.loads(cli("eval", "runs/word", "--grammar", "small.fsg", "-n", "10", "--seed", "4", "--json").output)["grammaticality"]
     assert a == b
-    missing = cli("eval", "runs/mine", "--grammar", "nowhere.fsg")
+    missing = cli("eval", "runs/word", "--grammar", "nowhere.fsg")
     assert missing.exit_code == 2 and missing.output.count("\n") == 1 and "nowhere.fsg: no such grammar file" in missing.output
+    (folder / "not-a-run").mkdir()
+    other = cli("eval", "not-a-run", "--grammar", "small.fsg")
+    assert other.exit_code == 2 and other.output.count("\n") == 1 and "--grammar: not-a-run is not a run of the built-in lm task" in other.output
 
 
 # ---------------------------------------------------------------------- Hugging Face runs
