@@ -56,6 +56,7 @@ def plot(run: Path, output: Path | None, force: bool) -> None:
     name="eval",
     epilog=examples(
         "neurosym eval runs/mine --split test --json              # a run of the built-in lm task",
+        "neurosym eval runs/mine --grammar g.regex -n 100          # + how many of 100 free samples the grammar accepts",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0",
         "neurosym eval runs/semantic-fusion/semantic-fusion-baseline-seed0 -n 200 --seed 0 --json > baseline.json",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0 --settings soft,paper --alpha 0",
@@ -65,7 +66,7 @@ def plot(run: Path, output: Path | None, force: bool) -> None:
 @click.option("--settings", default="soft,soft-mask,hard,paper", show_default=True,
               help="Comma-separated decoding settings: soft (control input only), soft-mask (+ grammar mask), "
               "hard (+ the requested polarity's adjectives and punctuation only), paper (hard + class mixture).")
-@samples_option(200, "Samples per request and setting.", least=1)
+@samples_option(200, "Samples per request and setting (a semantic-fusion run), or samples drawn for --grammar.", least=1)
 @seed_option("Random seed (same seed, same samples; the same draws for any run).")
 @click.option("--alpha", default=0.3, show_default=True, type=click.FloatRange(min=0, max=1),
               help="Weight of the uniform class mixture in the paper setting (0: the model's own distribution).")
@@ -73,19 +74,35 @@ def plot(run: Path, output: Path | None, force: bool) -> None:
               help='A run of the built-in "lm" task: the [data] files to evaluate on.')
 @click.option("--pos", type=click.Path(path_type=Path), default=None,
               help='A run of the built-in "lm" task with a word vocabulary: also the same-POS miss rate over this .conllu file.')
+@click.option("--grammar", default=None,
+              help='A run of the built-in "lm" task: also the grammaticality of N unconstrained samples under this grammar '
+              "(a .regex pattern, .fsg, .pcfg, .txt word list or a regex, as for generate).")
+@click.option("--max-len", default=40, show_default=True, type=click.IntRange(min=1),
+              help="With --grammar: most tokens per sample (end included); the model's context may cap it.")
 @json_option("The report as JSON.")
-def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: str, pos: Path | None, as_json: bool) -> None:
+def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: str, pos: Path | None, grammar: str | None,
+             max_len: int, as_json: bool) -> None:
     """Evaluate a trained RUN (a run folder or a checkpoint). A run of the built-in "lm"
     task: perplexity, top-1 accuracy and calibration error (ECE) on its valid or test
-    files (and the same-POS miss rate with --pos). A semantic-fusion run: decode it for every request (polarity pos/neg x
+    files (and the same-POS miss rate with --pos; with --grammar, the share of N
+    unconstrained samples that are sentences of the grammar, and of the samples cut off
+    at --max-len, the share still viable prefixes of one). A semantic-fusion run: decode it for every request (polarity pos/neg x
     punctuation) under each setting and print polarity and punctuation accuracy,
     grammaticality, distinct-2, the held-out adjective hit rate next to the sampler's own
     share, and the intended-vs-realised confusion matrices."""
     from neurosym.lm.task import evaluate_run, format_evaluation, is_lm_run  # lazy: --help must not load torch and every subsystem
     if is_lm_run(run):
         result = evaluate_run(run, split, pos)
-        click.echo(json.dumps(result, indent=2) if as_json else format_evaluation(result))
+        lines = [format_evaluation(result)]
+        if grammar is not None:
+            from neurosym.decode.run import format_grammaticality, grammaticality  # lazy: as above
+            result["grammaticality"] = grammaticality(run, grammar, n=n, seed=seed, max_len=max_len)
+            lines.append(format_grammaticality(result["grammaticality"]))
+        click.echo(json.dumps(result, indent=2, ensure_ascii=False) if as_json else "\n".join(lines))
         return
+    if grammar is not None:
+        raise NeurosymError(f"--grammar: {run} is not a run of the built-in lm task; a semantic-fusion run's eval reports its "
+                            "grammaticality under every setting already")
     from neurosym.experiments.control import PaperSampler, evaluate_run, format_eval  # lazy: --help must not load torch and every subsystem
     names = tuple(s.strip() for s in settings.split(",") if s.strip())
     report = evaluate_run(run, settings=names, n=n, seed=seed, paper=PaperSampler(alpha=alpha))
@@ -98,10 +115,11 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: s
         "neurosym generate runs/semantic-fusion/semantic-fusion-fusion-seed0 --grammar grammars/clause.fsg -n 3   # a run of `reproduce semantic-fusion`",
         'neurosym generate runs/semantic-fusion/semantic-fusion-fusion-seed0/last.pt --grammar grammars/clause.fsg --prompt "Bob cooks" --top-p 0.9 --json',
         "neurosym generate runs/semantic-fusion --grammar grammars/email.regex:LABEL --temperature 0.7 --seed 1   # a run of `train configs/semantic_fusion.toml`",
+        "neurosym generate runs/mine -n 3                          # a run of the lm task (native or hf = DIR), free sampling",
     ),
 )
 @click.argument("run", type=click.Path(path_type=Path))
-@click.option("--grammar", required=True, help="A .regex bank's pattern (FILE:NAME; FILE if it has one), an .fsg or .pcfg grammar, a .txt word list, an artifact or a regex (neurosym.kinds.load_grammar).")
+@click.option("--grammar", default=None, help="A .regex bank's pattern (FILE:NAME; FILE if it has one), an .fsg or .pcfg grammar, a .txt word list, an artifact or a regex (neurosym.kinds.load_grammar); omitted: free sampling.")
 @click.option("--prompt", default=None, help="Text every sample starts with (it must be in the grammar's language so far).")
 @samples_option(5, "How many samples.")
 @click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Sampling temperature.")
@@ -110,11 +128,12 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: s
 @click.option("--max-len", default=40, show_default=True, type=click.IntRange(min=1), help="Most tokens generated per sample (end included); the model's context may cap it.")
 @click.option("--processor", "processors", multiple=True, help="A registered decoding processor, NAME or NAME:ARG, after the grammar (repeatable; neurosym.decode.processor_names()).")
 @json_option("A JSON list of samples.")
-def generate_cmd(run: Path, grammar: str, prompt: str | None, n: int, temperature: float, top_p: float, seed: int, max_len: int,
+def generate_cmd(run: Path, grammar: str | None, prompt: str | None, n: int, temperature: float, top_p: float, seed: int, max_len: int,
                  processors: tuple[str, ...], as_json: bool) -> None:
-    """Sample from a trained RUN (a run folder or a checkpoint) constrained to a grammar:
-    each sample with its grammar log-probability (an FSG's exact log P; n/a for regexes
-    and word lists) and the model's log-probability of the generated tokens."""
+    """Sample from a trained RUN (a run folder or a checkpoint; native or Hugging Face)
+    constrained to a grammar (or freely, without --grammar): each sample with its grammar
+    log-probability (an FSG's or PCFG's exact log P; n/a for regexes and word lists) and
+    the model's log-probability of the generated tokens."""
     from neurosym.decode.run import format_samples, generate_from_run  # lazy: --help must not load torch and every subsystem
     rows = generate_from_run(run, grammar, prompt=prompt, n=n, temperature=temperature, top_p=top_p, seed=seed, max_len=max_len,
                              processors=processors)

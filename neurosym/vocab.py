@@ -180,6 +180,24 @@ class Vocab:
         unk = vocab.get(unk_token) if unk_token else None
         return cls(tokens, surfaces, "bytes" if byte_level else "word", unk=unk, tokenizer=tokenizer)
 
+    def padded(self, size: int) -> "Vocab":
+        """This vocabulary with ids ``len(self) .. size - 1`` added as unused tokens
+        ``<unused:i>`` that spell nothing (a model may have more output rows than its
+        tokenizer has tokens); itself when ``size == len(self)``."""
+        if size < len(self):
+            raise NeurosymError(f"cannot pad a vocabulary of {len(self)} tokens to {size}")
+        if size == len(self):
+            return self
+        extra = range(len(self), size)
+        return Vocab(self.tokens + [f"<unused:{i}>" for i in extra], self.surfaces + [None] * len(extra), self.kind,
+                     unk=self.unk, tokenizer=self._tokenizer)
+
+    @property
+    def tokenizer(self):
+        """The ``tokenizers.Tokenizer`` that encodes text for this vocabulary, or None
+        (a vocabulary of words or characters built without one)."""
+        return self._tokenizer
+
     # ------------------------------------------------------------------ lookups
     def __len__(self) -> int:
         return len(self.tokens)

@@ -84,7 +84,7 @@ def generate_grammar(tokenizer, monkeypatch):
     """``spec -> (compiled grammar, processors)`` as ``neurosym generate --grammar spec``
     builds them over the tokenizer's vocabulary."""
     vocab = tokenizer_vocab(tokenizer)
-    model = SimpleNamespace(config=SimpleNamespace(max_len=64), adapter=None)
+    model = SimpleNamespace(max_len=64, adapter=None)
     seen: dict = {}
     real_load = run_module.load_grammar
 
@@ -96,7 +96,9 @@ def generate_grammar(tokenizer, monkeypatch):
         seen["processors"] = kwargs["processors"]
         raise Stop
 
-    monkeypatch.setattr(run_module, "load_run", lambda path: LoadedRun(model, vocab, SimpleNamespace(), None))
+    start = vocab.id("<bos>") if "<bos>" in vocab else None
+    loaded = LoadedRun(model, vocab, SimpleNamespace(), None, eos_id=vocab.id("<eos>"), start_id=start, size=len(vocab))
+    monkeypatch.setattr(run_module, "load_run", lambda path: loaded)
     monkeypatch.setattr(run_module, "load_grammar", load_grammar)
     monkeypatch.setattr(run_module, "generate", sampler)
 

@@ -131,11 +131,11 @@ def test_bpe_vocab_keeps_specials_and_unk_whole():
     assert bpe.encode(["<unk>"]) == [UNK_ID]
     stream = bpe.encode_lines(lines[:20])
     assert int((stream == EOS_ID).sum()) == 20
-    # sub-words spell the words back
+    # sub-words spell the words back, with the space between them (byte-level: Ġ is the space's byte)
     ids = bpe.encode(["The", "game"])
-    assert "".join(bpe.tokens[i] for i in ids) == "Thegame"
+    assert "".join(bpe.tokens[i] for i in ids) == "TheĠgame" and bpe.decode(ids) == "The game"
     with pytest.raises(NeurosymError, match="vocab_size"):
-        BpeVocab.train(lines, vocab_size=3)
+        BpeVocab.train(lines, vocab_size=258)  # fewer than the specials and the 256 bytes
 
 
 # ---------------------------------------------------------------------- windows

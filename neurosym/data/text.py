@@ -16,8 +16,10 @@ The pieces, in the order a recipe uses them::
   vocabulary's unknown word, so words cut by ``min_freq`` (or absent from the training
   text) map to the same ``<unk>`` the corpus uses. Ids: ``<pad>`` 0, ``<unk>`` 1,
   ``<eos>`` 2, then words by decreasing count, ties alphabetical (deterministic).
-* **BPE** (:class:`BpeVocab`): a `tokenizers` byte-pair model trained on the same lines
-  (whitespace pre-tokenised, ``<pad> <unk> <eos>`` as special tokens at ids 0, 1, 2, the
+* **BPE** (:class:`BpeVocab`): a `tokenizers` byte-level byte-pair model trained on the
+  same lines (GPT-2's pre-tokenizer and decoder: the 256 bytes are the first sub-words
+  after ``<pad> <unk> <eos>``, special tokens at ids 0, 1, 2; a space is part of the
+  sub-word it starts, so ``decode(encode(text)) == text`` and any text encodes, the
   corpus's ``<unk>`` kept whole). Both vocabularies have ``encode_lines``.
 * **Windows**: the whole stream cut into consecutive windows of length L with stride L
   (stateless: no hidden state carried between windows), inputs ``stream[iL:(i+1)L]`` and
@@ -48,6 +50,7 @@ from neurosym.errors import NeurosymError, SourceError
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 SPECIALS = (PAD, UNK, EOS)
 PAD_ID, UNK_ID, EOS_ID = 0, 1, 2
+MIN_BPE_SIZE = len(SPECIALS) + 256  # BPE: the special tokens and every byte
 
 # The corpora the recipes know: dataset -> split -> (shipped file, file names accepted in a --data folder)
 CORPORA: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
@@ -185,10 +188,14 @@ class WordVocab:
 
 
 class BpeVocab:
-    """A byte-pair-encoding vocabulary trained with `tokenizers` on whitespace-split lines.
+    """A byte-level byte-pair-encoding vocabulary trained with `tokenizers`.
 
     ``<pad> <unk> <eos>`` are special tokens with ids 0, 1, 2 (the corpus's own ``<unk>``
-    stays one token); every other word is split into learnt sub-words.
+    stays one token); then the 256 single bytes (GPT-2's byte-to-character alphabet), then
+    the learnt merges. The pre-tokenizer is GPT-2's (``ByteLevel``, no added prefix space):
+    a space belongs to the sub-word after it (``Ġgame``), so sub-words carry the word
+    boundaries and :meth:`decode` gives back the text exactly: ``decode(encode(text)) ==
+    text`` for any text without the special tokens' spellings.
     """
 
     pad_id = PAD_ID
@@ -204,34 +211,47 @@ class BpeVocab:
         self.tokens = tuple(tokenizer.id_to_token(i) for i in range(size))
 
     @classmethod
-    def train(cls, lines: Iterable[Sequence[str]], vocab_size: int = 8000, min_frequency: int = 2) -> "BpeVocab":
-        """Learn merges from ``lines`` up to ``vocab_size`` tokens (specials included)."""
-        from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # lazy: only the BPE option needs it
+    def train(cls, lines: Iterable[str | Sequence[str]], vocab_size: int = 8000, min_frequency: int = 2) -> "BpeVocab":
+        """Learn merges from ``lines`` (each a text, or a sequence of words joined by
+        single spaces) up to ``vocab_size`` tokens: the specials, the 256 bytes, then
+        merges (so ``vocab_size`` is at least :data:`MIN_BPE_SIZE`)."""
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # lazy: only the BPE option needs it
 
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= len(SPECIALS):
-            raise NeurosymError(f"vocab_size: expected an integer > {len(SPECIALS)}, got {vocab_size!r}")
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < MIN_BPE_SIZE:
+            raise NeurosymError(f"vocab_size: expected an integer >= {MIN_BPE_SIZE} (the {len(SPECIALS)} special tokens and the 256 bytes), "
+                                f"got {vocab_size!r}")
         tok = Tokenizer(models.BPE(unk_token=UNK))
-        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIALS), show_progress=False)
-        tok.train_from_iterator((" ".join(line) for line in lines), trainer=trainer)
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIALS),
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tok.train_from_iterator((_line_text(line) for line in lines), trainer=trainer)
         return cls(tok)
 
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def encode(self, words: Sequence[str]) -> list[int]:
-        """Sub-word ids of one whitespace-split line."""
-        return self.tokenizer.encode(list(words), is_pretokenized=True).ids
+    def encode(self, text: str | Sequence[str]) -> list[int]:
+        """Sub-word ids of a text (or of words joined by single spaces)."""
+        return self.tokenizer.encode(_line_text(text), add_special_tokens=False).ids
 
-    def encode_lines(self, lines: Iterable[Sequence[str]], eos: bool = True) -> Tensor:
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids`` (special tokens left out)."""
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def encode_lines(self, lines: Iterable[str | Sequence[str]], eos: bool = True) -> Tensor:
         """One stream of ids (N,) long: each line's sub-word ids followed by ``<eos>``."""
         out: list[int] = []
-        lines = [list(line) for line in lines]
-        for enc in self.tokenizer.encode_batch(lines, is_pretokenized=True):
+        for enc in self.tokenizer.encode_batch([_line_text(line) for line in lines], add_special_tokens=False):
             out.extend(enc.ids)
             if eos:
                 out.append(EOS_ID)
         return torch.tensor(out, dtype=torch.long)
+
+
+def _line_text(line: str | Sequence[str]) -> str:
+    """A line as text: itself, or its words joined by single spaces."""
+    return line if isinstance(line, str) else " ".join(line)
 
 
 # ---------------------------------------------------------------------- LM windows
@@ -362,6 +382,7 @@ __all__ = [
     "BpeVocab",
     "CORPORA",
     "EOS",
+    "MIN_BPE_SIZE",
     "PAD",
     "SPECIALS",
     "TaggedSentence",

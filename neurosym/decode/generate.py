@@ -150,7 +150,7 @@ def generate(
     model.eval()
     feed_prompts(processors, rows, device, vocab)
     context = [([bos_id] if bos_id is not None else []) + p for p in rows]
-    limit = model.config.max_len
+    limit = model.max_len
     for b, c in enumerate(context):
         if not c:
             raise NeurosymError(f"generate: prompt {b} is empty and there is no bos_id to start from")

@@ -11,7 +11,11 @@ calling convention and plug-ins, so one task, one loss and one evaluation serve 
   (tied to the base's output embeddings) and whose gate is added to the base's logits;
   ``extras`` then hold ``idea`` and ``ungated``, as in the native model;
 * ``lm_head``: the base's output embeddings (``.weight`` (V, D), tied or not), which the
-  semantic-KL target reads.
+  semantic-KL target reads;
+* ``new_cache(B)`` and ``forward(ids, cache=...)``: the base's own key/value cache behind
+  :class:`~neurosym.lm.model.CausalLM`'s cache protocol (``length``, ``select(rows)``),
+  so :func:`neurosym.decode.generate` samples from either model; ``max_len`` is the
+  base's number of positions.
 
 :func:`load_base` reads the folder (``AutoModelForCausalLM``, no download), checks that
 it is causal (a probe: the logits at position 0 must not depend on position 1), and puts
@@ -21,6 +25,7 @@ imported only here and only when a config names ``hf``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,6 +84,32 @@ def check_causal(base: nn.Module, folder: str | Path) -> None:
                             "model.hf needs a causal language model (GPT-2, Llama, ...), not an encoder")
 
 
+def cache_keyword(base: nn.Module) -> str:
+    """The name under which ``base.forward`` takes and returns its key/value cache:
+    ``cache`` (transformers 5.x) or ``past_key_values`` (earlier releases)."""
+    inner = base.get_base_model() if hasattr(base, "get_base_model") else base  # a peft model passes the keyword through
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
+class HFCache:
+    """The key/value cache of a transformers model in :class:`~neurosym.lm.model.KVCache`'s
+    protocol: ``length`` positions read so far, ``select(rows)`` keeps some rows. ``past``
+    is the base's own cache object (None before the first read)."""
+
+    def __init__(self, past: Any = None, length: int = 0):
+        self.past = past
+        self.length = length
+
+    def select(self, rows: Tensor) -> "HFCache":
+        """The cache of the given rows (B',) only (the base's cache object is narrowed in place)."""
+        if self.past is not None:
+            if hasattr(self.past, "batch_select_indices"):
+                self.past.batch_select_indices(rows)
+            else:  # a transformers release that keeps a tuple of (k, v) per layer
+                self.past = tuple(tuple(t.index_select(0, rows) for t in layer) for layer in self.past)
+        return HFCache(self.past, self.length)
+
+
 class HFCausalLM(nn.Module):
     """A transformers causal LM with CausalLM's plug-ins (see the module docstring)."""
 
@@ -99,15 +130,37 @@ class HFCausalLM(nn.Module):
     def d_model(self) -> int:
         return self.base.get_input_embeddings().embedding_dim
 
+    @property
+    def max_len(self) -> int:
+        """The most positions the base reads (its ``n_positions`` or ``max_position_embeddings``)."""
+        config = self.base.config
+        positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        if positions is None:
+            raise NeurosymError(f"{type(self.base).__name__}: its config gives no number of positions (max_position_embeddings)")
+        return int(positions)
+
     def num_parameters(self, trainable_only: bool = False) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
-    def forward(self, ids: Tensor, **inputs: Any) -> LMOutput:
-        """ids (B, L) -> LMOutput(logits (B, L, V), hidden (B, L, D), extras)."""
+    def new_cache(self, batch_size: int) -> HFCache:
+        """An empty cache (the base makes its own on the first read; ``batch_size`` rows)."""
+        return HFCache()
+
+    def forward(self, ids: Tensor, cache: HFCache | None = None, **inputs: Any) -> LMOutput:
+        """ids (B, L) -> LMOutput(logits (B, L, V), hidden (B, L, D), extras). With a
+        ``cache``, ``ids`` are the positions after the cached ones and the outputs are theirs."""
         e = self.base.get_input_embeddings()(ids)  # (B, L, D)
         if self.adapter is not None:
             e = self.adapter(e, **inputs)
-        out = self.base(inputs_embeds=e, output_hidden_states=True, use_cache=False)
+        if cache is None:
+            out = self.base(inputs_embeds=e, output_hidden_states=True, use_cache=False)
+        else:
+            if cache.length + ids.shape[1] > self.max_len:
+                raise NeurosymError(f"sequence length {cache.length + ids.shape[1]} exceeds the model's {self.max_len} positions")
+            positions = torch.arange(cache.length, cache.length + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
+            key = cache_keyword(self.base)
+            out = self.base(inputs_embeds=e, position_ids=positions, output_hidden_states=True, use_cache=True, **{key: cache.past})
+            cache.past, cache.length = out[key], cache.length + ids.shape[1]
         hidden, logits = out.hidden_states[-1], out.logits  # the last hidden states: after the final norm (GPT-2, Llama, ...)
         extras = {name: head(hidden) for name, head in self.heads.items()}
         if self.output is not None:
@@ -120,4 +173,4 @@ class HFCausalLM(nn.Module):
         return LMOutput(logits=logits, hidden=hidden, extras=extras)
 
 
-__all__ = ["HFCausalLM", "check_causal", "load_base"]
+__all__ = ["HFCache", "HFCausalLM", "check_causal", "load_base"]

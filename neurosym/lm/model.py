@@ -350,6 +350,11 @@ class CausalLM(nn.Module):
         """Number of parameters, each tied Parameter counted once (adapter and heads included)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
+    @property
+    def max_len(self) -> int:
+        """The most positions the model reads (``config.max_len``)."""
+        return self.config.max_len
+
     def embed(self, ids: Tensor) -> Tensor:
         """Scaled token embeddings: ids (B, L) -> (B, L, D)."""
         return self.tok_emb(ids) * math.sqrt(self.config.d_model)

@@ -37,8 +37,9 @@ features. A finished run's folder holds, beside the trainer's ``config.json``,
 ``metrics.jsonl`` and ``last.pt``: ``vocab.json``, ``model.safetensors``, the lexicon it
 read (``lexicon.lex``), ``data.json`` (the files it read, absolute) and ``checksums.json``
 (SHA-256 of each of them). :func:`evaluate_run` is ``neurosym eval`` for these runs;
-``neurosym generate`` reads them through :func:`neurosym.decode.run.load_run`, which
-rebuilds this task from the run's config (native models only).
+``neurosym generate`` and ``neurosym eval --grammar`` read them through
+:func:`neurosym.decode.run.load_run`, which calls :func:`load_lm_run` (native and
+Hugging Face models alike).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from torch import Tensor, nn
 from neurosym.compile.fsg import load_fsg
 from neurosym.compile.lexicon import FeatureBank, load_lexicon
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.data.text import SPECIALS, BpeVocab, WordVocab, lm_windows, majority_upos, parse_tagged, read_tagged, read_text
+from neurosym.data.text import MIN_BPE_SIZE, SPECIALS, BpeVocab, WordVocab, lm_windows, majority_upos, parse_tagged, read_tagged, read_text
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.files import atomic_write_bytes
 from neurosym.lm.checkpoint import LAST, load_checkpoint
@@ -129,7 +130,8 @@ class DataSection:
             _require(getattr(self, key) >= 1, f"data.{key}", "expected an integer >= 1", getattr(self, key))
         _require(1 <= self.window <= MAX_WINDOW, "data.window", f"expected an integer in [1, {MAX_WINDOW}]", self.window)
         _require(self.min_freq >= 1, "data.min_freq", "expected an integer >= 1", self.min_freq)
-        _require(self.bpe_size > len(SPECIALS), "data.bpe_size", f"expected an integer > {len(SPECIALS)} (the special tokens)", self.bpe_size)
+        _require(self.bpe_size >= MIN_BPE_SIZE, "data.bpe_size", f"expected an integer >= {MIN_BPE_SIZE} (the {len(SPECIALS)} special "
+                 "tokens and the 256 bytes)", self.bpe_size)
         _require(bool(self.text_field), "data.text_field", "expected a field name", self.text_field)
         for key in ("max_train_windows", "max_eval_windows"):
             value = getattr(self, key)
@@ -309,7 +311,7 @@ def build_vocab(config: Config, d: DataSection, docs: list[str]) -> Vocab:
         ranked = WordVocab.build((doc.split() for doc in docs), min_freq=d.min_freq)
         return Vocab.words([w for w in ranked.tokens[len(SPECIALS):] if w != BOS], specials=WORD_SPECIALS)
     if d.tokenizer == "bpe":
-        bpe = BpeVocab.train((doc.split() for doc in docs), vocab_size=d.bpe_size)
+        bpe = BpeVocab.train(docs, vocab_size=d.bpe_size)  # byte-level: spaces stay in the sub-words, decode restores the text
         tok = bpe.tokenizer
         tok.add_special_tokens([BOS])
         return Vocab.from_tokenizer(tok)
