@@ -2,9 +2,11 @@
 
 The format is NLTK's ``CFG``/``PCFG`` text (``S -> NP VP [1.0]``, ``|`` alternatives,
 ``'word'`` / ``"word"`` terminals, empty alternatives for the empty string, ``%start``)
-plus ``#`` comments, ``%normalize``, ``%weights prob|logprob`` and
-``%import "bank.regex" (NAME, ...)`` for regex-bank terminals and ``%separator "TEXT"``
-(how terminals join into text over a tokenizer, :mod:`neurosym.compile.spelling`).
+plus ``#`` comments, ``%normalize``, ``%weights prob|logprob``,
+``%import "bank.regex" (NAME, ...)`` for regex-bank terminals, ``/regex/`` lexemes
+(a terminal written like a Lark terminal: one string of the pattern's language) and
+``%separator "TEXT"`` (how terminals join into text over a tokenizer,
+:mod:`neurosym.compile.spelling`).
 
 This module reports, at the offending position: syntax errors, bad directives, missing
 or out-of-range probabilities, per-nonterminal sums that are not 1, empty literals,
@@ -30,12 +32,14 @@ from neurosym.dsl.escapes import unquote
 from neurosym.dsl.source import parse_text, read_source
 from neurosym.errors import SourceError, Span
 from neurosym.dsl.regex import read_regex_bank
+from neurosym.dsl.regex_syntax import parse_pattern
 
 SUM_TOLERANCE = 1e-6
 GRAMMAR = "pcfg.lark"  # the lark grammar, beside this module
 FRIENDLY = {
     "NAME": "a nonterminal name",
     "STRING": "a quoted terminal",
+    "REGEX": "a /regex/ terminal",
     "PROB": "a [probability]",
     "ARROW": "'->'",
     "OR": "'|'",
@@ -49,14 +53,28 @@ DIRECTIVES = ("start", "normalize", "weights", "import", "separator")
 
 # ---------------------------------------------------------------------- IR
 class Terminal(NamedTuple):
-    """A terminal symbol: ``kind`` is ``"literal"`` (``value`` is the word) or ``"regex"``
-    (``value`` is the imported pattern's name)."""
+    """A terminal symbol: ``kind`` is ``"literal"`` (``value`` is the word), ``"regex"``
+    (``value`` is the imported pattern's name) or ``"lexeme"`` (``value`` is the source of
+    a ``/regex/`` written in the rule, Python syntax, without the slashes)."""
 
     kind: str
     value: str
 
     def __str__(self) -> str:
+        if self.kind == "lexeme":
+            return lexeme_text(self.value)
         return self.value if self.kind == "regex" else repr(self.value)
+
+
+def lexeme_text(source: str) -> str:
+    """How a lexeme is written in a `.pcfg` file: ``/source/``, each unescaped ``/`` as ``\\/``."""
+    return "/" + re.sub(r"(\\.)|/", lambda m: m.group(1) or "\\/", source) + "/"
+
+
+def lexeme_source(text: str) -> str:
+    """The pattern of a ``/.../`` token: the slashes dropped and each ``\\/`` read as ``/``
+    (other escapes are the pattern's own)."""
+    return re.sub(r"\\(.)", lambda m: "/" if m.group(1) == "/" else m.group(0), text[1:-1])
 
 
 @dataclass(frozen=True)
@@ -100,7 +118,23 @@ class RegexTerm:
         return self.name
 
 
-Symbol = NT | Lit | RegexTerm
+@dataclass(frozen=True)
+class Lexeme:
+    """A ``/regex/`` terminal: one lexeme, any string the pattern (Python syntax, the
+    adapter :mod:`neurosym.dsl.regex_syntax`) fully matches; ``source`` is the pattern."""
+
+    source: str
+    span: Span
+
+    @property
+    def terminal(self) -> Terminal:
+        return Terminal("lexeme", self.source)
+
+    def __str__(self) -> str:
+        return lexeme_text(self.source)
+
+
+Symbol = NT | Lit | RegexTerm | Lexeme
 
 
 @dataclass
@@ -178,6 +212,11 @@ class Grammar:
         return next(p for p in self.productions if p.lhs == lhs)
 
     @property
+    def lexemes(self) -> list[str]:
+        """The source of every ``/regex/`` terminal, in order of first appearance."""
+        return [t.value for t in self.terminals if t.kind == "lexeme"]
+
+    @property
     def terminals(self) -> list[Terminal]:
         """Every terminal used, in order of first appearance."""
         return list(dict.fromkeys(s.terminal for p in self.productions for s in p.rhs if not isinstance(s, NT)))
@@ -227,7 +266,7 @@ def parse_pcfg(text: str, path: str | Path | None = None) -> Grammar:
 # joins to its neighbour, or that a `|` line below continues, is left to lark
 _NAME = r"(?:[^\s'\"\[\]|#%(),\\-]|-(?!>))(?:[^\s'\"\[\]|#(),\\-]|-(?!>))*"
 _RULE_TOKENS = re.compile(
-    r"[ \t\f]*(?:(?P<NAME>" + _NAME + r")|(?P<STRING>\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')|(?P<PROB>\[[^\]\n]*\])"
+    r"[ \t\f]*(?:(?P<REGEX>/(?:\\.|[^/\\\n])+/)|(?P<NAME>" + _NAME + r")|(?P<STRING>\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')|(?P<PROB>\[[^\]\n]*\])"
     r"|(?P<ARROW>->)|(?P<OR>\|)|(?P<COMMENT>#.*))"
 )
 _CONTINUES = re.compile(r"[ \t]*\|")
@@ -343,6 +382,10 @@ class _Builder:
                 if text == "":
                     raise SourceError.at(at, "empty terminal ''; write an empty alternative (e.g. A -> 'x' [0.5] | [0.5]) for the empty string")
                 rhs.append(Lit(text, at))
+            elif tok.type == "REGEX":
+                source = lexeme_source(str(tok))
+                parse_pattern(source, at.shifted(1))  # a bad pattern is reported at its own column
+                rhs.append(Lexeme(source, at))
             else:
                 rhs.append(NT(str(tok), at))
         symbols = [tok for tok in tree.children if tok.type != "PROB"]
@@ -507,6 +550,7 @@ class _Builder:
 
 __all__ = [
     "Grammar",
+    "Lexeme",
     "Lit",
     "NT",
     "Production",
@@ -515,6 +559,8 @@ __all__ = [
     "Terminal",
     "TerminalImport",
     "as_grammar",
+    "lexeme_source",
+    "lexeme_text",
     "read_pcfg",
     "parse_pcfg",
 ]
