@@ -39,7 +39,7 @@ from neurosym.compile.fsg import compile_fsg
 from neurosym.compile.pcfg import RuleTensors, compile_pcfg
 from neurosym.compile.pcfg_check import check_pcfg
 from neurosym.compile.cnf import to_cnf
-from neurosym.compile.regex import Limits
+from neurosym.compile.regex import Limits, pattern_dfa
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.pcfg import read_pcfg
@@ -143,20 +143,29 @@ class Spelling:
     vocabulary kind (``"bytes"``: UTF-8 bytes; ``"char"``: code points).
 
     Attributes:
-        words: (T,) each terminal id's text (None: a special that is never spelled).
+        words: (T,) each terminal id's text (None: a special that is never spelled, or a
+            lexeme).
         separator: the :class:`Separator`.
         tries: one :class:`WordTrie` per context (:data:`BARE`, :data:`SPACED`).
         after: (T,) int64: the context each terminal leaves.
+        lexemes: per context, ``{terminal id: (trans (Q, 256), final (Q,))}``: each regex
+            lexeme's surface (the glue, then any string of its pattern) as a trim byte
+            DFA, start 0 (bytes vocabularies only).
     """
 
-    def __init__(self, words: list[str | None], separator: Separator, units: str = "bytes"):
+    def __init__(self, words: list[str | None], separator: Separator, units: str = "bytes",
+                 lexemes: dict[int, tuple[np.ndarray, np.ndarray]] | None = None):
         if units not in ("bytes", "char"):
             raise NeurosymError(f"terminals are spelled in bytes or characters, not {units!r}")
-        self.words, self.separator, self.units = list(words), separator, units
+        lexemes = dict(lexemes or {})
+        if lexemes and units != "bytes":
+            raise NeurosymError("regex lexemes are read over byte vocabularies (a tokenizer's); this one is of characters")
+        self.words, self.separator, self.units = [None if i in lexemes else w for i, w in enumerate(words)], separator, units
         for w in self.words:
             if w == "":
                 raise NeurosymError("a terminal spelled as the empty string cannot be read from text")
         self.after = np.array([separator.context_after(w or "") for w in self.words], dtype=np.int64)
+        self.lexemes = tuple({w: _after_glue(self.symbols(separator.glue(ctx, "x")), *dfa) for w, dfa in lexemes.items()} for ctx in (BARE, SPACED))
         self.tries = tuple(
             WordTrie.build({i: self.symbols(separator.glue(ctx, w) + w) for i, w in enumerate(self.words) if w is not None}) for ctx in (BARE, SPACED)
         )
@@ -168,6 +177,16 @@ class Spelling:
     def text(self, word_ids: list[int]) -> str:
         """The text of a sentence of terminal ids."""
         return self.separator.join([self.words[i] for i in word_ids])
+
+
+def _after_glue(glue: tuple[int, ...], trans: np.ndarray, final: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A byte DFA that reads ``glue`` first, then the language of ``(trans, final)``."""
+    g = len(glue)
+    out = np.full((g + trans.shape[0], 256), -1, dtype=np.int64)
+    for i, b in enumerate(glue):
+        out[i, b] = i + 1
+    out[g:] = np.where(trans >= 0, trans + g, -1)
+    return out, np.concatenate([np.zeros(g, dtype=bool), final.astype(bool)])
 
 
 @dataclass
@@ -204,7 +223,9 @@ def spell(terminals: WeightedAutomaton | RuleTensors, vocab: Vocab, separator: s
         raise NeurosymError(f"a grammar over strings is decoded over a byte or character vocabulary, not a {vocab.kind!r} one")
     words = [s if isinstance(s, str) else None for s in terminals.vocab.surfaces]
     sep = Separator(DEFAULT_SEPARATOR if separator is None else separator)
-    return SpelledGrammar(terminals, Spelling(words, sep, vocab.kind), vocab, path)
+    sources = getattr(terminals, "lexemes", None) or {}
+    lexemes = {int(i): pattern_dfa(src).byte_dfa() for i, src in sources.items()}
+    return SpelledGrammar(terminals, Spelling(words, sep, vocab.kind, lexemes), vocab, path)
 
 
 def load_spelled(path: str | Path, vocab: Vocab, limits: Limits = Limits()) -> SpelledGrammar:

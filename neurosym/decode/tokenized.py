@@ -187,7 +187,7 @@ class Walk:
         return len(self.tokens) == 0 and not self.crossings
 
 
-Hyp = tuple[Hashable, int, int]  # (terminal context, spelling context, word-trie node)
+Hyp = tuple[Hashable, int, "int | tuple[int, int]"]  # (terminal context, spelling context, word-trie node or (lexeme, DFA state))
 
 
 class StringPrefixModel:
@@ -209,7 +209,12 @@ class StringPrefixModel:
         n = trie.num_nodes
         parents = np.repeat(np.arange(n), np.diff(trie.child_start))  # node i >= 1 has parent parents[i - 1]
         self.token_child = dict(zip(zip(parents.tolist(), trie.symbol[1:].tolist()), range(1, n)))
-        self.token_more = (np.diff(trie.child_start) > 0).tolist()  # longer tokens below a node
+        self.token_more_np = np.diff(trie.child_start) > 0
+        self.token_more = self.token_more_np.tolist()  # longer tokens below a node
+        self.token_trie = trie
+        self.lex = self.spelling.lexemes  # per context: {lexeme id: (trans, final)}
+        self.lex_open = tuple({w: (t >= 0).any(1) for w, (t, _) in d.items()} for d in self.lex)  # states with a way on
+        self.lex_walks: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self.token_ends = trie.end_start, trie.end_token
         as_bytes = vocab.kind == "bytes"
         self.units = [() if s is None else (tuple(s) if as_bytes else tuple(map(ord, s))) for s in vocab.surfaces]
@@ -269,12 +274,17 @@ class StringPrefixModel:
 
     def hyp_mass(self, hyp: Hyp) -> float:
         """``P(continuations | hyp's words) / P_prefix``: the words strictly below the node
-        (those ending at it were already read), plus the end at a trie root."""
+        (those ending at it were already read), plus the end and the lexemes at a trie
+        root; inside a lexeme, its whole mass while the pattern can go on."""
         context, ctx, node = hyp
+        probs, end = self.model.distribution(context)
+        if isinstance(node, tuple):
+            w, q = node
+            return float(probs[w]) if self.lex_open[ctx][w][q] else 0.0
         trie = self.tries[ctx]
         lo, hi = np.array([trie.lo[node] + trie.n_ends[node]]), np.array([trie.hi[node]])
         m = float(self._mass(context, ctx, lo, hi)[0])
-        return m + self.model.distribution(context)[1] if node == 0 else m
+        return m + end + sum(float(probs[w]) for w in self.lex[ctx]) if node == 0 else m
 
     # ------------------------------------------------------------------ state
     def reset(self, batch_size: int) -> None:
@@ -289,6 +299,11 @@ class StringPrefixModel:
         """``(P(t | x) (B, V), P(end | x) (B,))`` float64 under longest-match writing (the
         module docstring): rows sum to 1 (0 for an impossible row)."""
         raw, end = self.prefix_probs()
+        if self.lex[0]:  # regex lexemes carry no probability inside: the viable tokens' weights, renormalised
+            total = raw.sum(1) + end
+            ok = total > 0
+            scale = np.where(ok, 1.0 / np.where(ok, total, 1.0), 0.0)
+            return raw * scale[:, None], end * scale
         out = raw - np.asarray(self.longer.T @ raw.T).T if raw.size else raw
         out[(out <= raw * LONGER_ROUNDING)] = 0.0  # all of t's mass went on to longer tokens: exactly 0
         out[:, self.longer_dups] = 0.0
@@ -313,6 +328,10 @@ class StringPrefixModel:
     def _score(self, context: Hashable, ctx: int, node: int, start: int, weight: float, out: np.ndarray) -> None:
         """Add ``weight * P(token's bytes | hypothesis)`` for every token read from
         ``(node, start)``, crossings followed under the advanced contexts."""
+        if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):
+            self._score_lexemes(context, ctx, node, start, weight, out)
+            if isinstance(node, tuple):
+                return
         walk = self.walk(ctx, node, start)
         if len(walk.tokens):
             out[walk.tokens] += weight * self._mass(context, ctx, walk.lo, walk.hi)
@@ -322,8 +341,50 @@ class StringPrefixModel:
                 for word in self.tries[ctx].ends[m]:
                     p = probs[word]
                     nxt = int(self.spelling.after[word])
-                    if p > 0 and not self.walk(nxt, 0, v).empty:
+                    if p > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
                         self._score(self.model.advance(context, word), nxt, 0, v, weight * p, out)
+
+    def _score_lexemes(self, context: Hashable, ctx: int, node, start: int, weight: float, out: np.ndarray) -> None:
+        """:meth:`_score` inside a lexeme (``node = (lexeme, state)``), or into every lexeme
+        from a trie root (``node = 0``): each viable token gets the lexeme's whole mass."""
+        probs, _ = self.model.distribution(context)
+        items = [node] if isinstance(node, tuple) else [(w, 0) for w in self.lex[ctx] if probs[w] > 0]
+        for w, q in items:
+            p = probs[w]
+            tokens, crossings = self.lex_walk(ctx, w, q, start)
+            if len(tokens):
+                out[tokens] += weight * p
+            nxt = int(self.spelling.after[w])
+            for v in crossings.tolist():
+                self._score(self.model.advance(context, w), nxt, 0, v, weight * p, out)
+
+    def lex_walk(self, ctx: int, w: int, q: int, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens read from lexeme ``w``'s surface-DFA state ``q`` and token-trie node
+        ``start`` on (those ending at ``start`` not read again) that stay inside the
+        lexeme, and the token-trie nodes where the lexeme may end with longer tokens below
+        (crossings). One vectorised step per byte, kept per ``(ctx, w, q, start)``."""
+        key = (ctx, w, q, start)
+        got = self.lex_walks.get(key)
+        if got is not None:
+            return got
+        trans, final = self.lex[ctx][w]
+        trie = self.token_trie
+        cs, sym, es, et = trie.child_start, trie.symbol, trie.end_start, trie.end_token
+        v, s = np.array([start]), np.array([q])
+        toks, cross = [], []
+        first = True
+        while len(v):
+            if not first:
+                toks.append(et[_ranges(es[v], es[v + 1])])
+                cross.append(v[final[s] & self.token_more_np[v]])
+            first = False
+            kids = _ranges(cs[v], cs[v + 1])
+            s2 = trans[np.repeat(s, cs[v + 1] - cs[v]), sym[kids]]
+            keep = s2 >= 0
+            v, s = kids[keep], s2[keep]
+        empty = np.zeros(0, dtype=np.int64)
+        got = self.lex_walks[key] = (np.concatenate(toks) if toks else empty, np.concatenate(cross) if cross else empty)
+        return got
 
     def advance(self, tokens: np.ndarray, skip: np.ndarray | None = None) -> None:
         """Extend each row by its token (B,); rows with ``skip`` set stay as they are."""
@@ -343,6 +404,10 @@ class StringPrefixModel:
         for sym in units:
             nxt: list[tuple[Hyp, float]] = []
             for (context, ctx, node), w in frontier:
+                if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):
+                    nxt.extend(self._read_lexemes(context, ctx, node, w, sym))
+                    if isinstance(node, tuple):
+                        continue
                 trie = self.tries[ctx]
                 m = trie.child[node].get(sym)
                 if m is None:
@@ -363,11 +428,36 @@ class StringPrefixModel:
             return {}
         return {h: w / total for h, w in merged.items() if weighted[h] > 0}
 
+    def _read_lexemes(self, context: Hashable, ctx: int, node, w: float, sym: int) -> list[tuple[Hyp, float]]:
+        """One byte inside a lexeme (or into every lexeme from a trie root)."""
+        probs, _ = self.model.distribution(context)
+        items = [node] if isinstance(node, tuple) else [(x, 0) for x in self.lex[ctx] if probs[x] > 0]
+        out: list[tuple[Hyp, float]] = []
+        for word, q in items:
+            trans, final = self.lex[ctx][word]
+            q2 = int(trans[q, sym])
+            if q2 < 0:
+                continue
+            out.append(((context, ctx, (word, q2)), w))
+            if final[q2]:
+                out.append(((self.model.advance(context, word), int(self.spelling.after[word]), 0), w * probs[word]))
+        return out
+
     def _retain(self) -> None:
         live = {h[0] for hyps in self.rows for h in hyps}
         self.model.retain(live)
         if not isinstance(self.model, FSGTerminals):
             self.cums = {k: v for k, v in self.cums.items() if k[0] in live}
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(lo[i], hi[i])`` over i."""
+    counts = hi - lo
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    return np.arange(total, dtype=np.int64) + offsets
 
 
 # ---------------------------------------------------------------------- processors

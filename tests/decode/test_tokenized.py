@@ -224,3 +224,95 @@ def test_processors_mask_and_prior():
     assert allowed[1] == {0, 4, 6, 7}  # after "12"
     assert mask.allowed(torch.tensor([2, 2])).tolist() == [True, False]
     assert prior.log_prob(torch.tensor([0, 0])).exp().tolist() == pytest.approx([0.35, 0.7])
+
+
+# ---------------------------------------------------------------------- regex lexemes: masks against partial matching
+LEXEMES = ["[0-9]+", "ab*", "[a-z]+", '"[a-c ]*"']
+
+
+def random_lexeme_pcfg(rng: random.Random) -> tuple[str, list[tuple[str, ...]]]:
+    """An acyclic PCFG over literals and ``/regex/`` lexemes (marked ``/.../`` in the
+    sequences), as text, and its finite set of terminal sequences."""
+    n = rng.randint(1, 3)
+    seqs_of: dict[int, set] = {}
+    lines = []
+    for i in reversed(range(n)):
+        k = rng.randint(1, 3)
+        ps = [rng.random() + 0.05 for _ in range(k)]
+        total = sum(ps)
+        alts, out = [], set()
+        for p in ps:
+            rhs = []
+            for _ in range(rng.randint(1, 3)):
+                r = rng.random()
+                if i + 1 < n and r < 0.3:
+                    rhs.append(rng.randint(i + 1, n - 1))
+                elif r < 0.6:
+                    rhs.append("/" + rng.choice(LEXEMES) + "/")
+                else:
+                    rhs.append(rng.choice(WORDS))
+            seqs = {()}
+            for sym in rhs:
+                part = seqs_of[sym] if isinstance(sym, int) else {(sym,)}
+                seqs = {a + b for a in seqs for b in part}
+            out |= seqs
+            alts.append(" ".join(f"N{x}" if isinstance(x, int) else (x if x.startswith("/") else repr(x)) for x in rhs) + f" [{p / total!r}]")
+        seqs_of[i] = out
+        lines.append(f"N{i} -> " + " | ".join(alts))
+    return "%start N0\n" + "\n".join(lines) + "\n", sorted(seqs_of[0])
+
+
+def sentence_pattern(seqs: list[tuple[str, ...]], sep: Separator) -> str:
+    """One Python regex for the language: each sequence with its glue, lexemes as groups."""
+    import re
+
+    alts = []
+    for seq in seqs:
+        parts, ctx = [], 0
+        for w in seq:
+            lex = w.startswith("/") and len(w) > 1
+            text = "x" if lex else w
+            parts.append(re.escape(sep.glue(ctx, text)) + (f"(?:{w[1:-1]})" if lex else re.escape(w)))
+            ctx = sep.context_after(text)
+        alts.append("".join(parts))
+    return "(?:" + "|".join(alts) + ")"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**9), sep=st.sampled_from(SEPARATORS))
+def test_lexeme_masks_equal_partial_matching(seed, sep):
+    import regex
+
+    rng = random.Random(seed)
+    text, seqs = random_lexeme_pcfg(rng)
+    rules = compile_pcfg(parse_pcfg(text))
+    policy = Separator(" " if sep is None else sep)
+    pattern = regex.compile(sentence_pattern(seqs, policy))
+    samples = [policy.join(["7" if w == "/[0-9]+/" else "abb" if w == "/ab*/" else "q" if w == "/[a-z]+/" else '"a b"' if w.startswith("/") else w for w in s]).encode() for s in seqs]
+    toks = random_vocab(rng, {s: 1.0 for s in samples if s} or {b"a": 1.0})
+    toks = sorted(set(toks) | {bytes([b]) for b in b'0123456789abcqz" -'})
+    model = StringPrefixModel(spell(rules, bytes_vocab(toks), sep))
+    for _ in range(3):
+        model.reset(1)
+        x = b""
+        for _ in range(10):
+            raw, end = model.prefix_probs()
+            nxt, end2 = model.next_probs()
+            want = np.array([False] + [pattern.fullmatch(_text(x + t), partial=True) is not None for t in toks])
+            assert np.array_equal(raw[0] > 0, want), (text, x, [toks[i - 1] for i in np.nonzero((raw[0] > 0) != want)[0]])
+            assert (end[0] > 0) == (pattern.fullmatch(x.decode()) is not None), (text, x)
+            assert abs(nxt[0].sum() + end2[0] - 1) < 1e-9 or (raw[0].sum() + end[0] == 0)
+            viable = np.nonzero(raw[0] > 0)[0]
+            if len(viable) == 0:
+                break
+            t = int(rng.choice(viable.tolist()))
+            model.advance(np.array([t]))
+            x += toks[t - 1]
+
+
+def _text(b: bytes) -> str:
+    """``b`` as text; a trailing lead byte of the one non-ASCII word, é (C3 A9), completed
+    (a prefix is viable iff its completion is: no other character starts with C3 here)."""
+    if b.endswith(b"\xc3"):
+        b += b"\xa9"
+    return b.decode("utf-8")
