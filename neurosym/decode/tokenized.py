@@ -157,6 +157,22 @@ def _longer_tokens(trie, n: int):
     return L
 
 
+def _preorder(child_start: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) pre-order numbers of a CSR trie's nodes and (n,) the end of each subtree's
+    numbers: node z's subtree is ``pre in [pre[z], post[z])``."""
+    pre = np.zeros(n, dtype=np.int64)
+    size = np.ones(n, dtype=np.int64)
+    parents = np.repeat(np.arange(n), np.diff(child_start))
+    for z in range(n - 1, 0, -1):  # children come after their parents (level order): sizes bottom up
+        size[parents[z - 1]] += size[z]
+    for p in range(n):  # each child starts after its parent and its earlier siblings' subtrees
+        nxt = pre[p] + 1
+        for z in range(int(child_start[p]), int(child_start[p + 1])):
+            pre[z] = nxt
+            nxt += size[z]
+    return pre, pre + size
+
+
 def _duplicates(trie) -> np.ndarray:
     """Token ids whose surface a lower id also spells (not the lowest at their trie node)."""
     out = []
@@ -219,6 +235,14 @@ class StringPrefixModel:
         as_bytes = vocab.kind == "bytes"
         self.units = [() if s is None else (tuple(s) if as_bytes else tuple(map(ord, s))) for s in vocab.surfaces]
         self.longer = _longer_tokens(trie, n)
+        self.longer_csc = self.longer.tocsc()
+        self.pointers: list[list[int]] = []
+        self.token_has_end = (np.diff(trie.end_start) > 0).tolist()
+        self.token_node = np.zeros(self.V, dtype=np.int64)
+        self.token_node[trie.end_token] = np.repeat(np.arange(n), np.diff(trie.end_start))
+        self.token_depth = np.repeat(np.arange(len(trie.level_start) - 1), np.diff(trie.level_start))[:n]
+        self.dfs_pre, self.dfs_post = _preorder(trie.child_start, n)
+        self.token_pre = np.where(trie.special, -1, self.dfs_pre[self.token_node])
         self.longer_dups = _duplicates(trie)
         self.walks: dict[tuple[int, int, int], Walk] = {}
         self.cums: dict[tuple[Hashable, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -289,6 +313,7 @@ class StringPrefixModel:
     # ------------------------------------------------------------------ state
     def reset(self, batch_size: int) -> None:
         self.rows = [{(self.model.start(), BARE, 0): 1.0} for _ in range(batch_size)]
+        self.pointers = [[] for _ in range(batch_size)]
         self._retain()
 
     @property
@@ -305,12 +330,62 @@ class StringPrefixModel:
             scale = np.where(ok, 1.0 / np.where(ok, total, 1.0), 0.0)
             return raw * scale[:, None], end * scale
         out = raw - np.asarray(self.longer.T @ raw.T).T if raw.size else raw
+        for b, pointers in enumerate(self.pointers):
+            if pointers and self.rows[b]:
+                self._earlier_tokens(b, pointers, raw[b], out[b])
         out[(out <= raw * LONGER_ROUNDING)] = 0.0  # all of t's mass went on to longer tokens: exactly 0
         out[:, self.longer_dups] = 0.0
+        lost = (out.sum(1) + end <= 0) & (raw.sum(1) > 0)  # a text the prior would not have written (another processor's token)
+        out[lost] = raw[lost]  # there: the viable tokens' prefix masses, renormalised
         total = out.sum(1) + end
         ok = total > 0
         scale = np.where(ok, 1.0 / np.where(ok, total, 1.0), 0.0)
         return out * scale[:, None], end * scale
+
+    def _earlier_tokens(self, b: int, pointers: list[int], raw: np.ndarray, out: np.ndarray) -> None:
+        """Row ``b``'s longest-match probabilities ``out`` (V,), corrected for the tokens
+        already written: a token ``t`` that would make an earlier token's text plus what
+        followed it a longer token gets 0 (that earlier token was then not the longest
+        match), and one that leaves such a longer token possible loses its mass."""
+        hyps = self.rows[b]
+        cut: list[tuple[tuple[int, ...], float]] = []  # forbidden continuations f of x, and P(x + f ...)
+        for u in pointers:
+            shifted = np.zeros(self.V)
+            for (context, ctx, node), w in hyps.items():
+                self._score(context, ctx, node, u, w, shifted)
+            depth = self.token_depth[u]
+            cut.extend((self.units[t][depth:], float(shifted[t])) for t in np.nonzero(shifted > 0)[0].tolist())
+        if not cut:
+            return
+        affected: dict[int, list] = {}
+        for f, mass in cut:
+            z = 0
+            for i, sym in enumerate(f):  # tokens that are proper prefixes of f lose P(x + f ...)
+                z = self.token_child.get((z, sym))
+                if z is None:
+                    break
+                if i + 1 < len(f):
+                    for t in self.token_ends[1][self.token_ends[0][z] : self.token_ends[0][z + 1]].tolist():
+                        affected.setdefault(t, []).append((f, mass))
+            if z is not None:  # tokens that start with f are never the longest match here
+                inside = (self.token_pre >= self.dfs_pre[z]) & (self.token_pre < self.dfs_post[z])
+                out[inside] = 0.0
+        longer = self.longer_csc
+        for t, fs in affected.items():
+            if out[t] == 0.0:
+                continue
+            ext = longer.indices[longer.indptr[t] : longer.indptr[t + 1]].tolist()
+            events = {self.units[e]: raw[e] for e in ext}
+            for f, mass in fs:
+                events.setdefault(f, mass)
+            kept: set[tuple[int, ...]] = set()
+            total = 0.0
+            for f in sorted(events):
+                if any(f[:k] in kept for k in range(1, len(f) + 1)):
+                    continue  # inside an event already counted
+                kept.add(f)
+                total += events[f]
+            out[t] = raw[t] - total
 
     def prefix_probs(self) -> tuple[np.ndarray, np.ndarray]:
         """``(P(x + t is a prefix) / P(x is a prefix) (B, V), P(x is a sentence) / P(x is a
@@ -396,7 +471,27 @@ class StringPrefixModel:
                 self.rows[b] = {}
             elif units:
                 self.rows[b] = self._read(self.rows[b], units)
+                self.pointers[b] = self._pointers(self.pointers[b], t, units)
         self._retain()
+
+    def _pointers(self, pointers: list[int], token: int, units: tuple[int, ...]) -> list[int]:
+        """The token-trie nodes that still watch for a longer token after ``token``: each
+        earlier pointer moved along its bytes (dropped when it leaves the trie or meets a
+        token's end), and ``token``'s own node."""
+        out: list[int] = []
+        for u in pointers:
+            z = u
+            for sym in units:
+                z = self.token_child.get((z, sym))
+                if z is None or self.token_has_end[z]:
+                    z = None
+                    break
+            if z is not None and self.token_more[z] and z not in out:
+                out.append(z)
+        node = self.token_node[token]
+        if node > 0 and self.token_more[node] and node not in out:
+            out.append(node)
+        return out
 
     def _read(self, hyps: dict[Hyp, float], units: tuple[int, ...]) -> dict[Hyp, float]:
         """The hypotheses after reading ``units``, renormalised (empty: impossible)."""

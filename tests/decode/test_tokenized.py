@@ -122,19 +122,40 @@ def bytes_vocab(toks: list[bytes]) -> Vocab:
 
 
 # ---------------------------------------------------------------------- brute force
-def brute(strings: dict[bytes, float], x: bytes, toks: list[bytes]) -> tuple[np.ndarray, float, np.ndarray]:
-    """(raw (V,), end, longest-match (V,)) by sums over the strings, token ids 1..V-1."""
+def longest_match(s: bytes, toks: list[bytes]) -> list[int] | None:
+    """``s`` written with the longest token at each step (ids 1..), None if it cannot be."""
+    out = []
+    while s:
+        best = max((i for i, t in enumerate(toks, 1) if s.startswith(t)), key=lambda i: len(toks[i - 1]), default=None)
+        if best is None:
+            return None
+        out.append(best)
+        s = s[len(toks[best - 1]) :]
+    return out
+
+
+def brute(strings: dict[bytes, float], x: bytes, toks: list[bytes], history: list[int] | None = None) -> tuple[np.ndarray, float, np.ndarray]:
+    """(raw (V,), end, longest-match (V,)) by sums over the strings, token ids 1..V-1: raw
+    ``P(x + t ...) / P(x ...)`` and the end; with ``history`` (the tokens of x), the next
+    token of the strings whose longest-match writing starts with it, and their end."""
     z = sum(p for s, p in strings.items() if s.startswith(x))
     raw = np.zeros(len(toks) + 1)
     greedy = np.zeros(len(toks) + 1)
     for i, t in enumerate(toks, 1):
         raw[i] = sum(p for s, p in strings.items() if s.startswith(x + t)) / z
     end = strings.get(x, 0.0) / z
-    for s, p in strings.items():
-        if s.startswith(x) and s != x:
-            rest = s[len(x) :]
-            best = max((i for i, t in enumerate(toks, 1) if rest.startswith(t)), key=lambda i: len(toks[i - 1]))
-            greedy[best] += p / z
+    if history is not None:
+        zg, g_end = 0.0, 0.0
+        for s, p in strings.items():
+            w = longest_match(s, toks)
+            if w is not None and w[: len(history)] == history:
+                zg += p
+                if len(w) == len(history):
+                    g_end += p
+                else:
+                    greedy[w[len(history)]] += p
+        greedy /= zg if zg > 0 else 1.0
+        end = g_end / zg if zg > 0 else 0.0
     return raw, end, greedy
 
 
@@ -146,25 +167,30 @@ def check_walks(text_grammar, lang, separator, seed, steps=12, walks=3):
     vocab = bytes_vocab(toks)
     sg = spell(text_grammar, vocab, separator)
     model = StringPrefixModel(sg)
-    for _ in range(walks):
+    for walk in range(walks):
         model.reset(1)
-        x = b""
+        x, history = b"", []
+        own = walk > 0  # the first walk takes any viable token, the others the prior's own (longest-match) tokens
         for _ in range(steps):
             raw, end = model.prefix_probs()
             nxt, end2 = model.next_probs()
-            b_raw, b_end, b_greedy = brute(strings, x, toks)
+            b_raw, b_end, _ = brute(strings, x, toks)
             assert np.allclose(raw[0], b_raw, rtol=1e-9, atol=1e-12), (x, raw[0], b_raw)
             assert math.isclose(end[0], b_end, rel_tol=1e-9, abs_tol=1e-12)
             assert np.array_equal(raw[0] > 0, b_raw > 0), x  # the mask is the viable set, exactly
-            assert abs(nxt[0].sum() + end2[0] - 1) < 1e-9
-            assert np.allclose(nxt[0], b_greedy, rtol=1e-9, atol=1e-12), (x, nxt[0], b_greedy)
-            assert math.isclose(end2[0], b_end, rel_tol=1e-9, abs_tol=1e-12)
-            viable = np.nonzero(raw[0] > 0)[0]
+            if nxt[0].sum() + end2[0] > 0:
+                assert abs(nxt[0].sum() + end2[0] - 1) < 1e-9
+            if own:
+                _, g_end, greedy = brute(strings, x, toks, history)
+                assert np.allclose(nxt[0], greedy, rtol=1e-9, atol=1e-12), (x, history, nxt[0], greedy)
+                assert math.isclose(end2[0], g_end, rel_tol=1e-9, abs_tol=1e-12)
+            viable = np.nonzero((nxt[0] if own else raw[0]) > 0)[0]
             if len(viable) == 0:
                 break
             t = int(rng.choice(viable.tolist()))
             model.advance(np.array([t]))
             x += toks[t - 1]
+            history.append(t)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -223,7 +249,9 @@ def test_processors_mask_and_prior():
     assert allowed[0] == {0, 2, 4, 6, 7}  # after "1": end, "2", " ", " +", " + 1"
     assert allowed[1] == {0, 4, 6, 7}  # after "12"
     assert mask.allowed(torch.tensor([2, 2])).tolist() == [True, False]
-    assert prior.log_prob(torch.tensor([0, 0])).exp().tolist() == pytest.approx([0.35, 0.7])
+    # after the token "1" the prior writes "12" as one token, so "1" means the number 1: P(end) = 0.35 / 0.5
+    assert prior.log_prob(torch.tensor([0, 0])).exp().tolist() == pytest.approx([0.7, 0.7])
+    assert prior.log_prob(torch.tensor([2, 2])).exp().tolist() == [0.0, 0.0]  # "12" is written as one token
 
 
 # ---------------------------------------------------------------------- regex lexemes: masks against partial matching
@@ -320,3 +348,100 @@ def _text(b: bytes) -> str | None:
         return b.decode("utf-8")
     except UnicodeDecodeError:  # malformed: no completion decodes
         return None
+
+
+# ---------------------------------------------------------------------- the prior alone samples the grammar's strings
+def sample_prior(prior: SpelledPrior, n: int, seed: int, max_steps: int = 80) -> tuple[list[list[int]], np.ndarray]:
+    """``n`` token sequences drawn from the prior alone (zero model scores), with each
+    sequence's log-probability (the end included)."""
+    rng = np.random.default_rng(seed)
+    V = len(prior.grammar.vocab)
+    prior.reset(n)
+    seqs: list[list[int]] = [[] for _ in range(n)]
+    logp = np.zeros(n)
+    done = np.zeros(n, dtype=bool)
+    for _ in range(max_steps):
+        lp = prior(torch.zeros(n, V, dtype=torch.float64)).numpy()
+        p = np.exp(lp)
+        u = rng.random(n)[:, None]
+        picks = np.minimum((np.cumsum(p, 1) < u * p.sum(1, keepdims=True)).sum(1), V - 1)
+        for b in np.nonzero(~done)[0].tolist():
+            logp[b] += lp[b, picks[b]]
+            if picks[b] == prior.eos_id:
+                done[b] = True
+            else:
+                seqs[b].append(int(picks[b]))
+        prior.advance(torch.from_numpy(picks), done=torch.from_numpy(done & (picks != prior.eos_id)))
+        if done.all():
+            break
+    assert done.all()
+    return seqs, logp
+
+
+def test_prior_alone_reproduces_a_pcfg_string_distribution():
+    from scipy.stats import chisquare
+
+    rng = random.Random(7)
+    while True:  # a grammar with a few dozen strings
+        text, lang = random_pcfg(rng)
+        strings = strings_of(lang, Separator())
+        if 8 <= len(strings) <= 60:
+            break
+    toks = random_vocab(rng, strings)
+    prior = SpelledPrior(spell(compile_pcfg(parse_pcfg(text)), bytes_vocab(toks)), 1.0, eos_id=0)
+    seqs, logp = sample_prior(prior, 3000, seed=1)
+    texts = [b"".join(toks[t - 1] for t in s) for s in seqs]
+    assert set(texts) <= set(strings)
+    keys = sorted(strings)
+    seen = np.array([sum(t == k for t in texts) for k in keys], dtype=float)
+    want = np.array([strings[k] for k in keys]) * len(texts)
+    big = want >= 5  # rare strings pooled into one cell
+    obs = np.append(seen[big], seen[~big].sum())
+    exp = np.append(want[big], want[~big].sum())
+    keep = exp > 0
+    assert chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue > 1e-3
+    _, _, greedy = brute(strings, b"", toks, [])
+    firsts = np.bincount([s[0] if s else 0 for s in seqs], minlength=len(toks) + 1).astype(float)
+    cells = greedy * len(seqs) >= 5
+    assert chisquare(firsts[cells], greedy[cells] * firsts[cells].sum() / greedy[cells].sum()).pvalue > 1e-3
+    # each string is written one way (longest match), so its token sequence has its probability
+    for t, lp in zip(texts[:200], logp[:200]):
+        assert math.isclose(lp, math.log(strings[t]), rel_tol=1e-9, abs_tol=1e-12)
+    entropy = -sum(p * math.log(p) for p in strings.values())
+    assert abs(-logp.mean() - entropy) < 3 * logp.std() / math.sqrt(len(logp))
+
+
+def test_prior_alone_reproduces_clause_fsg_over_a_bpe():
+    tokenizers = pytest.importorskip("tokenizers")
+    from neurosym.compile.fsg import load_fsg
+    from neurosym.files import resolve_data_path
+
+    path = resolve_data_path("grammars/clause.fsg")
+    wa = load_fsg(path)
+    sep = Separator()
+    lines = [sep.join([wa.vocab.tokens[i] for i in s]) for s in wa.sample(400, seed=3)]
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=400, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(), show_progress=False, special_tokens=["<eos>"])
+    tok.train_from_iterator(lines, trainer)
+    vocab = Vocab.from_tokenizer(tok)
+    eos = tok.token_to_id("<eos>")
+    vocab = Vocab(vocab.tokens, [None if i == eos else s for i, s in enumerate(vocab.surfaces)], "bytes")
+    prior = SpelledPrior(spell(wa, vocab), 1.0, eos_id=eos)
+    seqs, logp = sample_prior(prior, 1500, seed=2)
+    h = wa.entropy().per_sentence
+    assert abs(-logp.mean() - h) < 3 * logp.std() / math.sqrt(len(logp)), (-logp.mean(), h)
+    for s in seqs[:300]:  # every sample is a sentence of the FSG, written with the default separator
+        text = b"".join(vocab.surfaces[t] for t in s).decode()
+        assert any(text == sep.join([wa.vocab.tokens[i] for i in ws]) for ws in [_parse_clause(wa, text)] if ws is not None)
+
+
+def _parse_clause(wa, text: str) -> list[int] | None:
+    """The FSG word sequence whose text is ``text`` (punctuation split off), if the FSG accepts it."""
+    import re
+
+    words = re.findall(r"[^\s.!?]+|[.!?]", text)
+    if not all(w in wa.vocab for w in words):
+        return None
+    ids = [wa.vocab.id(w) for w in words]
+    return ids if wa.accepts(ids) else None
