@@ -110,6 +110,8 @@ class PCFGTerminals:
         return got
 
     def advance(self, context: tuple, word: int) -> tuple:
+        """The context one terminal on (one chart column, on a copy of the context's chart;
+        extending every viable terminal at once as one batch measured slower)."""
         key = context + (int(word),)
         if key not in self.states:
             state = self.states[context].clone()
@@ -118,9 +120,11 @@ class PCFGTerminals:
         return key
 
     def retain(self, contexts: set) -> None:
+        """Keep the live contexts and their one-terminal extensions (the crossings of the
+        next step read them again while a hypothesis stays inside a word)."""
         keep = contexts | {()}
-        self.states = {k: v for k, v in self.states.items() if k in keep}
-        self.dists = {k: v for k, v in self.dists.items() if k in keep}
+        self.states = {k: v for k, v in self.states.items() if k in keep or k[:-1] in keep}
+        self.dists = {k: v for k, v in self.dists.items() if k in self.states}
 
 
 def terminal_model(terminals: WeightedAutomaton | RuleTensors) -> TerminalModel:
@@ -541,7 +545,9 @@ class StringPrefixModel:
     def _retain(self) -> None:
         live = {h[0] for hyps in self.rows for h in hyps}
         self.model.retain(live)
-        if not isinstance(self.model, FSGTerminals):
+        if isinstance(self.model, PCFGTerminals):
+            self.cums = {k: v for k, v in self.cums.items() if k[0] in self.model.states}
+        elif not isinstance(self.model, FSGTerminals):
             self.cums = {k: v for k, v in self.cums.items() if k[0] in live}
 
 

@@ -17,6 +17,7 @@ The analyses that need numbers (unreachable, non-generating, inconsistent) are i
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -236,6 +237,8 @@ class Grammar:
         for imp in self.imports.values():
             files.setdefault(imp.file, []).append(imp.name)
         head += [f'%import "{f}" ({", ".join(names)})' for f, names in files.items()]
+        if self.separator is not None:
+            head.append("%separator " + json.dumps(self.separator, ensure_ascii=False))
         return "\n".join(head + [str(p) for p in self.productions]) + "\n"
 
 
