@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from neurosym.compile.fsg import compile_fsg
+from neurosym.compile.fsg import compile_fsg, opaque_terminal, regex_terminals
 from neurosym.compile.pcfg import RuleTensors, compile_pcfg
 from neurosym.compile.pcfg_check import check_pcfg
 from neurosym.compile.cnf import to_cnf
@@ -216,15 +216,19 @@ class SpelledGrammar:
         return self.spelling.text(word_ids)
 
 
-def spell(terminals: WeightedAutomaton | RuleTensors, vocab: Vocab, separator: str | None = None, path: str | None = None) -> SpelledGrammar:
+def spell(terminals: WeightedAutomaton | RuleTensors, vocab: Vocab, separator: str | None = None, path: str | None = None,
+          lexemes: dict[int, tuple[np.ndarray, np.ndarray]] | None = None) -> SpelledGrammar:
     """``terminals`` (compiled over their own word vocabulary) read as strings over
-    ``vocab`` (kind ``"bytes"`` or ``"char"``), joined by ``separator`` (None: the default)."""
+    ``vocab`` (kind ``"bytes"`` or ``"char"``), joined by ``separator`` (None: the default).
+    ``lexemes``: ``{terminal id: byte DFA (trans, final)}`` of the terminals that stand for
+    a regex (default: a ``.pcfg``'s ``RuleTensors.lexemes``)."""
     if vocab.kind not in ("bytes", "char"):
         raise NeurosymError(f"a grammar over strings is decoded over a byte or character vocabulary, not a {vocab.kind!r} one")
     words = [s if isinstance(s, str) else None for s in terminals.vocab.surfaces]
     sep = Separator(DEFAULT_SEPARATOR if separator is None else separator)
-    sources = getattr(terminals, "lexemes", None) or {}
-    lexemes = {int(i): pattern_dfa(src).byte_dfa() for i, src in sources.items()}
+    if lexemes is None:
+        sources = getattr(terminals, "lexemes", None) or {}
+        lexemes = {int(i): pattern_dfa(src).byte_dfa() for i, src in sources.items()}
     return SpelledGrammar(terminals, Spelling(words, sep, vocab.kind, lexemes), vocab, path)
 
 
@@ -234,7 +238,9 @@ def load_spelled(path: str | Path, vocab: Vocab, limits: Limits = Limits()) -> S
     path = Path(path)
     if path.suffix == ".fsg":
         g = read_fsg(path)
-        return spell(compile_fsg(g, None, limits), vocab, g.separator, str(path))
+        auto = compile_fsg(g, None, limits, opaque_terminals=True)
+        dfas = {auto.vocab.id(opaque_terminal(n)): dfa for n, dfa in regex_terminals(g, limits).items() if opaque_terminal(n) in auto.vocab}
+        return spell(auto, vocab, g.separator, str(path), {i: dfa.byte_dfa() for i, dfa in dfas.items()})
     if path.suffix == ".pcfg":
         g = read_pcfg(path)
         check_pcfg(g, strict=True)

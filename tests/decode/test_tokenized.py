@@ -446,3 +446,31 @@ def _parse_clause(wa, text: str) -> list[int] | None:
         return None
     ids = [wa.vocab.id(w) for w in words]
     return ids if wa.accepts(ids) else None
+
+
+def test_fsg_regex_terminal_of_infinitely_many_strings_is_a_lexeme(tmp_path):
+    """An imported regex terminal with an infinite language is spelled by its DFA over a
+    tokenizer: the mask follows the pattern (the regex package's partial matching)."""
+    import regex
+
+    (tmp_path / "n.regex").write_text("NUM: /[0-9]+/\n")
+    (tmp_path / "n.fsg").write_text('%import "n.regex" (NUM)\nS A \'take\' 1.0\nA E NUM 1.0\nE 1.0\n')
+    from neurosym.kinds import load_grammar
+
+    toks = [b"take", b" ", b" 1", b"1", b"2", b"12", b"t", b"ake", b" take", b"1 "]
+    vocab = bytes_vocab(toks)
+    model = StringPrefixModel(load_grammar(tmp_path / "n.fsg", vocab))
+    pattern = regex.compile(r"take [0-9]+")
+    rng = random.Random(0)
+    for _ in range(5):
+        model.reset(1)
+        x = b""
+        for _ in range(6):
+            raw, end = model.prefix_probs()
+            want = [pattern.fullmatch((x + t).decode(), partial=True) is not None for t in toks]
+            assert (raw[0, 1:] > 0).tolist() == want, x
+            assert (end[0] > 0) == bool(pattern.fullmatch(x.decode()))
+            viable = np.nonzero(raw[0] > 0)[0].tolist()
+            t = rng.choice(viable)
+            model.advance(np.array([t]))
+            x += toks[t - 1]
