@@ -50,8 +50,10 @@ def grammar_processors(
     if isinstance(grammar, SpelledGrammar):  # an .fsg or .pcfg over a tokenizer: the string-level prefix model
         if max_len is not None:
             raise NeurosymError("a completion budget (max_len, max_new_tokens) is supported for automata (regexes, word lists), not grammars read as strings")
-        spelled: list[LogitsProcessor] = [SpelledPrior(grammar, weight, eos_id)] if use != "mask" else []
-        return spelled + ([SpelledMask(grammar, eos_id)] if use != "prior" else [])
+        if use == "mask":
+            return [SpelledMask(grammar, eos_id)]
+        prior = SpelledPrior(grammar, weight, eos_id)
+        return [prior] + ([SpelledMask(grammar, eos_id, shared=prior)] if use == "both" else [])  # one string model for both
     if isinstance(grammar, RuleTensors):
         if max_len is not None:
             raise NeurosymError("a completion budget (max_len, max_new_tokens) is supported for automata (regexes, .fsg, word lists), not .pcfg grammars")

@@ -251,6 +251,8 @@ class StringPrefixModel:
         self.walks: dict[tuple[int, int, int], Walk] = {}
         self.cums: dict[tuple[Hashable, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.rows: list[dict[Hyp, float]] = []
+        self.step = 0  # counts resets and advances: what prefix_probs keeps is valid for one step
+        self._raw: tuple[int, np.ndarray, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ static tables
     def walk(self, ctx: int, node: int, start: int) -> Walk:
@@ -318,6 +320,7 @@ class StringPrefixModel:
     def reset(self, batch_size: int) -> None:
         self.rows = [{(self.model.start(), BARE, 0): 1.0} for _ in range(batch_size)]
         self.pointers = [[] for _ in range(batch_size)]
+        self.step += 1
         self._retain()
 
     @property
@@ -395,14 +398,17 @@ class StringPrefixModel:
         """``(P(x + t is a prefix) / P(x is a prefix) (B, V), P(x is a sentence) / P(x is a
         prefix) (B,))`` float64: the viable tokens are those > 0 (tokens that are prefixes of
         one another overlap, so the row may sum to more than 1)."""
+        if self._raw is not None and self._raw[0] == self.step:
+            return self._raw[1].copy(), self._raw[2].copy()
         out = np.zeros((len(self.rows), self.V))
         end = np.zeros(len(self.rows))
+        self._raw = (self.step, out, end)  # filled below; read again (copied) until the next reset or advance
         for b, hyps in enumerate(self.rows):
             for (context, ctx, node), w in hyps.items():
                 if node == 0:
                     end[b] += w * self.model.distribution(context)[1]
                 self._score(context, ctx, node, 0, w, out[b])
-        return out, end
+        return out.copy(), end.copy()
 
     def _score(self, context: Hashable, ctx: int, node: int, start: int, weight: float, out: np.ndarray) -> None:
         """Add ``weight * P(token's bytes | hypothesis)`` for every token read from
@@ -476,6 +482,7 @@ class StringPrefixModel:
             elif units:
                 self.rows[b] = self._read(self.rows[b], units)
                 self.pointers[b] = self._pointers(self.pointers[b], t, units)
+        self.step += 1
         self._retain()
 
     def _pointers(self, pointers: list[int], token: int, units: tuple[int, ...]) -> list[int]:
@@ -565,7 +572,7 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 class _StringProcessor(LogitsProcessor):
     """Shared state of the processors over a :class:`SpelledGrammar`."""
 
-    def __init__(self, grammar: SpelledGrammar, eos_id: int):
+    def __init__(self, grammar: SpelledGrammar, eos_id: int, shared: "_StringProcessor | None" = None):
         if not isinstance(grammar, SpelledGrammar):
             raise NeurosymError(f"{type(self).__name__} needs a grammar over strings (SpelledGrammar), got {type(grammar).__name__}")
         V = len(grammar.vocab)
@@ -573,23 +580,28 @@ class _StringProcessor(LogitsProcessor):
             raise ConfigError(f"{type(self).__name__}: eos_id must be a token id in [0, {V}), got {eos_id!r}")
         if grammar.vocab.surfaces[eos_id]:
             raise ConfigError(f"{type(self).__name__}: eos_id {eos_id} spells {grammar.vocab.surfaces[eos_id]!r}; the end needs a token that spells nothing")
+        if shared is not None and shared.grammar is not grammar:
+            raise NeurosymError(f"{type(self).__name__}: a processor shares the model of a processor of the same grammar only")
         self.grammar, self.eos_id = grammar, eos_id
-        self.model = StringPrefixModel(grammar)
-        self._cache: Tensor | None = None
+        self.owner = shared is None  # the owner resets and advances the model; a sharing processor reads it
+        self.model = StringPrefixModel(grammar) if shared is None else shared.model
+        self._cache: tuple[int, Tensor] | None = None
         self._started = False
 
     def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
-        self.model.reset(batch_size)
+        if self.owner:
+            self.model.reset(batch_size)
         self._cache, self._started = None, True
 
     def advance(self, tokens: Tensor, done: Tensor | None = None) -> None:
         self._check()
+        if not self.owner:  # the processor that owns the model (earlier in the chain) advanced it
+            return
         tokens = torch.as_tensor(tokens).long().cpu()
         skip = tokens == self.eos_id
         if done is not None:
             skip = skip | torch.as_tensor(done).bool().cpu()
         self.model.advance(tokens.numpy(), skip.numpy())
-        self._cache = None
 
     def _check(self) -> None:
         if not self._started:
@@ -602,12 +614,12 @@ class _StringProcessor(LogitsProcessor):
     def log_probs(self) -> Tensor:
         """(B, V) float64 log-probabilities (:meth:`_probs`), the end at ``eos_id``."""
         self._check()
-        if self._cache is None:
+        if self._cache is None or self._cache[0] != self.model.step:
             nxt, end = self._probs()
             nxt[:, self.eos_id] = end
             with np.errstate(divide="ignore"):
-                self._cache = torch.from_numpy(np.log(nxt))
-        return self._cache
+                self._cache = (self.model.step, torch.from_numpy(np.log(nxt)))
+        return self._cache[1]
 
     def _scores_shape(self, scores: Tensor) -> None:
         B, V = self.model.batch_size, len(self.grammar.vocab)
@@ -660,7 +672,10 @@ class SpelledPrior(_StringProcessor):
 
 class SpelledMask(_StringProcessor):
     """Sets to ``-inf`` the scores (B, V_model) of tokens after which the text is no prefix
-    of a sentence, and ``eos_id`` unless the text is a sentence."""
+    of a sentence, and ``eos_id`` unless the text is a sentence. ``shared``: a
+    :class:`SpelledPrior` of the same grammar earlier in the chain, whose model this mask
+    reads (it resets and advances it; :func:`neurosym.decode.grammar_processors` does so
+    for ``use="both"``)."""
 
     def __repr__(self) -> str:
         return f"SpelledMask({self.grammar.name})"

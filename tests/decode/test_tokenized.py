@@ -474,3 +474,22 @@ def test_fsg_regex_terminal_of_infinitely_many_strings_is_a_lexeme(tmp_path):
             t = rng.choice(viable)
             model.advance(np.array([t]))
             x += toks[t - 1]
+
+
+def test_prior_and_mask_share_one_string_model():
+    from neurosym.decode import grammar_processors
+
+    text = "S -> S '+' N [0.3] | N [0.7]\nN -> '1' [0.5] | '12' [0.5]\n"
+    toks = [b"1", b"2", b"12", b" ", b"+", b" +", b" + 1"]
+    sg = spell(compile_pcfg(parse_pcfg(text)), bytes_vocab(toks))
+    prior, mask = grammar_processors(sg, 0, use="both")
+    alone = SpelledMask(sg, eos_id=0)
+    assert mask.model is prior.model and alone.model is not prior.model
+    for p in (prior, mask, alone):
+        p.reset(2)
+    for tokens in ([1, 3], [6, 6], [4, 4], [2, 1]):
+        zeros = torch.zeros(2, len(toks) + 1, dtype=torch.float64)
+        assert torch.equal(mask(prior(zeros.clone())).isfinite(), (alone(zeros.clone()).isfinite() & prior(zeros.clone()).isfinite()))
+        assert torch.equal(mask(zeros.clone()), alone(zeros.clone()))
+        for p in (prior, mask, alone):
+            p.advance(torch.tensor(tokens))
