@@ -144,36 +144,43 @@ def _longer_tokens(trie, n: int):
     """(V, V) sparse 0/1 matrix ``L[t', t] = 1`` where token ``t'`` extends token ``t`` with
     no token in between (the nearest token-ending descendants of ``t``'s trie node). A
     surface spelled by several ids counts once, by its lowest id."""
-
     end_start, end_token = trie.end_start, trie.end_token
     has = np.diff(end_start) > 0
     has[0] = False  # empty surfaces (none are read)
     rep = np.full(n, -1, dtype=np.int64)
-    rep[has] = [int(end_token[end_start[u] : end_start[u + 1]].min()) for u in np.nonzero(has)[0].tolist()]
-    parents = np.repeat(np.arange(n), np.diff(trie.child_start))
+    nodes = np.nonzero(has)[0]
+    if len(nodes):
+        rep[nodes] = np.minimum.reduceat(end_token, end_start[nodes])  # each node's ids are one CSR run
+    parents = _parents(trie.child_start, n)
     anc = np.full(n, -1, dtype=np.int64)  # nearest strict ancestor node that ends a token
-    for u in range(1, n):  # level order: a parent comes before its children
-        p = int(parents[u - 1])
-        anc[u] = p if has[p] else anc[p]
+    for lo, hi in zip(trie.level_start[1:-1].tolist(), trie.level_start[2:].tolist()):  # one level at a time, top down
+        p = parents[lo:hi]
+        anc[lo:hi] = np.where(has[p], p, anc[p])
     rows = np.nonzero(has & (anc >= 0))[0]
     V = len(trie.special)
-    L = sp.csr_matrix((np.ones(len(rows)), (rep[rows], rep[anc[rows]])), shape=(V, V))
-    return L
+    return sp.csr_matrix((np.ones(len(rows)), (rep[rows], rep[anc[rows]])), shape=(V, V))
 
 
-def _preorder(child_start: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n,) pre-order numbers of a CSR trie's nodes and (n,) the end of each subtree's
-    numbers: node z's subtree is ``pre in [pre[z], post[z])``."""
-    pre = np.zeros(n, dtype=np.int64)
+def _parents(child_start: np.ndarray, n: int) -> np.ndarray:
+    """(n,) each node's parent in a CSR trie (-1 at the root)."""
+    return np.concatenate([[-1], np.repeat(np.arange(n), np.diff(child_start))])[:n]
+
+
+def _preorder(trie, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) pre-order numbers of a CSR trie's nodes (children in order) and (n,) the end
+    of each subtree's numbers: node z's subtree is ``pre in [pre[z], post[z])``. One
+    vectorised step per level."""
+    child_start, levels = trie.child_start, list(zip(trie.level_start[:-1].tolist(), trie.level_start[1:].tolist()))
+    parents = _parents(child_start, n)
     size = np.ones(n, dtype=np.int64)
-    parents = np.repeat(np.arange(n), np.diff(child_start))
-    for z in range(n - 1, 0, -1):  # children come after their parents (level order): sizes bottom up
-        size[parents[z - 1]] += size[z]
-    for p in range(n):  # each child starts after its parent and its earlier siblings' subtrees
-        nxt = pre[p] + 1
-        for z in range(int(child_start[p]), int(child_start[p + 1])):
-            pre[z] = nxt
-            nxt += size[z]
+    for lo, hi in reversed(levels[1:]):  # subtree sizes, bottom up
+        np.add.at(size, parents[lo:hi], size[lo:hi])
+    pre = np.zeros(n, dtype=np.int64)
+    for lo, hi in levels[1:]:  # a child starts after its parent and its earlier siblings' subtrees
+        p = parents[lo:hi]
+        before = np.cumsum(size[lo:hi]) - size[lo:hi]  # sizes of the earlier nodes of the level
+        first = child_start[p] - lo  # each parent's first child, within the level
+        pre[lo:hi] = pre[p] + 1 + before - before[first]
     return pre, pre + size
 
 
@@ -245,7 +252,7 @@ class StringPrefixModel:
         self.token_node = np.zeros(self.V, dtype=np.int64)
         self.token_node[trie.end_token] = np.repeat(np.arange(n), np.diff(trie.end_start))
         self.token_depth = np.repeat(np.arange(len(trie.level_start) - 1), np.diff(trie.level_start))[:n]
-        self.dfs_pre, self.dfs_post = _preorder(trie.child_start, n)
+        self.dfs_pre, self.dfs_post = _preorder(trie, n)
         self.token_pre = np.where(trie.special, -1, self.dfs_pre[self.token_node])
         self.longer_dups = _duplicates(trie)
         self.walks: dict[tuple[int, int, int], Walk] = {}
