@@ -152,6 +152,8 @@ def _pcfg_to_tensors(r: RuleTensors) -> tuple[dict[str, torch.Tensor], dict]:
         "path": None if r.path is None else str(r.path),
         "vocab": r.vocab.to_json(),
     }
+    if r.lexemes:  # absent for grammars without /regex/ terminals (their artifacts are unchanged)
+        header["lexemes"] = {str(k): v for k, v in sorted(r.lexemes.items())}
     return tensors, header
 
 
@@ -292,7 +294,15 @@ def _pcfg_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vo
         vocab=vocab,
         start=header["start"],
         path=header.get("path"),
+        lexemes=_lexemes(header.get("lexemes", {}), len(vocab), origin),
     )
+
+
+def _lexemes(stored: object, V: int, origin: str) -> dict[int, str]:
+    """A PCFG artifact's ``lexemes`` header (token id -> regex source), checked."""
+    if not isinstance(stored, dict) or not all(isinstance(k, str) and k.isdigit() and 0 <= int(k) < V and isinstance(v, str) for k, v in stored.items()):
+        raise NeurosymError(f"{origin}: artifact is inconsistent: its lexemes are not a map from token ids below {V} to regex sources")
+    return {int(k): v for k, v in stored.items()}
 
 
 def _features_from_tensors(tensors: dict[str, torch.Tensor], header: dict, vocab: Vocab, origin: str) -> FeatureBank:

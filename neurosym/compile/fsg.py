@@ -232,8 +232,10 @@ def _restrict(bank, wanted: set[str]):
     return replace(bank, patterns={n: r for n, r in bank.patterns.items() if n in wanted})
 
 
-def _token_sets(g: FsgGrammar, imports: _Imports, vocab: Vocab | None) -> tuple[Vocab, list[list[int]]]:
-    """The vocabulary and, per arc, the token ids its label reads ([] for <eps>)."""
+def _token_sets(g: FsgGrammar, imports: _Imports, vocab: Vocab | None, opaque: bool = False) -> tuple[Vocab, list[list[int]]]:
+    """The vocabulary and, per arc, the token ids its label reads ([] for <eps>). With
+    ``opaque`` (and no vocabulary), a regex terminal of infinitely many strings is one
+    token ``/NAME/`` (:func:`opaque_terminal`), spelled later by its DFA."""
     words_of: list[list[str] | None] = []
     for arc in g.arcs:
         lab = arc.label
@@ -256,6 +258,8 @@ def _token_sets(g: FsgGrammar, imports: _Imports, vocab: Vocab | None) -> tuple[
         for arc, ws in zip(g.arcs, words_of):
             if ws is None:  # a regex terminal: its strings, when they are few
                 ws = finite_strings(imports.terminals[arc.label.text], DEFAULT_VOCAB_CAP)
+                if ws is None and opaque:
+                    ws = [opaque_terminal(arc.label.text)]
                 if ws is None:
                     raise SourceError.at(
                         arc.label.span,
@@ -271,6 +275,8 @@ def _token_sets(g: FsgGrammar, imports: _Imports, vocab: Vocab | None) -> tuple[
             by_surface.setdefault(surface, i)
     ids_of: list[list[int]] = []
     for arc, ws in zip(g.arcs, words_of):
+        if ws is None and opaque and opaque_terminal(arc.label.text) in vocab:
+            ws = [opaque_terminal(arc.label.text)]
         if ws is None:
             ids_of.append(_terminal_ids(imports.terminals[arc.label.text], vocab, arc.label))
             continue
@@ -284,6 +290,16 @@ def _token_sets(g: FsgGrammar, imports: _Imports, vocab: Vocab | None) -> tuple[
     return vocab, ids_of
 
 
+def opaque_terminal(name: str) -> str:
+    """The one token that stands for regex terminal ``name`` under ``opaque_terminals``."""
+    return f"/{name}/"
+
+
+def regex_terminals(g: FsgGrammar, limits: Limits = Limits()) -> dict[str, object]:
+    """The character DFA of every regex terminal ``g`` imports, by name."""
+    return dict(_Imports(g, limits).terminals)
+
+
 def _terminal_ids(dfa, vocab: Vocab, label: Label) -> list[int]:
     auto = to_automaton(dfa, vocab)
     first = auto.delta[auto.start]
@@ -295,7 +311,8 @@ def _terminal_ids(dfa, vocab: Vocab, label: Label) -> list[int]:
 
 
 # ---------------------------------------------------------------------- compile
-def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limits(), exclude: Collection[str] = ()) -> WeightedAutomaton:
+def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limits(), exclude: Collection[str] = (),
+                opaque_terminals: bool = False) -> WeightedAutomaton:
     """Check ``g`` and build its deterministic probabilistic automaton over ``vocab``
     (default: a word vocabulary of the grammar's words, in order of appearance).
 
@@ -306,7 +323,7 @@ def compile_fsg(g: FsgGrammar, vocab: Vocab | None = None, limits: Limits = Limi
     graph = state_graph(g)
     _analyze(g, graph)
     imports = _Imports(g, limits)
-    vocab, ids_of = _token_sets(g, imports, vocab)
+    vocab, ids_of = _token_sets(g, imports, vocab, opaque_terminals)
     if exclude:
         unknown = sorted(w for w in exclude if w not in vocab)
         if unknown:

@@ -9,7 +9,7 @@ pytorch-struct ``SentCFG`` layout: ``root`` (N,), ``binary`` (N, N+T, N+T) and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +19,9 @@ from neurosym.compile.cnf import CNFGrammar, to_cnf
 from neurosym.compile.dfa import DEFAULT_VOCAB_CAP, finite_strings
 from neurosym.compile.pcfg_check import analyze, check_pcfg
 from neurosym.compile.pcfg_sample import sample_token_ids
-from neurosym.compile.regex import Limits, rule_dfa
-from neurosym.dsl.pcfg import NT, Grammar, Terminal, as_grammar, read_pcfg
+from neurosym.compile.dfa import CharDFA
+from neurosym.compile.regex import Limits, pattern_dfa, rule_dfa
+from neurosym.dsl.pcfg import NT, Grammar, Terminal, as_grammar, lexeme_text, read_pcfg
 from neurosym.errors import CompileError, SourceError, Span
 from neurosym.semiring import LOG_ZERO
 from neurosym.vocab import Vocab
@@ -52,7 +53,7 @@ def summary(grammar: Grammar | str | Path) -> dict:
         "weights": grammar.weights,
         "normalize": grammar.normalize,
         "nonterminals": len(grammar.nonterminals),
-        "terminals": {"literal": sum(t.kind == "literal" for t in terms), "regex": sum(t.kind == "regex" for t in terms)},
+        "terminals": {"literal": sum(t.kind == "literal" for t in terms), "regex": sum(t.kind != "literal" for t in terms)},
         "rules": {"total": len(grammar.productions), **kinds},
         "consistency_radius": a.radius,
         "expected_length": a.expected_length,
@@ -104,6 +105,12 @@ class RuleTensors:
         root_term: (T,) ``log P(sentence is one token, under preterminal t)``.
         empty: () ``log P(empty sentence)``.
         nonterminals, preterminals: names (N) and (T).
+        lexemes: ``{token id: regex source}`` for the tokens of ``vocab`` that each stand
+            for a whole ``/regex/`` terminal (a lexeme: any one string of the pattern's
+            language, spelled by its byte DFA at the string level). Filled for the
+            grammar's default vocabulary, where such a token is written ``/source/``;
+            empty for a grammar without ``/regex/`` terminals and over a given vocabulary
+            (there a lexeme emits the tokens it fully matches, as an imported regex does).
 
     ``root.exp().sum() + root_term.exp().sum() + empty.exp() == 1``.
     """
@@ -118,6 +125,7 @@ class RuleTensors:
     vocab: Vocab
     start: str = "S"
     path: str | None = None
+    lexemes: dict[int, str] = field(default_factory=dict)
 
     @property
     def N(self) -> int:
@@ -133,7 +141,8 @@ class RuleTensors:
     def to(self, *args, **kwargs) -> "RuleTensors":
         """A copy with every tensor moved/cast like ``Tensor.to`` (device and/or dtype)."""
         moved = {k: getattr(self, k).to(*args, **kwargs) for k in ("root", "binary", "emit", "root_term", "empty")}
-        return RuleTensors(**moved, nonterminals=self.nonterminals, preterminals=self.preterminals, vocab=self.vocab, start=self.start, path=self.path)
+        return RuleTensors(**moved, nonterminals=self.nonterminals, preterminals=self.preterminals, vocab=self.vocab, start=self.start, path=self.path,
+                           lexemes=dict(self.lexemes))
 
     def potentials(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``SentCFG`` log-potentials for token ids (B, L): terms (B, L, T), rules
@@ -161,19 +170,24 @@ def compile_pcfg(
     asks for less (``torch.float32`` rounds every log-probability to 24 bits, a relative
     error of about 6e-8 per rule).
 
-    Without ``vocab``, the vocabulary is ``Vocab.words`` of the literal terminals plus
-    every string of each regex terminal (which must then match finitely many, at most
-    10,000). With ``vocab``, each literal must be a token of it and each regex terminal
-    emits uniformly over the tokens its pattern matches (at least one)."""
+    Without ``vocab``, the vocabulary is ``Vocab.words`` of the literal terminals, every
+    string of each imported regex terminal (which must then match finitely many, at most
+    10,000) and one opaque token ``/source/`` per ``/regex/`` lexeme (``lexemes`` maps
+    its id to the pattern). With ``vocab``, each literal must be a token of it and each
+    regex terminal, imported or ``/regex/``, emits uniformly over the tokens its pattern
+    fully matches (at least one)."""
     limits = limits or Limits()
     cnf = source if isinstance(source, CNFGrammar) else to_cnf(source, check=True, max_symbols=limits.max_cnf_symbols)
     S = cnf.N + cnf.T
     _check_size(cnf, "binary", (cnf.N, S, S), limits)
     dfas = {name: rule_dfa(imp.bank, imp.rule, limits) for name, imp in cnf.imports.items()}
+    dfas.update(lexeme_dfas(cnf, limits))
+    lexemes: dict[int, str] = {}
     if vocab is None:
         vocab = _default_vocab(cnf, dfas)
+        lexemes = {vocab.id(lexeme_text(t.value)): t.value for t in cnf.terminals if t.kind == "lexeme"}
     _check_size(cnf, "emit", (cnf.T, len(vocab)), limits)
-    emit = _emissions(cnf, vocab, dfas)  # (T, V)
+    emit = _emissions(cnf, vocab, dfas, lexemes_opaque=bool(lexemes) or not any(t.kind == "lexeme" for t in cnf.terminals))  # (T, V)
 
     def log(x) -> torch.Tensor:
         with np.errstate(divide="ignore"):
@@ -194,7 +208,29 @@ def compile_pcfg(
         vocab=vocab,
         start=cnf.start,
         path=cnf.path,
+        lexemes=lexemes,
     )
+
+
+def lexeme_dfas(grammar: CNFGrammar | Grammar, limits: Limits | None = None) -> dict[str, CharDFA]:
+    """The minimal character DFA of each ``/regex/`` terminal, keyed by its source. A
+    pattern that matches the empty string or no string at all is refused at its first use
+    (a lexeme is one non-empty string; write the empty case as an alternative)."""
+    limits = limits or Limits()
+    spans = grammar.terminal_spans if isinstance(grammar, CNFGrammar) else grammar.terminal_spans()
+    out: dict[str, CharDFA] = {}
+    for t in grammar.terminals:
+        if t.kind != "lexeme" or t.value in out:
+            continue
+        at = spans.get(t) or Span(grammar.path, 1, 1)
+        dfa = pattern_dfa(t.value, limits=limits, span=at.shifted(1))
+        if not dfa.final.any():
+            raise SourceError.at(at, f"regex terminal {t} matches no string")
+        if dfa.final[0]:
+            raise SourceError.at(at, f"regex terminal {t} matches the empty string; a lexeme is one non-empty string "
+                                     "(make the pattern non-empty and write the empty case as an empty alternative)")
+        out[t.value] = dfa
+    return out
 
 
 def _where(cnf: CNFGrammar, t: Terminal) -> Span:
@@ -204,6 +240,12 @@ def _where(cnf: CNFGrammar, t: Terminal) -> Span:
 def _default_vocab(cnf: CNFGrammar, dfas: dict) -> Vocab:
     words = [t.value for t in cnf.terminals if t.kind == "literal"]
     for t in cnf.terminals:
+        if t.kind == "lexeme":
+            name = lexeme_text(t.value)
+            if name in words:
+                raise SourceError.at(_where(cnf, t), f"the literal {name!r} is also the name of the regex terminal {name} "
+                                                     "in the default vocabulary; rename one or pass a vocabulary")
+            words.append(name)
         if t.kind == "regex":
             strings = finite_strings(dfas[t.value], DEFAULT_VOCAB_CAP)
             if strings is None:
@@ -231,9 +273,10 @@ def _check_size(cnf: CNFGrammar, name: str, shape: tuple[int, ...], limits: Limi
     )
 
 
-def _emissions(cnf: CNFGrammar, vocab: Vocab, dfas: dict) -> np.ndarray:
+def _emissions(cnf: CNFGrammar, vocab: Vocab, dfas: dict, lexemes_opaque: bool = False) -> np.ndarray:
     """(T, V) ``P(token | preterminal)``: each terminal's column of ``lexical`` spread over
-    its tokens (one for a literal, the matching ones for a regex terminal)."""
+    its tokens (one for a literal or, with ``lexemes_opaque``, a lexeme's ``/source/``
+    token; the matching ones for a regex terminal)."""
     by_surface: dict = {}
     for i, s in enumerate(vocab.surfaces):
         if s is not None:
@@ -248,12 +291,15 @@ def _emissions(cnf: CNFGrammar, vocab: Vocab, dfas: dict) -> np.ndarray:
                 raise SourceError.at(_where(cnf, t), f"terminal {t} is not a token of the vocabulary ({vocab!r})")
             lit_k.append(k)
             lit_v.append(i)
+        elif t.kind == "lexeme" and lexemes_opaque:
+            lit_k.append(k)
+            lit_v.append(vocab.id(lexeme_text(t.value)))
         else:
             delta, final = token_delta(dfas[t.value], vocab)
             row = delta[0]
             match = (row >= 0) & final[np.maximum(row, 0)]
             if not match.any():
-                raise SourceError.at(_where(cnf, t), f"regex terminal {t.value} matches no token of the vocabulary ({vocab!r})")
+                raise SourceError.at(_where(cnf, t), f"regex terminal {t} matches no token of the vocabulary ({vocab!r})")
             out[:, match] += cnf.lexical[:, k : k + 1] / match.sum()
     if lit_k:  # several terminals may share a token (a byte vocabulary): accumulate
         cols = np.array(lit_v, dtype=np.int64)
@@ -271,4 +317,4 @@ def load_pcfg(path: str | Path, vocab: Vocab | None = None, limits: Limits | Non
     return compile_pcfg(to_cnf(grammar, check=False, max_symbols=limits.max_cnf_symbols), vocab, limits, dtype)
 
 
-__all__ = ["RuleTensors", "compile_pcfg", "format_summary", "load_pcfg", "summary"]
+__all__ = ["RuleTensors", "compile_pcfg", "format_summary", "lexeme_dfas", "load_pcfg", "summary"]

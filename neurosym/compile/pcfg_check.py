@@ -166,7 +166,7 @@ def check_pcfg(grammar: Grammar | str | Path, strict: bool = True) -> list[Findi
         out.append(Finding("info", grammar.productions[0].lhs_span, "no probabilities are given: each nonterminal's alternatives are equally likely"))
     seen: dict[tuple, object] = {}
     for p in grammar.productions:
-        key = (p.lhs, tuple((type(s).__name__, getattr(s, "name", getattr(s, "text", None))) for s in p.rhs))
+        key = (p.lhs, tuple(("NT", s.name) if isinstance(s, NT) else s.terminal for s in p.rhs))
         if key in seen:
             out.append(Finding("warning", p.span, f"duplicate rule {p.lhs} -> {' '.join(map(str, p.rhs))} (also at line {seen[key].span.line}); their probabilities add up"))
         else:

@@ -17,8 +17,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from neurosym.compile.regex import Limits, rule_dfa
-from neurosym.dsl.pcfg import NT, Grammar, as_grammar
+from neurosym.compile.regex import Limits, pattern_dfa, rule_dfa
+from neurosym.dsl.pcfg import NT, Grammar, Lexeme, as_grammar
 from neurosym.errors import CompileError
 from neurosym.semiring import LOG_ZERO
 
@@ -253,6 +253,9 @@ def _tree(node: int, node_symbol, children, names, terminals, grammar: Grammar, 
             if t.terminal.kind == "literal":
                 tree.children.append(t.text)
                 continue
+            if t.terminal.kind == "lexeme":
+                tree.children.append(sample_lexeme(t, dfas, rng, limits))
+                continue
             if t.name not in dfas:
                 imp = grammar.imports[t.name]
                 dfas[t.name] = rule_dfa(imp.bank, imp.rule, limits)
@@ -261,6 +264,26 @@ def _tree(node: int, node_symbol, children, names, terminals, grammar: Grammar, 
                 raise CompileError(f"{t.span}: regex terminal {t.name} has no string of at most 24 characters to sample")
             tree.children.append(Tree(t.name, [words[0]]))
     return root
+
+
+LEXEME_MAX_CHARS = 24  # the longest string a sampled regex terminal may draw
+LEXEME_STOP = 0.3  # the chance a sampled regex terminal stops at each accepting state
+
+
+def sample_lexeme(t: Lexeme, dfas: dict, rng: np.random.Generator, limits: Limits = Limits()) -> str:
+    """One string of a ``/regex/`` terminal's language, by a random walk over its minimal
+    character DFA (:meth:`CharDFA.sample`): at an accepting state the walk stops with
+    probability 0.3; otherwise it takes, uniformly, one of the character classes from which
+    an accepting state is still reachable within 24 characters, and a character uniformly
+    from that class. Every drawn string is in the language and at most 24 characters long
+    (not a distribution the grammar defines: a lexeme carries no probability inside it)."""
+    key = ("lexeme", t.source)
+    if key not in dfas:
+        dfas[key] = pattern_dfa(t.source, limits=limits, span=t.span.shifted(1))
+    words = dfas[key].sample(1, max_len=LEXEME_MAX_CHARS, seed=int(rng.integers(2**31)), stop_prob=LEXEME_STOP)
+    if not words:
+        raise CompileError(f"{t.span}: regex terminal {t} has no string of at most {LEXEME_MAX_CHARS} characters to sample")
+    return words[0]
 
 
 def _min_tokens(table: RuleTable, n_symbols: int) -> np.ndarray:
@@ -326,4 +349,7 @@ def sample_token_ids(rules: CompiledRules, n: int, seed: int = 0, max_len: int =
     return out[:n]
 
 
-__all__ = ["CompiledRules", "Derivations", "RuleTable", "Tree", "expand", "sample_sentences", "sample_token_ids", "sample_trees"]
+__all__ = [
+    "CompiledRules", "Derivations", "LEXEME_MAX_CHARS", "LEXEME_STOP", "RuleTable", "Tree", "expand", "sample_lexeme", "sample_sentences",
+    "sample_token_ids", "sample_trees",
+]

@@ -2,8 +2,11 @@
 
 The format is NLTK's ``CFG``/``PCFG`` text (``S -> NP VP [1.0]``, ``|`` alternatives,
 ``'word'`` / ``"word"`` terminals, empty alternatives for the empty string, ``%start``)
-plus ``#`` comments, ``%normalize``, ``%weights prob|logprob`` and
-``%import "bank.regex" (NAME, ...)`` for regex-bank terminals.
+plus ``#`` comments, ``%normalize``, ``%weights prob|logprob``,
+``%import "bank.regex" (NAME, ...)`` for regex-bank terminals, ``/regex/`` lexemes
+(a terminal written like a Lark terminal: one string of the pattern's language) and
+``%separator "TEXT"`` (how terminals join into text over a tokenizer,
+:mod:`neurosym.compile.spelling`).
 
 This module reports, at the offending position: syntax errors, bad directives, missing
 or out-of-range probabilities, per-nonterminal sums that are not 1, empty literals,
@@ -14,6 +17,7 @@ The analyses that need numbers (unreachable, non-generating, inconsistent) are i
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -29,12 +33,14 @@ from neurosym.dsl.escapes import unquote
 from neurosym.dsl.source import parse_text, read_source
 from neurosym.errors import SourceError, Span
 from neurosym.dsl.regex import read_regex_bank
+from neurosym.dsl.regex_syntax import parse_pattern
 
 SUM_TOLERANCE = 1e-6
 GRAMMAR = "pcfg.lark"  # the lark grammar, beside this module
 FRIENDLY = {
     "NAME": "a nonterminal name",
     "STRING": "a quoted terminal",
+    "REGEX": "a /regex/ terminal",
     "PROB": "a [probability]",
     "ARROW": "'->'",
     "OR": "'|'",
@@ -43,19 +49,33 @@ FRIENDLY = {
     "RPAR": "')'",
     "_COMMA": "','",
 }
-DIRECTIVES = ("start", "normalize", "weights", "import")
+DIRECTIVES = ("start", "normalize", "weights", "import", "separator")
 
 
 # ---------------------------------------------------------------------- IR
 class Terminal(NamedTuple):
-    """A terminal symbol: ``kind`` is ``"literal"`` (``value`` is the word) or ``"regex"``
-    (``value`` is the imported pattern's name)."""
+    """A terminal symbol: ``kind`` is ``"literal"`` (``value`` is the word), ``"regex"``
+    (``value`` is the imported pattern's name) or ``"lexeme"`` (``value`` is the source of
+    a ``/regex/`` written in the rule, Python syntax, without the slashes)."""
 
     kind: str
     value: str
 
     def __str__(self) -> str:
+        if self.kind == "lexeme":
+            return lexeme_text(self.value)
         return self.value if self.kind == "regex" else repr(self.value)
+
+
+def lexeme_text(source: str) -> str:
+    """How a lexeme is written in a `.pcfg` file: ``/source/``, each unescaped ``/`` as ``\\/``."""
+    return "/" + re.sub(r"(\\.)|/", lambda m: m.group(1) or "\\/", source) + "/"
+
+
+def lexeme_source(text: str) -> str:
+    """The pattern of a ``/.../`` token: the slashes dropped and each ``\\/`` read as ``/``
+    (other escapes are the pattern's own)."""
+    return re.sub(r"\\(.)", lambda m: "/" if m.group(1) == "/" else m.group(0), text[1:-1])
 
 
 @dataclass(frozen=True)
@@ -99,7 +119,23 @@ class RegexTerm:
         return self.name
 
 
-Symbol = NT | Lit | RegexTerm
+@dataclass(frozen=True)
+class Lexeme:
+    """A ``/regex/`` terminal: one lexeme, any string the pattern (Python syntax, the
+    adapter :mod:`neurosym.dsl.regex_syntax`) fully matches; ``source`` is the pattern."""
+
+    source: str
+    span: Span
+
+    @property
+    def terminal(self) -> Terminal:
+        return Terminal("lexeme", self.source)
+
+    def __str__(self) -> str:
+        return lexeme_text(self.source)
+
+
+Symbol = NT | Lit | RegexTerm | Lexeme
 
 
 @dataclass
@@ -159,6 +195,7 @@ class Grammar:
     imports: dict[str, TerminalImport] = field(default_factory=dict)
     normalize: bool = False
     weights: str = "prob"
+    separator: str | None = None  # %separator: how terminals join into text (None: the default, neurosym.compile.spelling)
 
     @property
     def nonterminals(self) -> list[str]:
@@ -174,6 +211,11 @@ class Grammar:
 
     def first_rule(self, lhs: str) -> Production:
         return next(p for p in self.productions if p.lhs == lhs)
+
+    @property
+    def lexemes(self) -> list[str]:
+        """The source of every ``/regex/`` terminal, in order of first appearance."""
+        return [t.value for t in self.terminals if t.kind == "lexeme"]
 
     @property
     def terminals(self) -> list[Terminal]:
@@ -195,6 +237,8 @@ class Grammar:
         for imp in self.imports.values():
             files.setdefault(imp.file, []).append(imp.name)
         head += [f'%import "{f}" ({", ".join(names)})' for f, names in files.items()]
+        if self.separator is not None:
+            head.append("%separator " + json.dumps(self.separator, ensure_ascii=False))
         return "\n".join(head + [str(p) for p in self.productions]) + "\n"
 
 
@@ -225,7 +269,7 @@ def parse_pcfg(text: str, path: str | Path | None = None) -> Grammar:
 # joins to its neighbour, or that a `|` line below continues, is left to lark
 _NAME = r"(?:[^\s'\"\[\]|#%(),\\-]|-(?!>))(?:[^\s'\"\[\]|#(),\\-]|-(?!>))*"
 _RULE_TOKENS = re.compile(
-    r"[ \t\f]*(?:(?P<NAME>" + _NAME + r")|(?P<STRING>\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')|(?P<PROB>\[[^\]\n]*\])"
+    r"[ \t\f]*(?:(?P<REGEX>/(?:\\.|[^/\\\n])+/)|(?P<NAME>" + _NAME + r")|(?P<STRING>\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')|(?P<PROB>\[[^\]\n]*\])"
     r"|(?P<ARROW>->)|(?P<OR>\|)|(?P<COMMENT>#.*))"
 )
 _CONTINUES = re.compile(r"[ \t]*\|")
@@ -292,6 +336,7 @@ class _Builder:
         self.normalize = False
         self.weights: tuple[str, Span] | None = None
         self.imports: dict[str, TerminalImport] = {}
+        self.separator: tuple[str, Span] | None = None
 
     def span(self, node: Tree | Token) -> Span:
         if isinstance(node, Token):
@@ -340,6 +385,10 @@ class _Builder:
                 if text == "":
                     raise SourceError.at(at, "empty terminal ''; write an empty alternative (e.g. A -> 'x' [0.5] | [0.5]) for the empty string")
                 rhs.append(Lit(text, at))
+            elif tok.type == "REGEX":
+                source = lexeme_source(str(tok))
+                parse_pattern(source, at.shifted(1))  # a bad pattern is reported at its own column
+                rhs.append(Lexeme(source, at))
             else:
                 rhs.append(NT(str(tok), at))
         symbols = [tok for tok in tree.children if tok.type != "PROB"]
@@ -353,13 +402,14 @@ class _Builder:
         if name not in DIRECTIVES:
             raise SourceError.at(at, f"unknown directive %{name}; expected one of {', '.join('%' + d for d in DIRECTIVES)}")
         kinds = [a.type if isinstance(a, Token) else "names" for a in args]
-        want = {"start": ["NAME"], "normalize": [], "weights": ["NAME"], "import": ["STRING", "names"]}[name]
+        want = {"start": ["NAME"], "normalize": [], "weights": ["NAME"], "import": ["STRING", "names"], "separator": ["STRING"]}[name]
         if kinds != want:
             usage = {
                 "start": "%start NAME",
                 "normalize": "%normalize",
                 "weights": "%weights prob|logprob",
                 "import": '%import "file.regex" (NAME, ...)',
+                "separator": '%separator " " (or "" for terminals that concatenate)',
             }[name]
             bad = args[len(want)] if len(args) > len(want) and kinds[: len(want)] == want else (args[0] if args else head)
             raise SourceError.at(self.span(bad) if bad is not head else at, f"bad %{name} directive; write {usage}")
@@ -376,6 +426,10 @@ class _Builder:
             if self.weights is not None and self.weights[0] != value:
                 raise SourceError.at(vat, f"%weights {value} contradicts %weights {self.weights[0]} at line {self.weights[1].line}")
             self.weights = (value, vat)
+        elif name == "separator":
+            if self.separator is not None:
+                raise SourceError.at(at, f"a second %separator (the first is at line {self.separator[1].line})")
+            self.separator = (unquote(args[0], self.span(args[0]), "a quoted separator"), at)
         else:
             self.import_(args[0], args[1])
 
@@ -429,7 +483,8 @@ class _Builder:
                 raise SourceError.at(start_span, f"start symbol {start} has no rules{hint}")
         else:
             start, start_span = self.alts[0].lhs, self.alts[0].lhs_span
-        return Grammar(self.display, start, start_span, prods, dict(self.imports), self.normalize, kind)
+        separator = self.separator[0] if self.separator else None
+        return Grammar(self.display, start, start_span, prods, dict(self.imports), self.normalize, kind, separator)
 
     def resolve(self, sym, lhs_of: dict) -> Symbol:
         if not isinstance(sym, NT) or sym.name in lhs_of:
@@ -498,6 +553,7 @@ class _Builder:
 
 __all__ = [
     "Grammar",
+    "Lexeme",
     "Lit",
     "NT",
     "Production",
@@ -506,6 +562,8 @@ __all__ = [
     "Terminal",
     "TerminalImport",
     "as_grammar",
+    "lexeme_source",
+    "lexeme_text",
     "read_pcfg",
     "parse_pcfg",
 ]
