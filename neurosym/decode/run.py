@@ -27,6 +27,7 @@ the vocabulary; otherwise it is refused with one line that names this limitation
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +37,13 @@ import torch
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.pcfg import RuleTensors
+from neurosym.compile.spelling import SpelledGrammar
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.decode.generate import Generation, feature_inputs, generate
 from neurosym.decode.grammar import budget_of, grammar_processors
 from neurosym.decode.mask import TokenBan
 from neurosym.decode.processor import LogitsProcessor, ProcessorContext, build_processor
+from neurosym.decode.tokenized import read_texts
 from neurosym.errors import NeurosymError
 from neurosym.kinds import load_grammar
 from neurosym.layers.prefix import prefix_state
@@ -52,7 +55,6 @@ from neurosym.lm.task import is_lm_run, load_lm_run, special_ids
 from neurosym.lm.train import resolve_task
 from neurosym.vocab import Vocab
 
-WEIGHTED_SUFFIXES = (".fsg", ".pcfg")  # grammars of whole words (the vocabulary's tokens)
 
 
 @dataclass
@@ -100,19 +102,11 @@ def load_run(path: str | Path) -> LoadedRun:
 
 
 def run_grammar(grammar: str, loaded: LoadedRun) -> Any:
-    """``grammar`` compiled over the run's vocabulary; an ``.fsg``/``.pcfg`` whose words are
-    not single tokens of a sub-word vocabulary is refused with the limitation named."""
-    try:
-        return load_grammar(grammar, loaded.vocab)
-    except NeurosymError as err:
-        weighted = Path(str(grammar)).suffix in WEIGHTED_SUFFIXES
-        if weighted and loaded.vocab.tokenizer is not None and "of the vocabulary" in str(err):  # a word that is no token
-            raise NeurosymError(
-                f"{grammar}: .fsg and .pcfg grammars read whole words, and this run's sub-word tokenizer splits some of them "
-                f"(not yet supported: each word must be one token of the run's vocabulary; a regex or a .txt word list works "
-                f"over any tokenizer): {err}"
-            ) from None
-        raise
+    """``grammar`` compiled over the run's vocabulary. Over a byte-level or character
+    vocabulary an ``.fsg``/``.pcfg`` is read as a language of strings (a
+    :class:`~neurosym.compile.spelling.SpelledGrammar`, docs/strings.md), so its words need
+    not be tokens; over a word vocabulary each of its words must be one token."""
+    return load_grammar(grammar, loaded.vocab)
 
 
 def sample_run(
@@ -193,6 +187,9 @@ def generate_from_run(
             exact = float(auto.log_prob(torch.tensor([full], dtype=torch.long).reshape(1, len(full)))[0])
         elif isinstance(auto, RuleTensors) and out.status[b] == "eos":
             exact = float(prefix_state(auto, torch.tensor([full], dtype=torch.long).reshape(1, len(full))).sentence_log_prob[0])
+        elif isinstance(auto, SpelledGrammar) and out.status[b] == "eos":
+            logp = float(read_texts(auto, [full])[2][0])
+            exact = None if math.isnan(logp) else logp
         rows.append({
             "text": vocab.decode(full), "tokens": full, "status": out.status[b],
             "grammar_log_prob": exact, "model_log_prob": float(out.model_log_prob[b]),
@@ -206,6 +203,9 @@ def membership(grammar: Any, rows: Sequence[Sequence[int]]) -> tuple[torch.Tenso
     sentence). Automata are trim (every state left can still reach a final one), so a
     prefix is viable iff it was not rejected; a PCFG prefix iff its prefix probability is
     positive."""
+    if isinstance(grammar, SpelledGrammar):
+        sentence, viable, _ = read_texts(grammar, [list(r) for r in rows])
+        return torch.from_numpy(sentence), torch.from_numpy(viable)
     B = len(rows)
     L = max((len(r) for r in rows), default=0)
     ids = torch.zeros(B, max(L, 1), dtype=torch.long)

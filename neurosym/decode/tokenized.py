@@ -565,6 +565,41 @@ class StringPrefixModel:
             self.cums = {k: v for k, v in self.cums.items() if k[0] in live}
 
 
+def read_texts(grammar: SpelledGrammar, rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Score B token rows (ids of the grammar's vocabulary, the end token left out) as texts:
+    ``(sentence (B,) bool, viable (B,) bool, log P(text is a sentence) (B,) float64)``.
+    ``viable``: some continuation makes the text a sentence. The log-probability is the
+    telescoping sum of ``log P(x + t is a prefix) / P(x is a prefix)`` over the row's tokens
+    plus ``log P(end | x)``, so it is the text's exact probability however it was
+    tokenized (``-inf`` off the language; ``nan`` where the grammar has regex lexemes,
+    which carry no probability inside them). A special token makes a row impossible."""
+    model = StringPrefixModel(grammar)
+    B = len(rows)
+    L = max((len(r) for r in rows), default=0)
+    ids = np.zeros((B, L), dtype=np.int64)
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    for b, r in enumerate(rows):
+        ids[b, : len(r)] = r
+    model.reset(B)
+    logp = np.zeros(B)
+    at = np.arange(B)
+    with np.errstate(divide="ignore"):
+        for i in range(L):
+            active = lengths > i
+            raw, _ = model.prefix_probs()
+            col = ids[:, i]
+            inside = (col >= 0) & (col < model.V)
+            got = np.where(inside, raw[at, np.clip(col, 0, model.V - 1)], 0.0)
+            logp += np.where(active, np.log(got), 0.0)
+            model.advance(col, ~active)
+        _, end = model.prefix_probs()
+        logp += np.log(end)
+    viable = np.array([bool(r) for r in model.rows], dtype=bool)
+    if any(model.lex):
+        logp = np.full(B, np.nan)
+    return end > 0, viable, logp
+
+
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The concatenation of ``arange(lo[i], hi[i])`` over i."""
     counts = hi - lo
@@ -710,4 +745,4 @@ class SpelledMask(_StringProcessor):
         return scores
 
 
-__all__ = ["FSGTerminals", "PCFGTerminals", "SpelledMask", "SpelledPrior", "StringPrefixModel", "TerminalModel", "Walk", "terminal_model"]
+__all__ = ["FSGTerminals", "PCFGTerminals", "SpelledMask", "SpelledPrior", "StringPrefixModel", "TerminalModel", "Walk", "read_texts", "terminal_model"]

@@ -237,12 +237,22 @@ def test_fsg_and_pcfg_on_hf_runs(hf_runs, monkeypatch):
     rows = generate("runs/hf", "--grammar", "small.fsg", "-n", "4")
     for r in rows:
         assert r["status"] == "eos" and r["text"] in {s.replace(" ", "") for s in LANGUAGE} and r["grammar_log_prob"] == pytest.approx(-4 * 0.6931471805599453)
-    # a sub-word tokenizer: refused, in one line that names the limitation
+    # a sub-word (byte-level BPE) tokenizer: the grammar is read as strings (words joined by
+    # spaces, the period attached), and each sample comes with the text's exact log P
+    attached = {s[: -len(" .")] + "." for s in LANGUAGE}
+    vocab = Vocab.from_json(json.loads((run["bytes"] / "vocab.json").read_text()))
     for grammar in ("small.fsg", "small.pcfg"):
-        for command in (("generate", "runs/hfb", "--grammar", grammar), ("eval", "runs/hfb", "--grammar", grammar)):
-            result = cli(*command)
-            assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
-            assert "grammars read whole words, and this run's sub-word tokenizer splits some of them (not yet supported" in result.output
+        rows = generate("runs/hfb", "--grammar", grammar, "-n", "4", "--seed", "3")
+        for r in rows:
+            assert r["status"] == "eos" and r["text"] in attached, r
+            assert r["grammar_log_prob"] == pytest.approx(-4 * 0.6931471805599453, abs=1e-9)
+        g = json.loads(cli("eval", "runs/hfb", "--grammar", grammar, "-n", "12", "--max-len", "6", "--json").output)["grammaticality"]
+        for s in g["samples"]:
+            ended = s["status"] == "eos"
+            want = ended and s["text"] in attached, (not ended) and any(a.startswith(s["text"]) for a in attached)
+            if any(vocab.surfaces[t] is None for t in s["tokens"]):
+                want = (False, False)  # a special token inside: no sentence, and no prefix of one
+            assert (s["sentence"], bool(s["viable_prefix"])) == want, s
 
 
 def test_eval_grammar_on_a_hf_run(hf_runs, monkeypatch):
