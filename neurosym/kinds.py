@@ -528,8 +528,18 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
     * a compiled automaton or rule tensors (checked to be over ``vocab``).
 
     A lexicon (``.lex``) is not a grammar: it describes tokens.
+
+    Over a tokenizer's vocabulary (kind ``"bytes"`` or ``"char"``), an ``.fsg`` or
+    ``.pcfg`` is read as a language of strings: compiled over its own terminals and
+    spelled under its ``%separator`` (a :class:`~neurosym.compile.spelling.SpelledGrammar`,
+    docs/strings.md), so its words need not be tokens. Over a word vocabulary its
+    terminals are the tokens, as before.
     """
     if not isinstance(grammar, (str, Path)):
+        if type(grammar).__name__ == "SpelledGrammar":  # a grammar over strings, already spelled for some vocabulary
+            if vocab is not None and grammar.vocab != vocab:
+                raise NeurosymError(f"the grammar over strings was spelled for {grammar.vocab!r}, not the vocabulary decoded over, {vocab!r}")
+            return grammar
         return _over(grammar, vocab, "the compiled grammar")
     found = _grammar_file(grammar)
     if found is None:
@@ -541,6 +551,10 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
     if not (kind.grammar or kind.part is not None or kind.own_vocab):
         raise NeurosymError(f"{path}: {kind.title or 'a ' + kind.name + ' file'} is not a grammar to decode with; expected {_grammar_titles()}")
     try:
+        if kind.name in ("fsg", "pcfg") and vocab is not None and vocab.kind in ("bytes", "char"):
+            from neurosym.compile.spelling import load_spelled  # lazy: the FSG and PCFG compilers load with their files
+
+            return load_spelled(path, vocab, limits)
         if kind.part is not None:
             return kind.part(path, name, vocab, limits)
         return _over(kind.load(path, None if kind.own_vocab else vocab, limits), vocab, str(path))

@@ -29,6 +29,7 @@ import neurosym.decode.run as run_module  # noqa: E402
 from neurosym.cli.main import main  # noqa: E402
 from neurosym.compile.automaton import Automaton  # noqa: E402
 from neurosym.compile.pcfg import RuleTensors  # noqa: E402
+from neurosym.compile.spelling import SpelledGrammar  # noqa: E402
 from neurosym.compile.weighted import WeightedAutomaton  # noqa: E402
 from neurosym.decode.run import LoadedRun  # noqa: E402
 from neurosym.dsl.words import read_word_list  # noqa: E402
@@ -118,6 +119,10 @@ def generate_grammar(tokenizer, monkeypatch):
 def assert_same_grammar(a, b) -> None:
     assert type(a) is type(b)
     assert a.vocab == b.vocab
+    if isinstance(a, SpelledGrammar):  # an .fsg or .pcfg over the tokenizer: the same terminals, the same spelling
+        assert a.spelling.words == b.spelling.words and a.spelling.separator == b.spelling.separator
+        a, b = a.terminals, b.terminals
+        assert a.vocab == b.vocab
     if isinstance(a, RuleTensors):
         for name in ("root", "binary", "emit", "root_term", "empty"):
             assert torch.equal(getattr(a, name), getattr(b, name)), name

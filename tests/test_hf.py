@@ -242,6 +242,7 @@ def test_scores_are_not_modified_in_place_and_extra_ids_are_masked(tokenizer):
 
 # ---------------------------------------------------------------------- weighted grammars
 FSG = """
+%separator ""
 S  S  'a'  0.25
 S  E  'b'  0.75
 E  1.0
@@ -272,7 +273,7 @@ def test_fsg_mask_and_prior(model, tokenizer, tmp_path):
 def test_pcfg_prior(model, tokenizer, tmp_path):
     pytest.importorskip("neurosym.decode.pcfg", reason="the PCFG processors (neurosym.decode.pcfg) are not available")
     path = tmp_path / "sums.pcfg"
-    path.write_text("S -> S '+' N [0.3] | N [0.7]\nN -> '1' [0.5] | '2' [0.5]\n")
+    path.write_text("%separator \"\"\nS -> S '+' N [0.3] | N [0.7]\nN -> '1' [0.5] | '2' [0.5]\n")
     proc = GrammarLogitsProcessor(str(path), tokenizer, prior_weight=1.0)
     texts, new = generate(zero_model(model), tokenizer, proc, PROMPTS * 25, seed=0)
     assert_all_match(r"[12](\+[12])*", texts, new, tokenizer.eos_token_id)
@@ -297,9 +298,9 @@ def test_bad_input_is_a_clear_error(model, tokenizer, tmp_path):
     with pytest.raises(NeurosymError, match="eos_token_id"):
         GrammarLogitsProcessor(YEAR, tokenizer, eos_token_id=tokenizer.convert_tokens_to_ids("1999"))
     fsg = tmp_path / "words.fsg"
-    fsg.write_text("S E 'zzzzqqq' 1.0\nE 1.0\n")
-    with pytest.raises(NeurosymError, match="not a token"):
-        GrammarLogitsProcessor(fsg, tokenizer)
+    fsg.write_text("S E 'zzzzqqq' 1.0\nE 1.0\n")  # not a token: spelled by several (docs/strings.md)
+    texts, new = generate(model, tokenizer, GrammarLogitsProcessor(fsg, tokenizer), PROMPTS, seed=0)
+    assert texts == ["zzzzqqq"] * len(PROMPTS)
     proc = GrammarLogitsProcessor(YEAR, tokenizer, vocab_size=MODEL_VOCAB)
     with pytest.raises(NeurosymError, match="vocab_size=900"):
         proc(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 900))

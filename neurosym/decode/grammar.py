@@ -15,7 +15,9 @@ prefix)``: a product of experts, which also forbids every token of probability z
 weighted grammars only, an ``.fsg`` or a ``.pcfg``) or ``"both"`` (the prior, then the
 mask). ``max_len`` (tokens from the processors' reset, end included) bounds the mask of an
 automaton: only tokens after which the row can still end in time; PCFG masks have no
-such bound.
+such bound. An ``.fsg`` or ``.pcfg`` loaded over a tokenizer (a
+:class:`~neurosym.compile.spelling.SpelledGrammar`) gets :class:`~neurosym.decode.tokenized.SpelledPrior`
+and :class:`~neurosym.decode.tokenized.SpelledMask`, the same weights read as strings.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from typing import Any
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.pcfg import RuleTensors
+from neurosym.compile.spelling import SpelledGrammar
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.decode.mask import GrammarMask
 from neurosym.decode.priors import FSGPrior
 from neurosym.decode.processor import LogitsProcessor
+from neurosym.decode.tokenized import SpelledMask, SpelledPrior
 from neurosym.errors import NeurosymError
 
 USES = ("mask", "prior", "both")
@@ -43,6 +47,11 @@ def grammar_processors(
         raise NeurosymError(f"use must be one of {', '.join(USES)}, got {use!r}")
     if use != "mask" and not (isinstance(weight, (int, float)) and weight > 0):
         raise NeurosymError(f"a grammar prior's weight must be a number > 0, got {weight!r}")
+    if isinstance(grammar, SpelledGrammar):  # an .fsg or .pcfg over a tokenizer: the string-level prefix model
+        if max_len is not None:
+            raise NeurosymError("a completion budget (max_len, max_new_tokens) is supported for automata (regexes, word lists), not grammars read as strings")
+        spelled: list[LogitsProcessor] = [SpelledPrior(grammar, weight, eos_id)] if use != "mask" else []
+        return spelled + ([SpelledMask(grammar, eos_id)] if use != "prior" else [])
     if isinstance(grammar, RuleTensors):
         if max_len is not None:
             raise NeurosymError("a completion budget (max_len, max_new_tokens) is supported for automata (regexes, .fsg, word lists), not .pcfg grammars")
@@ -64,7 +73,7 @@ def grammar_processors(
 
 def budget_of(grammar: Any, max_len: int | None) -> int | None:
     """``max_len`` where ``grammar`` can bound a completion (an automaton), else None."""
-    return None if isinstance(grammar, RuleTensors) else max_len
+    return None if isinstance(grammar, (RuleTensors, SpelledGrammar)) else max_len
 
 
 __all__ = ["USES", "budget_of", "grammar_processors"]

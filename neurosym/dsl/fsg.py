@@ -2,7 +2,7 @@
 
 One line per arc (``SRC DST LABEL [WEIGHT] [key=value ...]``), final state
 (``STATE [WEIGHT]``) or directive (``%start``, ``%weights prob|logprob``,
-``%normalize``, ``%threshold``, ``%import``). This module checks what can be checked
+``%normalize``, ``%threshold``, ``%import``, ``%separator``). This module checks what can be checked
 from the text alone — numbers, ranges, attributes, duplicate finals, directives,
 import files — and leaves vocabulary, lexicon and graph checks to the compiler
 (:mod:`neurosym.compile.fsg`). Every error carries ``path:line:col``.
@@ -108,6 +108,7 @@ class FsgGrammar:
     weights: Literal["prob", "logprob"] = "prob"
     normalize: bool = False
     threshold: float = 0.5
+    separator: str | None = None  # %separator: how terminals join into text (None: the default, neurosym.compile.spelling)
 
     @property
     def start_state(self) -> str:
@@ -218,6 +219,11 @@ class _Builder:
 
     def normalize(self, t: Tree) -> None:
         self.g.normalize = True
+
+    def separator(self, t: Tree) -> None:
+        (tok,) = t.children
+        self.once(tok, "separator")
+        self.g.separator = unquote(tok, self.span(tok), "a quoted separator")
 
     def threshold(self, t: Tree) -> None:
         (tok,) = t.children

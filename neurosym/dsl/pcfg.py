@@ -3,8 +3,10 @@
 The format is NLTK's ``CFG``/``PCFG`` text (``S -> NP VP [1.0]``, ``|`` alternatives,
 ``'word'`` / ``"word"`` terminals, empty alternatives for the empty string, ``%start``)
 plus ``#`` comments, ``%normalize``, ``%weights prob|logprob``,
-``%import "bank.regex" (NAME, ...)`` for regex-bank terminals and ``/regex/`` lexemes
-(a terminal written like a Lark terminal: one string of the pattern's language).
+``%import "bank.regex" (NAME, ...)`` for regex-bank terminals, ``/regex/`` lexemes
+(a terminal written like a Lark terminal: one string of the pattern's language) and
+``%separator "TEXT"`` (how terminals join into text over a tokenizer,
+:mod:`neurosym.compile.spelling`).
 
 This module reports, at the offending position: syntax errors, bad directives, missing
 or out-of-range probabilities, per-nonterminal sums that are not 1, empty literals,
@@ -46,7 +48,7 @@ FRIENDLY = {
     "RPAR": "')'",
     "_COMMA": "','",
 }
-DIRECTIVES = ("start", "normalize", "weights", "import")
+DIRECTIVES = ("start", "normalize", "weights", "import", "separator")
 
 
 # ---------------------------------------------------------------------- IR
@@ -192,6 +194,7 @@ class Grammar:
     imports: dict[str, TerminalImport] = field(default_factory=dict)
     normalize: bool = False
     weights: str = "prob"
+    separator: str | None = None  # %separator: how terminals join into text (None: the default, neurosym.compile.spelling)
 
     @property
     def nonterminals(self) -> list[str]:
@@ -330,6 +333,7 @@ class _Builder:
         self.normalize = False
         self.weights: tuple[str, Span] | None = None
         self.imports: dict[str, TerminalImport] = {}
+        self.separator: tuple[str, Span] | None = None
 
     def span(self, node: Tree | Token) -> Span:
         if isinstance(node, Token):
@@ -395,13 +399,14 @@ class _Builder:
         if name not in DIRECTIVES:
             raise SourceError.at(at, f"unknown directive %{name}; expected one of {', '.join('%' + d for d in DIRECTIVES)}")
         kinds = [a.type if isinstance(a, Token) else "names" for a in args]
-        want = {"start": ["NAME"], "normalize": [], "weights": ["NAME"], "import": ["STRING", "names"]}[name]
+        want = {"start": ["NAME"], "normalize": [], "weights": ["NAME"], "import": ["STRING", "names"], "separator": ["STRING"]}[name]
         if kinds != want:
             usage = {
                 "start": "%start NAME",
                 "normalize": "%normalize",
                 "weights": "%weights prob|logprob",
                 "import": '%import "file.regex" (NAME, ...)',
+                "separator": '%separator " " (or "" for terminals that concatenate)',
             }[name]
             bad = args[len(want)] if len(args) > len(want) and kinds[: len(want)] == want else (args[0] if args else head)
             raise SourceError.at(self.span(bad) if bad is not head else at, f"bad %{name} directive; write {usage}")
@@ -418,6 +423,10 @@ class _Builder:
             if self.weights is not None and self.weights[0] != value:
                 raise SourceError.at(vat, f"%weights {value} contradicts %weights {self.weights[0]} at line {self.weights[1].line}")
             self.weights = (value, vat)
+        elif name == "separator":
+            if self.separator is not None:
+                raise SourceError.at(at, f"a second %separator (the first is at line {self.separator[1].line})")
+            self.separator = (unquote(args[0], self.span(args[0]), "a quoted separator"), at)
         else:
             self.import_(args[0], args[1])
 
@@ -471,7 +480,8 @@ class _Builder:
                 raise SourceError.at(start_span, f"start symbol {start} has no rules{hint}")
         else:
             start, start_span = self.alts[0].lhs, self.alts[0].lhs_span
-        return Grammar(self.display, start, start_span, prods, dict(self.imports), self.normalize, kind)
+        separator = self.separator[0] if self.separator else None
+        return Grammar(self.display, start, start_span, prods, dict(self.imports), self.normalize, kind, separator)
 
     def resolve(self, sym, lhs_of: dict) -> Symbol:
         if not isinstance(sym, NT) or sym.name in lhs_of:

@@ -267,6 +267,15 @@ class PrefixState:
     def device(self) -> torch.device:
         return self.length.device
 
+    def clone(self) -> "PrefixState":
+        """An independent copy (the same grammar; charts copied), to extend one prefix in
+        several ways."""
+        out = object.__new__(PrefixState)
+        out.grammar = self.grammar
+        for name in ("chart", "forward", "prefix_log_prob", "sentence_log_prob", "next_preterminal", "length"):
+            setattr(out, name, getattr(self, name).clone())
+        return out
+
     # ------------------------------------------------------------------ queries
     def next_log_prob(self) -> Tensor:
         """(B, V) ``log P(prefix v ...)`` for every token ``v``."""

@@ -1,0 +1,590 @@
+"""Exact next-token probabilities of a grammar over strings, for any tokenizer.
+
+A :class:`~neurosym.compile.spelling.SpelledGrammar` is an ``.fsg`` or ``.pcfg`` read as
+a language of strings (its terminals spelled out and joined by its separator policy).
+For a text ``x`` generated so far and every token ``t`` of any vocabulary (byte-level
+BPE with leading-space tokens, characters, words), :class:`StringPrefixModel` gives
+
+    P(t | x)   = P(x + t is a prefix of a sentence) / P(x is a prefix)
+    P(end | x) = P(x is a sentence)                  / P(x is a prefix)
+
+exactly (float64) where terminals are literal words. ``P(x is a prefix)`` sums over the
+ways ``x`` splits into complete terminals ``w1 .. wk`` followed by a partial one ``p`` (a
+proper prefix of the next terminal's surface ``glue + spell(w)``; ambiguity allowed):
+
+    P_prefix(w1 .. wk) * ( sum_{w : p proper prefix of surface(w)} P(w | w1 .. wk)  +  [p = ""] P(end | w1 .. wk) )
+
+Each such split is a *hypothesis* ``(terminal context, spelling context, word-trie node
+of p)`` with weight ``P_prefix(w1 .. wk) / P(x is a prefix)``; the inner sum is one
+subtraction of a prefix-sum array over the trie's sorted words (a node's words are a
+contiguous range). The terminal-level model is a :class:`TerminalModel`: an FSG's
+deterministic state (:class:`FSGTerminals`) or a PCFG's prefix chart
+(:class:`PCFGTerminals`, :class:`~neurosym.layers.prefix.PrefixState` at float64).
+
+Speed: which tokens can follow a hypothesis depends on its trie node alone, not on its
+context, so for every pair (word-trie node, token-trie node) the walk down both tries
+is computed once and kept (:class:`Walk`): the tokens that end inside the current
+terminal with the trie node they reach (scored by one gather of the prefix sums), and
+the *crossings*: a terminal completed inside a token with bytes left, where the walk
+goes on under the advanced context from the next trie's root. Only crossings reach the
+terminal model at run time (one ``advance`` per terminal and step, cached).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import Tensor
+
+from neurosym.compile.pcfg import RuleTensors
+from neurosym.compile.spelling import BARE, SpelledGrammar
+from neurosym.compile.token_index import vocab_trie
+from neurosym.compile.weighted import WeightedAutomaton
+from neurosym.decode.processor import LogitsProcessor
+from neurosym.errors import ConfigError, NeurosymError
+from neurosym.layers.prefix import PrefixGrammar, PrefixState
+from neurosym.semiring import LOG_ZERO
+
+
+# ---------------------------------------------------------------------- terminal-level models
+class TerminalModel(Protocol):
+    """A distribution over sentences of terminals, read left to right."""
+
+    def start(self) -> Hashable:
+        """The context of the empty prefix."""
+
+    def distribution(self, context: Hashable) -> tuple[np.ndarray, float]:
+        """``(P(w | context) (T,) float64, P(end | context))``; they sum to 1."""
+
+    def advance(self, context: Hashable, word: int) -> Hashable:
+        """The context after one more terminal ``word`` (of probability > 0)."""
+
+    def retain(self, contexts: set) -> None:
+        """Forget every cached context not in ``contexts`` (called once per step)."""
+
+
+class FSGTerminals:
+    """An FSG's terminal-level model: the context is the deterministic automaton's state."""
+
+    def __init__(self, automaton: WeightedAutomaton):
+        self.probs = np.exp(automaton.log_probs.detach().cpu().double().numpy())  # (Q, T)
+        self.end = np.exp(automaton.final_log_probs.detach().cpu().double().numpy())  # (Q,)
+        self.delta = automaton.delta.detach().cpu().numpy().astype(np.int64)  # (Q, T)
+        self.start_state = int(automaton.start)
+
+    def start(self) -> int:
+        return self.start_state
+
+    def distribution(self, context: int) -> tuple[np.ndarray, float]:
+        return self.probs[context], float(self.end[context])
+
+    def advance(self, context: int, word: int) -> int:
+        return int(self.delta[context, word])
+
+    def retain(self, contexts: set) -> None:
+        """States are kept (a table), nothing to forget."""
+
+
+class PCFGTerminals:
+    """A PCFG's terminal-level model: the context is the terminal sequence, its prefix
+    chart a :class:`PrefixState` (one row, float64), extended by cloning."""
+
+    def __init__(self, rules: RuleTensors):
+        self.grammar = PrefixGrammar.from_rules(rules, torch.float64).to("cpu")
+        self.states: dict[tuple, PrefixState] = {(): PrefixState(self.grammar, 1)}
+        self.dists: dict[tuple, tuple[np.ndarray, float]] = {}
+
+    def start(self) -> tuple:
+        return ()
+
+    def distribution(self, context: tuple) -> tuple[np.ndarray, float]:
+        got = self.dists.get(context)
+        if got is None:
+            nxt, end = self.states[context].next_token_log_probs()
+            got = self.dists[context] = (np.exp(nxt[0].numpy()), float(np.exp(end[0].item())))
+        return got
+
+    def advance(self, context: tuple, word: int) -> tuple:
+        key = context + (int(word),)
+        if key not in self.states:
+            state = self.states[context].clone()
+            state.append(torch.tensor([int(word)]))
+            self.states[key] = state
+        return key
+
+    def retain(self, contexts: set) -> None:
+        keep = contexts | {()}
+        self.states = {k: v for k, v in self.states.items() if k in keep}
+        self.dists = {k: v for k, v in self.dists.items() if k in keep}
+
+
+def terminal_model(terminals: WeightedAutomaton | RuleTensors) -> TerminalModel:
+    """The terminal-level model of a compiled ``.fsg`` or ``.pcfg``."""
+    if isinstance(terminals, WeightedAutomaton):
+        return FSGTerminals(terminals)
+    if isinstance(terminals, RuleTensors):
+        return PCFGTerminals(terminals)
+    raise NeurosymError(f"a grammar over strings needs a compiled .fsg or .pcfg, got {type(terminals).__name__}")
+
+
+# ---------------------------------------------------------------------- longest-match writing
+LONGER_ROUNDING = 1e-12  # a difference below this share of the token's mass is rounding: 0
+
+
+def _longer_tokens(trie, n: int):
+    """(V, V) sparse 0/1 matrix ``L[t', t] = 1`` where token ``t'`` extends token ``t`` with
+    no token in between (the nearest token-ending descendants of ``t``'s trie node). A
+    surface spelled by several ids counts once, by its lowest id."""
+
+    end_start, end_token = trie.end_start, trie.end_token
+    has = np.diff(end_start) > 0
+    has[0] = False  # empty surfaces (none are read)
+    rep = np.full(n, -1, dtype=np.int64)
+    rep[has] = [int(end_token[end_start[u] : end_start[u + 1]].min()) for u in np.nonzero(has)[0].tolist()]
+    parents = np.repeat(np.arange(n), np.diff(trie.child_start))
+    anc = np.full(n, -1, dtype=np.int64)  # nearest strict ancestor node that ends a token
+    for u in range(1, n):  # level order: a parent comes before its children
+        p = int(parents[u - 1])
+        anc[u] = p if has[p] else anc[p]
+    rows = np.nonzero(has & (anc >= 0))[0]
+    V = len(trie.special)
+    L = sp.csr_matrix((np.ones(len(rows)), (rep[rows], rep[anc[rows]])), shape=(V, V))
+    return L
+
+
+def _duplicates(trie) -> np.ndarray:
+    """Token ids whose surface a lower id also spells (not the lowest at their trie node)."""
+    out = []
+    for u in np.nonzero(np.diff(trie.end_start) > 1)[0].tolist():
+        ids = np.sort(trie.end_token[trie.end_start[u] : trie.end_start[u + 1]])
+        out.extend(ids[1:].tolist())
+    return np.array(out, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------- the joint walk
+@dataclass(frozen=True)
+class Walk:
+    """Tokens read from a word-trie node and a token-trie node on, within one terminal.
+
+    ``tokens`` (n,) with ``lo``, ``hi`` (n,): each token's bytes stay in the word trie and
+    end at a node whose words are ``order[lo:hi]``. ``crossings``: ``(m, v)`` pairs where
+    a terminal ends at word-trie node ``m`` while the token trie is at ``v`` with longer
+    tokens below (they go on from the next terminal's trie root).
+    """
+
+    tokens: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    crossings: tuple[tuple[int, int], ...]
+
+    @property
+    def empty(self) -> bool:
+        return len(self.tokens) == 0 and not self.crossings
+
+
+Hyp = tuple[Hashable, int, "int | tuple[int, int]"]  # (terminal context, spelling context, word-trie node or (lexeme, DFA state))
+
+
+class StringPrefixModel:
+    """Next-token and end probabilities of a :class:`SpelledGrammar` for B texts at once.
+
+    ``reset(B)``, then per step ``next_probs()`` -> ``(P(t | x) (B, V), P(end | x) (B,))``
+    (float64; rows sum to 1, an impossible row is all 0) and ``advance(tokens, skip)``.
+    Tokens that spell nothing (specials) have probability 0 and leave a row as it is.
+    """
+
+    def __init__(self, grammar: SpelledGrammar):
+        self.grammar = grammar
+        self.spelling = grammar.spelling
+        self.tries = self.spelling.tries
+        self.model = terminal_model(grammar.terminals)
+        vocab = grammar.vocab
+        self.V = len(vocab)
+        trie = vocab_trie(vocab)
+        n = trie.num_nodes
+        parents = np.repeat(np.arange(n), np.diff(trie.child_start))  # node i >= 1 has parent parents[i - 1]
+        self.token_child = dict(zip(zip(parents.tolist(), trie.symbol[1:].tolist()), range(1, n)))
+        self.token_more_np = np.diff(trie.child_start) > 0
+        self.token_more = self.token_more_np.tolist()  # longer tokens below a node
+        self.token_trie = trie
+        self.lex = self.spelling.lexemes  # per context: {lexeme id: (trans, final)}
+        self.lex_open = tuple({w: (t >= 0).any(1) for w, (t, _) in d.items()} for d in self.lex)  # states with a way on
+        self.lex_walks: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self.token_ends = trie.end_start, trie.end_token
+        as_bytes = vocab.kind == "bytes"
+        self.units = [() if s is None else (tuple(s) if as_bytes else tuple(map(ord, s))) for s in vocab.surfaces]
+        self.longer = _longer_tokens(trie, n)
+        self.longer_dups = _duplicates(trie)
+        self.walks: dict[tuple[int, int, int], Walk] = {}
+        self.cums: dict[tuple[Hashable, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.rows: list[dict[Hyp, float]] = []
+
+    # ------------------------------------------------------------------ static tables
+    def walk(self, ctx: int, node: int, start: int) -> Walk:
+        """The :class:`Walk` from word-trie node ``node`` of trie ``ctx`` and token-trie
+        node ``start`` (tokens ending at ``start`` itself are not read again)."""
+        key = (ctx, node, start)
+        got = self.walks.get(key)
+        if got is not None:
+            return got
+        trie, child, ends = self.tries[ctx], self.token_child, self.token_ends
+        toks, lo, hi, cross = [], [], [], []
+        stack = [(node, start)]
+        while stack:
+            m, v = stack.pop()
+            if (m, v) != (node, start):
+                for t in ends[1][ends[0][v] : ends[0][v + 1]].tolist():
+                    toks.append(t)
+                    lo.append(int(trie.lo[m]))
+                    hi.append(int(trie.hi[m]))
+                if trie.n_ends[m] and self.token_more[v]:
+                    cross.append((m, v))
+            for sym, m2 in trie.child[m].items():
+                v2 = child.get((v, sym))
+                if v2 is not None:
+                    stack.append((m2, v2))
+        got = self.walks[key] = Walk(np.array(toks, dtype=np.int64), np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64), tuple(cross))
+        return got
+
+    def _sums(self, context: Hashable, ctx: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(K + 1,) prefix sums of ``P(w | context)`` in trie ``ctx``'s sorted order, (K + 1,)
+        prefix counts of the positive ones, and the sorted probabilities (K,)."""
+        key = (context, ctx)
+        got = self.cums.get(key)
+        if got is None:
+            probs, _ = self.model.distribution(context)
+            p = probs[self.tries[ctx].order]
+            got = self.cums[key] = (np.concatenate([[0.0], np.cumsum(p)]), np.concatenate([[0], np.cumsum(p > 0)]), p)
+        return got
+
+    def _mass(self, context: Hashable, ctx: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The probability of the words ``order[lo:hi]`` after ``context``, elementwise;
+        exactly 0 where they all have probability 0, and never 0 where one has more."""
+        cum, count, p = self._sums(context, ctx)
+        mass = cum[hi] - cum[lo]
+        bad = np.nonzero((count[hi] > count[lo]) & (mass <= 0))[0]
+        for i in bad.tolist():  # the prefix sums rounded a tiny positive range away: add it directly
+            mass[i] = p[lo[i] : hi[i]].sum()
+        return np.where(count[hi] > count[lo], mass, 0.0)
+
+    def hyp_mass(self, hyp: Hyp) -> float:
+        """``P(continuations | hyp's words) / P_prefix``: the words strictly below the node
+        (those ending at it were already read), plus the end and the lexemes at a trie
+        root; inside a lexeme, its whole mass while the pattern can go on."""
+        context, ctx, node = hyp
+        probs, end = self.model.distribution(context)
+        if isinstance(node, tuple):
+            w, q = node
+            return float(probs[w]) if self.lex_open[ctx][w][q] else 0.0
+        trie = self.tries[ctx]
+        lo, hi = np.array([trie.lo[node] + trie.n_ends[node]]), np.array([trie.hi[node]])
+        m = float(self._mass(context, ctx, lo, hi)[0])
+        return m + end + sum(float(probs[w]) for w in self.lex[ctx]) if node == 0 else m
+
+    # ------------------------------------------------------------------ state
+    def reset(self, batch_size: int) -> None:
+        self.rows = [{(self.model.start(), BARE, 0): 1.0} for _ in range(batch_size)]
+        self._retain()
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.rows)
+
+    def next_probs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(P(t | x) (B, V), P(end | x) (B,))`` float64 under longest-match writing (the
+        module docstring): rows sum to 1 (0 for an impossible row)."""
+        raw, end = self.prefix_probs()
+        if self.lex[0]:  # regex lexemes carry no probability inside: the viable tokens' weights, renormalised
+            total = raw.sum(1) + end
+            ok = total > 0
+            scale = np.where(ok, 1.0 / np.where(ok, total, 1.0), 0.0)
+            return raw * scale[:, None], end * scale
+        out = raw - np.asarray(self.longer.T @ raw.T).T if raw.size else raw
+        out[(out <= raw * LONGER_ROUNDING)] = 0.0  # all of t's mass went on to longer tokens: exactly 0
+        out[:, self.longer_dups] = 0.0
+        total = out.sum(1) + end
+        ok = total > 0
+        scale = np.where(ok, 1.0 / np.where(ok, total, 1.0), 0.0)
+        return out * scale[:, None], end * scale
+
+    def prefix_probs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(P(x + t is a prefix) / P(x is a prefix) (B, V), P(x is a sentence) / P(x is a
+        prefix) (B,))`` float64: the viable tokens are those > 0 (tokens that are prefixes of
+        one another overlap, so the row may sum to more than 1)."""
+        out = np.zeros((len(self.rows), self.V))
+        end = np.zeros(len(self.rows))
+        for b, hyps in enumerate(self.rows):
+            for (context, ctx, node), w in hyps.items():
+                if node == 0:
+                    end[b] += w * self.model.distribution(context)[1]
+                self._score(context, ctx, node, 0, w, out[b])
+        return out, end
+
+    def _score(self, context: Hashable, ctx: int, node: int, start: int, weight: float, out: np.ndarray) -> None:
+        """Add ``weight * P(token's bytes | hypothesis)`` for every token read from
+        ``(node, start)``, crossings followed under the advanced contexts."""
+        if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):
+            self._score_lexemes(context, ctx, node, start, weight, out)
+            if isinstance(node, tuple):
+                return
+        walk = self.walk(ctx, node, start)
+        if len(walk.tokens):
+            out[walk.tokens] += weight * self._mass(context, ctx, walk.lo, walk.hi)
+        if walk.crossings:
+            probs, _ = self.model.distribution(context)
+            for m, v in walk.crossings:
+                for word in self.tries[ctx].ends[m]:
+                    p = probs[word]
+                    nxt = int(self.spelling.after[word])
+                    if p > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
+                        self._score(self.model.advance(context, word), nxt, 0, v, weight * p, out)
+
+    def _score_lexemes(self, context: Hashable, ctx: int, node, start: int, weight: float, out: np.ndarray) -> None:
+        """:meth:`_score` inside a lexeme (``node = (lexeme, state)``), or into every lexeme
+        from a trie root (``node = 0``): each viable token gets the lexeme's whole mass."""
+        probs, _ = self.model.distribution(context)
+        items = [node] if isinstance(node, tuple) else [(w, 0) for w in self.lex[ctx] if probs[w] > 0]
+        for w, q in items:
+            p = probs[w]
+            tokens, crossings = self.lex_walk(ctx, w, q, start)
+            if len(tokens):
+                out[tokens] += weight * p
+            nxt = int(self.spelling.after[w])
+            for v in crossings.tolist():
+                self._score(self.model.advance(context, w), nxt, 0, v, weight * p, out)
+
+    def lex_walk(self, ctx: int, w: int, q: int, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens read from lexeme ``w``'s surface-DFA state ``q`` and token-trie node
+        ``start`` on (those ending at ``start`` not read again) that stay inside the
+        lexeme, and the token-trie nodes where the lexeme may end with longer tokens below
+        (crossings). One vectorised step per byte, kept per ``(ctx, w, q, start)``."""
+        key = (ctx, w, q, start)
+        got = self.lex_walks.get(key)
+        if got is not None:
+            return got
+        trans, final = self.lex[ctx][w]
+        trie = self.token_trie
+        cs, sym, es, et = trie.child_start, trie.symbol, trie.end_start, trie.end_token
+        v, s = np.array([start]), np.array([q])
+        toks, cross = [], []
+        first = True
+        while len(v):
+            if not first:
+                toks.append(et[_ranges(es[v], es[v + 1])])
+                cross.append(v[final[s] & self.token_more_np[v]])
+            first = False
+            kids = _ranges(cs[v], cs[v + 1])
+            s2 = trans[np.repeat(s, cs[v + 1] - cs[v]), sym[kids]]
+            keep = s2 >= 0
+            v, s = kids[keep], s2[keep]
+        empty = np.zeros(0, dtype=np.int64)
+        got = self.lex_walks[key] = (np.concatenate(toks) if toks else empty, np.concatenate(cross) if cross else empty)
+        return got
+
+    def advance(self, tokens: np.ndarray, skip: np.ndarray | None = None) -> None:
+        """Extend each row by its token (B,); rows with ``skip`` set stay as they are."""
+        for b, t in enumerate(np.asarray(tokens).tolist()):
+            if (skip is not None and skip[b]) or not self.rows[b]:
+                continue
+            units = self.units[t] if 0 <= t < self.V else None
+            if units is None:
+                self.rows[b] = {}
+            elif units:
+                self.rows[b] = self._read(self.rows[b], units)
+        self._retain()
+
+    def _read(self, hyps: dict[Hyp, float], units: tuple[int, ...]) -> dict[Hyp, float]:
+        """The hypotheses after reading ``units``, renormalised (empty: impossible)."""
+        frontier = list(hyps.items())
+        for sym in units:
+            nxt: list[tuple[Hyp, float]] = []
+            for (context, ctx, node), w in frontier:
+                if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):
+                    nxt.extend(self._read_lexemes(context, ctx, node, w, sym))
+                    if isinstance(node, tuple):
+                        continue
+                trie = self.tries[ctx]
+                m = trie.child[node].get(sym)
+                if m is None:
+                    continue
+                nxt.append(((context, ctx, m), w))
+                if trie.n_ends[m]:
+                    probs, _ = self.model.distribution(context)
+                    for word in trie.ends[m]:
+                        if probs[word] > 0:
+                            nxt.append(((self.model.advance(context, word), int(self.spelling.after[word]), 0), w * probs[word]))
+            frontier = nxt
+        merged: dict[Hyp, float] = {}
+        for hyp, w in frontier:
+            merged[hyp] = merged.get(hyp, 0.0) + w
+        weighted = {h: w * self.hyp_mass(h) for h, w in merged.items()}
+        total = sum(weighted.values())
+        if not total > 0:
+            return {}
+        return {h: w / total for h, w in merged.items() if weighted[h] > 0}
+
+    def _read_lexemes(self, context: Hashable, ctx: int, node, w: float, sym: int) -> list[tuple[Hyp, float]]:
+        """One byte inside a lexeme (or into every lexeme from a trie root)."""
+        probs, _ = self.model.distribution(context)
+        items = [node] if isinstance(node, tuple) else [(x, 0) for x in self.lex[ctx] if probs[x] > 0]
+        out: list[tuple[Hyp, float]] = []
+        for word, q in items:
+            trans, final = self.lex[ctx][word]
+            q2 = int(trans[q, sym])
+            if q2 < 0:
+                continue
+            out.append(((context, ctx, (word, q2)), w))
+            if final[q2]:
+                out.append(((self.model.advance(context, word), int(self.spelling.after[word]), 0), w * probs[word]))
+        return out
+
+    def _retain(self) -> None:
+        live = {h[0] for hyps in self.rows for h in hyps}
+        self.model.retain(live)
+        if not isinstance(self.model, FSGTerminals):
+            self.cums = {k: v for k, v in self.cums.items() if k[0] in live}
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(lo[i], hi[i])`` over i."""
+    counts = hi - lo
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    return np.arange(total, dtype=np.int64) + offsets
+
+
+# ---------------------------------------------------------------------- processors
+class _StringProcessor(LogitsProcessor):
+    """Shared state of the processors over a :class:`SpelledGrammar`."""
+
+    def __init__(self, grammar: SpelledGrammar, eos_id: int):
+        if not isinstance(grammar, SpelledGrammar):
+            raise NeurosymError(f"{type(self).__name__} needs a grammar over strings (SpelledGrammar), got {type(grammar).__name__}")
+        V = len(grammar.vocab)
+        if not isinstance(eos_id, int) or not 0 <= eos_id < V:
+            raise ConfigError(f"{type(self).__name__}: eos_id must be a token id in [0, {V}), got {eos_id!r}")
+        if grammar.vocab.surfaces[eos_id]:
+            raise ConfigError(f"{type(self).__name__}: eos_id {eos_id} spells {grammar.vocab.surfaces[eos_id]!r}; the end needs a token that spells nothing")
+        self.grammar, self.eos_id = grammar, eos_id
+        self.model = StringPrefixModel(grammar)
+        self._cache: Tensor | None = None
+        self._started = False
+
+    def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
+        self.model.reset(batch_size)
+        self._cache, self._started = None, True
+
+    def advance(self, tokens: Tensor, done: Tensor | None = None) -> None:
+        self._check()
+        tokens = torch.as_tensor(tokens).long().cpu()
+        skip = tokens == self.eos_id
+        if done is not None:
+            skip = skip | torch.as_tensor(done).bool().cpu()
+        self.model.advance(tokens.numpy(), skip.numpy())
+        self._cache = None
+
+    def _check(self) -> None:
+        if not self._started:
+            raise NeurosymError(f"{type(self).__name__}: call reset(batch_size) before using the processor")
+
+    def _probs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The model's ``(B, V)`` and ``(B,)`` probabilities this processor reads."""
+        raise NotImplementedError
+
+    def log_probs(self) -> Tensor:
+        """(B, V) float64 log-probabilities (:meth:`_probs`), the end at ``eos_id``."""
+        self._check()
+        if self._cache is None:
+            nxt, end = self._probs()
+            nxt[:, self.eos_id] = end
+            with np.errstate(divide="ignore"):
+                self._cache = torch.from_numpy(np.log(nxt))
+        return self._cache
+
+    def _scores_shape(self, scores: Tensor) -> None:
+        B, V = self.model.batch_size, len(self.grammar.vocab)
+        if scores.dim() != 2 or scores.shape[0] != B or scores.shape[1] < V:
+            raise NeurosymError(f"{type(self).__name__}: expected scores (B, V) with B = {B}, V >= {V}; got {tuple(scores.shape)}")
+
+    def allowed(self, tokens: Tensor) -> Tensor:
+        return self.log_prob(tokens) > LOG_ZERO
+
+    def log_prob(self, tokens: Tensor) -> Tensor:
+        tokens = torch.as_tensor(tokens).long()
+        lp = self.log_probs()
+        ok = (tokens >= 0) & (tokens < lp.shape[1])
+        got = lp.gather(1, tokens.cpu().clamp(0, lp.shape[1] - 1)[:, None]).squeeze(1)
+        return torch.where(ok.cpu(), got, LOG_ZERO).to(tokens.device)
+
+    def describe_allowed(self, row: int, limit: int = 8) -> list[int]:
+        lp = self.log_probs()[row]
+        order = torch.argsort(lp, descending=True, stable=True)
+        return order[torch.isfinite(lp[order])][:limit].tolist()
+
+
+class SpelledPrior(_StringProcessor):
+    """Adds ``weight * log P(t | text so far)`` of an ``.fsg`` or ``.pcfg`` read as strings
+    (:class:`StringPrefixModel`) to the scores (B, V_model); ``eos_id`` gets ``weight *
+    log P(end | text)``. Tokens of probability 0 get ``-inf`` (at any weight)."""
+
+    def __init__(self, grammar: SpelledGrammar, weight: float = 1.0, eos_id: int = 0):
+        weight = float(weight)
+        if not (np.isfinite(weight) and weight >= 0):
+            raise ConfigError(f"SpelledPrior: weight must be a finite number >= 0, got {weight}")
+        super().__init__(grammar, eos_id)
+        self.weight = weight
+
+    def __repr__(self) -> str:
+        return f"SpelledPrior({self.grammar.name}, weight={self.weight:g})"
+
+    def _probs(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.model.next_probs()
+
+    def __call__(self, scores: Tensor) -> Tensor:
+        self._scores_shape(scores)
+        lp = self.log_probs()
+        shift = torch.where(lp == LOG_ZERO, LOG_ZERO, self.weight * lp).to(device=scores.device, dtype=scores.dtype)
+        V = shift.shape[1]
+        scores[:, :V] += shift
+        scores[:, V:] = LOG_ZERO
+        return scores
+
+
+class SpelledMask(_StringProcessor):
+    """Sets to ``-inf`` the scores (B, V_model) of tokens after which the text is no prefix
+    of a sentence, and ``eos_id`` unless the text is a sentence."""
+
+    def __repr__(self) -> str:
+        return f"SpelledMask({self.grammar.name})"
+
+    def _probs(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.model.prefix_probs()  # every viable token, however the text is split
+
+    def log_prob(self, tokens: Tensor) -> None:
+        """A mask defines no distribution."""
+        return None
+
+    def allowed(self, tokens: Tensor) -> Tensor:
+        tokens = torch.as_tensor(tokens).long()
+        lp = self.log_probs()
+        ok = (tokens >= 0) & (tokens < lp.shape[1])
+        got = lp.gather(1, tokens.cpu().clamp(0, lp.shape[1] - 1)[:, None]).squeeze(1)
+        return (ok.cpu() & (got > LOG_ZERO)).to(tokens.device)
+
+    def __call__(self, scores: Tensor) -> Tensor:
+        self._scores_shape(scores)
+        forbid = (self.log_probs() == LOG_ZERO).to(scores.device)
+        V = forbid.shape[1]
+        scores[:, :V] = scores[:, :V].masked_fill(forbid, LOG_ZERO)
+        scores[:, V:] = LOG_ZERO
+        return scores
+
+
+__all__ = ["FSGTerminals", "PCFGTerminals", "SpelledMask", "SpelledPrior", "StringPrefixModel", "TerminalModel", "Walk", "terminal_model"]
