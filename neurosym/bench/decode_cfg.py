@@ -24,8 +24,8 @@ WikiText-2 and UD English-EWT; one end-of-sequence id ``V`` added). Per engine:
   still a prefix of some JSON text of the grammar? A token that ends inside a UTF-8
   character is judged with the smallest and the largest completion of that character.
 
-neurosym's own side (the string-level runtime of issue 29) enters through
-:func:`neurosym_engine`; while it returns ``None`` the run reports it as not available.
+neurosym's side is the string-level runtime (:class:`NeurosymEngine`), compared with
+XGrammar like the others.
 """
 
 from __future__ import annotations
@@ -49,12 +49,14 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("neurosym", "xgrammar", "llguidance", "transformers-cfg")
 END_PROB = 0.1  # a walk ends with this probability where the end is allowed
 WALK_CAP = 48  # tokens per random walk
+SHIPPED_JSON = ("gpu_launch_proxy.json", "semantic_fusion_report_uniform_2seeds.json", "structured_suite_duplicates.json")
+SLOW_ENGINES = ("neurosym", "transformers-cfg")  # driven for at most slow_engine_seconds per part (the steps reached are compared)
 
 
 # ---------------------------------------------------------------------- the documents
 def json_documents(max_docs: int | None = None) -> list[str]:
     """Real JSON documents: ``json.dumps`` of varied Python objects in five layouts, and
-    the JSON files of ``docs/`` (this project's figures, under its licence) up to 4 kB."""
+    three JSON files of ``docs/`` written by the project's benches (under its licence)."""
     objects = [
         {}, [], "", 0, -0.0, 1e300, -2.5e-7, 12345678901234567890, True, False, None,
         {"name": "Zoë", "tags": ["a", "b\n", "\t\"quoted\"\\"], "n": [1, 2.5, -3, 4e10], "ok": None},
@@ -65,10 +67,10 @@ def json_documents(max_docs: int | None = None) -> list[str]:
     ]
     layouts = [{}, {"indent": 2}, {"separators": (",", ":")}, {"ensure_ascii": False}, {"indent": "\t", "ensure_ascii": False}]
     docs = [json.dumps(o, **kw) for o in objects for kw in layouts]
-    for p in sorted((ROOT / "docs").glob("*.json")):
-        text = p.read_text(encoding="utf-8")
-        if len(text.encode()) <= 4096:
-            docs.append(text)
+    for name in SHIPPED_JSON:
+        p = ROOT / "docs" / name
+        if p.is_file():
+            docs.append(p.read_text(encoding="utf-8"))
     return docs[:max_docs] if max_docs else docs
 
 
@@ -200,10 +202,46 @@ class TransformersCFGEngine(Engine):
             raise NeurosymError(f"transformers-cfg refused token {token}")
 
 
-def neurosym_engine(grammar: Grammar, vocab: Vocab, eos: int) -> Engine | None:
-    """neurosym's matcher for ``grammar`` over ``vocab`` (+ end id ``eos``): the
-    string-level runtime of issue 29 when it is present in this tree, else ``None``."""
-    return None
+class NeurosymEngine(Engine):
+    """neurosym's string-level runtime (:class:`~neurosym.decode.tokenized.StringPrefixModel`
+    over :func:`~neurosym.compile.spelling.load_spelled`, one row): the mask is the set
+    of tokens with ``P(x + t is a prefix) > 0``, as :class:`SpelledMask` uses it, and the
+    end is allowed where ``P(x is a sentence) > 0``."""
+
+    name = "neurosym"
+
+    def __init__(self, path: str | Path, vocab: Vocab, eos: int):
+        from neurosym.compile.spelling import load_spelled  # lazy: the runtime, only for this engine
+        from neurosym.decode.tokenized import StringPrefixModel  # lazy: as above
+
+        rss = peak_rss_bytes()
+        t0 = time.perf_counter()
+        self.model = StringPrefixModel(load_spelled(path, vocab))
+        self.compile_seconds = time.perf_counter() - t0
+        self.memory_bytes = peak_rss_bytes() - rss
+        self.eos = eos
+        self.token = np.zeros(1, dtype=np.int64)
+
+    def start(self) -> None:
+        self.model.reset(1)
+
+    def write_mask(self, out: np.ndarray) -> None:
+        raw, end = self.model.prefix_probs()
+        bits = np.zeros(out.size * 32, dtype=bool)
+        bits[: self.eos] = raw[0] > 0
+        bits[self.eos] = end[0] > 0
+        out[:] = np.packbits(bits, bitorder="little").view("<i4")
+
+    def advance(self, token: int) -> None:
+        self.token[0] = token
+        self.model.advance(self.token)
+        if not self.model.rows[0]:
+            raise NeurosymError(f"neurosym refused token {token}")
+
+
+def neurosym_engine(path: str | Path, vocab: Vocab, eos: int) -> Engine:
+    """neurosym's matcher for the grammar file ``path`` over ``vocab`` (+ end id ``eos``)."""
+    return NeurosymEngine(path, vocab, eos)
 
 
 # ---------------------------------------------------------------------- vocabularies
@@ -266,10 +304,11 @@ def setup(bpe_size: int) -> Setup:
     return s
 
 
-def make_engine(name: str, grammar: Grammar, s: Setup) -> Engine | None:
-    """The engine ``name`` compiled for ``grammar``, or None where it is not installed."""
+def make_engine(name: str, path: str | Path, grammar: Grammar, s: Setup) -> Engine | None:
+    """The engine ``name`` compiled for ``grammar`` (read from ``path``), or None where it
+    is not installed."""
     if name == "neurosym":
-        return neurosym_engine(grammar, s.vocab, s.eos)
+        return neurosym_engine(path, s.vocab, s.eos)
     if name not in s.views:
         return None
     rss = peak_rss_bytes()
@@ -456,7 +495,7 @@ def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: in
     built: dict[str, Engine] = {}
     for name in engines:
         try:
-            e = make_engine(name, grammar, s)
+            e = make_engine(name, grammar_path, grammar, s)
         except Exception as err:  # noqa: BLE001 - an engine that fails on the grammar is reported
             result["missing"][name] = f"{type(err).__name__}: {err}"
             continue
@@ -473,7 +512,7 @@ def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: in
     for part, seqs in (("documents", doc_seqs), ("walks", walk_seqs)):
         ref = run_engine(built["xgrammar"], seqs, s.eos)
         for name, e in built.items():
-            limit = slow_engine_seconds if name == "transformers-cfg" else math.inf
+            limit = slow_engine_seconds if name in SLOW_ENGINES else math.inf
             trace = ref if name == "xgrammar" else run_engine(e, seqs, s.eos, limit)
             r = result["engines"].setdefault(name, {"compile_seconds": e.compile_seconds, "memory_bytes": e.memory_bytes})
             r[part] = {"times": summary_times(trace), "refused": len(trace.refusals),
