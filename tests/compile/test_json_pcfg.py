@@ -123,3 +123,18 @@ def test_converters_write_every_rule():
     assert gbnf.startswith("root ::= ") and gbnf.count("::=") == len(GRAMMAR.nonterminals) + len(GRAMMAR.lexemes)
     assert lark.count("LEXEME") == 2 * len(GRAMMAR.lexemes) and "%ignore" not in lark
     assert math.isfinite(analyze(GRAMMAR).expected_length)
+
+
+def test_the_sample_command_prints_json_texts():
+    from click.testing import CliRunner
+
+    from neurosym.cli.main import main
+
+    r = CliRunner().invoke(main, ["sample", "-n", "40", "--seed", "1", "--json", str(JSON_PCFG)])
+    assert r.exit_code == 0, r.output
+    texts = json.loads(r.output)
+    assert len(texts) == 40
+    for text in texts:  # %separator "": the terminals concatenate, so each sample is a JSON text as written
+        json.loads(text)
+        assert JUDGE.complete(text)
+    assert any(" " not in t and ("," in t or ":" in t) for t in texts)  # no space put between terminals
