@@ -72,6 +72,7 @@ def test_json_samples_are_json(model, tokenizer):
     judge = PrefixJudge(read_pcfg(ROOT / "grammars" / "json.pcfg"))
     drawn = samples(model, tokenizer, str(ROOT / "grammars" / "json.pcfg"))
     done = [t for t, f in drawn if f]
+    print(f"json.pcfg: {len(done)} of {len(drawn)} samples finished")
     assert len(drawn) == SAMPLES and len(done) > 0
     for text in done:
         json.loads(text)  # every finished sample: raises if it is not JSON
@@ -86,7 +87,8 @@ def test_arith_samples_parse(model, tokenizer):
     parser = Lark(to_lark(grammar) + '%ignore " "\n', start="start", parser="earley", lexer="dynamic")
     drawn = samples(model, tokenizer, str(ROOT / "grammars" / "arith.pcfg"))
     done = [t for t, f in drawn if f]
-    assert len(done) > 0
+    print(f"arith.pcfg: {len(done)} of {len(drawn)} samples finished")
+    assert len(drawn) == SAMPLES and len(done) > 0
     for text in done:
         try:
             parser.parse(text)
