@@ -158,7 +158,14 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
         from neurosym.files import atomic_write_bytes, shipped_file  # lazy: as above
 
         shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")
-        path = Path(cfg) if Path(cfg).is_file() else shipped_file(cfg)
+        path = Path(cfg)
+        if not path.is_file():
+            try:
+                path = shipped_file(cfg)
+            except NeurosymError:
+                raise NeurosymError(f"--cfg {cfg}: no such file (a .pcfg file, or a shipped one such as grammars/json.pcfg)") from None
+        if path.suffix != ".pcfg":
+            raise NeurosymError(f"--cfg {cfg}: expected a .pcfg grammar")
         r = decode_cfg.run(path, bpe_size=bpe_size, walks=walks, slow_engine_seconds=slow_seconds, progress=not as_json)
         text = json.dumps(r, indent=1)
         if output is not None:

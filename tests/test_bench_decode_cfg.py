@@ -196,3 +196,15 @@ def test_the_cfg_bench_runs_end_to_end():
     assert r["engines"]["neurosym"]["documents"]["agreement"]["mask_differences"] == 0
     assert "neurosym" in decode_cfg.format_results(r)
     json.dumps(r)
+
+
+def test_the_cfg_option_refuses_bad_files_clearly(tmp_path):
+    from click.testing import CliRunner
+
+    from neurosym.cli.main import main
+
+    r = CliRunner().invoke(main, ["bench", "decode", "--cfg", str(tmp_path / "nope.pcfg")])
+    assert r.exit_code == 2 and "no such file" in r.output and "Traceback" not in r.output, r.output
+    (tmp_path / "g.fsg").write_text("x")
+    r = CliRunner().invoke(main, ["bench", "decode", "--cfg", str(tmp_path / "g.fsg")])
+    assert r.exit_code == 2 and "expected a .pcfg grammar" in r.output, r.output
