@@ -131,9 +131,15 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
 @click.option("--skip-index", is_flag=True, help="Skip the index comparison with outlines-core and XGrammar.")
 @click.option("--skip-generation", is_flag=True, help="Skip the generation timings (processor chain, KV cache).")
 @click.option("--skip-processors", is_flag=True, help="Skip GrammarMask's per-token cost, NumPy against the tensor backend.")
+@click.option("--cfg", "cfg", default=None, is_flag=False, flag_value="grammars/json.pcfg", metavar="[FILE.pcfg]",
+              help="Instead: a .pcfg with regex terminals (default grammars/json.pcfg) against XGrammar, llguidance and transformers-cfg "
+                   "over the BPE: compile, mask and advance times, masks compared at every step and judged (docs/decode.md).")
+@click.option("--walks", default=60, show_default=True, type=click.IntRange(min=0), help="With --cfg: random walks whose tokens XGrammar chooses.")
+@click.option("--slow-seconds", default=150.0, show_default=True, type=click.FloatRange(min=1), help="With --cfg: seconds per part for the slow engines (neurosym, transformers-cfg).")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="With --cfg: also write the JSON results here.")
 @json_option()
 def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, device: str, skip_index: bool, skip_generation: bool,
-                 skip_processors: bool, as_json: bool) -> None:
+                 skip_processors: bool, cfg: str | None, walks: int, slow_seconds: float, output: Path | None, as_json: bool) -> None:
     """Constrained decoding: the token index side by side with outlines-core and XGrammar
     (build seconds, index memory, µs per token to write the mask, to advance and both, at
     p50 and p99 and as theirs/ours, over real strings; mask agreement), per
@@ -147,6 +153,25 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
     from neurosym.data import shared_data  # lazy: as above
 
     check_device(device)
+    if cfg is not None:  # the grammar comparison alone (issue 29)
+        from neurosym.bench import decode_cfg  # lazy: as above
+        from neurosym.files import atomic_write_bytes, shipped_file  # lazy: as above
+
+        shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")
+        path = Path(cfg)
+        if not path.is_file():
+            try:
+                path = shipped_file(cfg)
+            except NeurosymError:
+                raise NeurosymError(f"--cfg {cfg}: no such file (a .pcfg file, or a shipped one such as grammars/json.pcfg)") from None
+        if path.suffix != ".pcfg":
+            raise NeurosymError(f"--cfg {cfg}: expected a .pcfg grammar")
+        r = decode_cfg.run(path, bpe_size=bpe_size, walks=walks, slow_engine_seconds=slow_seconds, progress=not as_json)
+        text = json.dumps(r, indent=1)
+        if output is not None:
+            atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)
+        click.echo(text if as_json else decode_cfg.format_results(r))
+        return
     results: dict = {}
     if not (skip_index and skip_processors):  # both train the BPE on these: a clear error before any work
         shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")

@@ -297,10 +297,14 @@ def _sample_pcfg(path: Path, o: SampleOptions) -> list[str]:
     from neurosym.compile.pcfg_sample import sample_trees  # lazy: only .pcfg files need the PCFG sampler
     from neurosym.dsl.pcfg import read_pcfg  # lazy: only .pcfg files need the PCFG parser
 
+    from neurosym.compile.spelling import Separator  # lazy: as above
+
     grammar = read_pcfg(path)
     check_pcfg(grammar, strict=True)
     drawn = sample_trees(grammar, o.n, seed=o.seed, max_len=o.max_len, limits=o.limits)
-    return [str(t) if o.trees else " ".join(t.leaves()) for t in drawn]
+    # a grammar that declares %separator prints its text (json.pcfg's terminals concatenate); others, their terminals spaced
+    join = Separator(grammar.separator).join if getattr(grammar, "separator", None) is not None else " ".join
+    return [str(t) if o.trees else join(t.leaves()) for t in drawn]
 
 
 def _cannot_sample(why: str) -> Sampler:

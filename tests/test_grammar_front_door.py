@@ -40,6 +40,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]
 GRAMMARS = sorted(p for p in (ROOT / "grammars").iterdir() if p.is_file() and p.suffix != ".py")
 EOS = "<eos>"
+# grammars whose terminals are strings that span many tokens (json.pcfg's /regex/ strings and
+# numbers): not a word-level grammar over the test tokenizer; compiled over it, each lexeme
+# must match one token, and `generate` refuses it at the lexeme's position
+STRING_LEVEL = {"json.pcfg"}
 WORD_LIST = "# weekdays, with a comment line\n\nMonday\n  Tuesday  \n# Friday is commented out\n\nWednesday\n"
 
 
@@ -48,6 +52,8 @@ def specs() -> list[str]:
     out = []
     for path in GRAMMARS:
         rel = f"grammars/{path.name}"
+        if path.name in STRING_LEVEL:
+            continue
         if path.suffix == ".regex":
             out += [f"{rel}:{name}" for name in neurosym.load(path).names]
         else:
