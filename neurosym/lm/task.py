@@ -481,6 +481,7 @@ class LMTask:
         self.bank = self._bank(m.fusion, trained) if m.fusion is not None else None
         self._train: tuple[Tensor, Tensor] | None = None
         self._eval: dict[str, tuple[Tensor, Tensor]] = {}
+        self._pos: dict[tuple[str, str | None], tuple[list[str | None], Tensor, Tensor]] = {}
         if not trained:  # data too short for one window is refused now, before the trainer writes the run folder
             self.train_windows()
             if self.has_split("valid") and len(self.eval_windows("valid")[0]) == 0:
@@ -724,12 +725,11 @@ class LMTask:
                 out = model(batch["ids"].to(device), **inputs)
                 y = batch["targets"].to(device)
                 keep = y != self.pad_id
-                for key, logits in (("ppl", out.logits), ("ppl_ungated", out.extras.get("ungated"))):
-                    if logits is None:
-                        continue
-                    logp = F.log_softmax(logits.float(), dim=-1)
-                    nll[key] -= float(logp.gather(-1, y[..., None]).squeeze(-1)[keep].double().sum())
-                logp = F.log_softmax(out.logits.float(), dim=-1)
+                logp = F.log_softmax(out.logits.float(), dim=-1)  # (B, L, V), once: PPL, top-1 and ECE read it
+                nll["ppl"] -= float(logp.gather(-1, y[..., None]).squeeze(-1)[keep].double().sum())
+                if out.extras.get("ungated") is not None:
+                    plain = F.log_softmax(out.extras["ungated"].float(), dim=-1)
+                    nll["ppl_ungated"] -= float(plain.gather(-1, y[..., None]).squeeze(-1)[keep].double().sum())
                 top, arg = logp.max(-1)
                 conf.append(top[keep].exp().cpu())
                 hit.append((arg == y)[keep].cpu())
@@ -755,10 +755,13 @@ class LMTask:
         are not words with a part of speech). Word vocabularies only."""
         if self.vocab.kind != "word" or self.data_cfg.tokenizer not in (None, "word"):
             raise NeurosymError("--pos: the same-POS miss rate needs a word vocabulary (data.tokenizer = \"word\")")
-        sentences = read_tagged(conllu)
-        tag_of = majority_upos(sentences if tags_from is None else read_tagged(tags_from))
-        tags = [None if s is None else tag_of.get(s) for s in self.vocab.surfaces]
-        ids, targets = windows(self.vocab, [" ".join(x.forms) for x in sentences], self.data_cfg.window, None)
+        key = (str(conllu), None if tags_from is None else str(tags_from))
+        if key not in self._pos:  # read once per task: every evaluation of data.pos reuses it
+            sentences = read_tagged(conllu)
+            tag_of = majority_upos(sentences if tags_from is None else read_tagged(tags_from))
+            tags = [None if s is None else tag_of.get(s) for s in self.vocab.surfaces]
+            self._pos[key] = (tags, *windows(self.vocab, [" ".join(x.forms) for x in sentences], self.data_cfg.window, None))
+        tags, ids, targets = self._pos[key]
         if len(ids) == 0:
             raise NeurosymError(f"{conllu}: shorter than one window of {self.data_cfg.window} tokens")
         device = next(model.parameters()).device
