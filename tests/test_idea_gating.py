@@ -99,6 +99,12 @@ def test_config_errors_name_keys(tmp_path):
         task(recipe_config("drift", "idea", 0, tmp_path, overrides={"model": {"match_idea": 8}}))
     with pytest.raises(NeurosymError, match="unknown idea-gating dataset"):
         recipe_config("ptb", "idea", 0)
+    with pytest.raises(NeurosymError, match="--budget: expected one of"):
+        recipe_config("drift", "idea", 0, budget="huge")
+    shipped = corpus_path("wikitext-2", "valid").parents[1]
+    cpu = recipe_config("wikitext-2", "idea", 0, tmp_path, data_dir=shipped, budget="cpu")
+    assert cpu.optim.epochs == 1 and recipe_config("wikitext-2", "idea", 0, tmp_path, data_dir=shipped).optim.epochs == 2
+    assert recipe_config("drift", "idea", 0, tmp_path, budget="cpu").optim.epochs == 6  # the budget is WikiText-2's
 
 
 TINY = {"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}, "idea": {"hidden": 8},

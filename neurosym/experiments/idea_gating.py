@@ -278,7 +278,7 @@ GPU_RECIPE: dict[str, dict[str, dict]] = {
     "wikitext-2": {"model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "d_ff": 2048, "max_len": 256}, "idea": {"hidden": 512},
                    "data": {"window": 256, "min_freq": 1}, "optim": {"epochs": 20, "lr": 5e-4}},
 }
-# Named budgets of the CPU recipe (tables over RECIPE's; docs/idea_gating.md has the timings behind "cpu")
+# Named budgets of the CPU recipe (tables over RECIPE's; docs/semantic_kl.md, "CPU budget", has the timings behind "cpu")
 BUDGETS: dict[str, dict[str, dict[str, dict]]] = {
     "quick": {},
     "cpu": {"wikitext-2": {"optim": {"epochs": 1}}},
