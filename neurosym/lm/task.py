@@ -752,7 +752,8 @@ class LMTask:
         """The same-POS miss rate over a tagged file's sentences (:func:`same_pos_miss_rate`):
         each word's tag is its majority UPOS in ``tags_from`` (default: the file itself); the
         model's prediction is its top *tagged* word (``<unk>``, ``<eos>`` and untagged words
-        are not words with a part of speech). Word vocabularies only."""
+        are not words with a part of speech). Over the file's first ``data.max_eval_windows``
+        windows (all when unset). Word vocabularies only."""
         if self.vocab.kind != "word" or self.data_cfg.tokenizer not in (None, "word"):
             raise NeurosymError("--pos: the same-POS miss rate needs a word vocabulary (data.tokenizer = \"word\")")
         key = (str(conllu), None if tags_from is None else str(tags_from))
@@ -760,7 +761,8 @@ class LMTask:
             sentences = read_tagged(conllu)
             tag_of = majority_upos(sentences if tags_from is None else read_tagged(tags_from))
             tags = [None if s is None else tag_of.get(s) for s in self.vocab.surfaces]
-            self._pos[key] = (tags, *windows(self.vocab, [" ".join(x.forms) for x in sentences], self.data_cfg.window, None))
+            self._pos[key] = (tags, *windows(self.vocab, [" ".join(x.forms) for x in sentences], self.data_cfg.window,
+                                             self.data_cfg.max_eval_windows))
         tags, ids, targets = self._pos[key]
         if len(ids) == 0:
             raise NeurosymError(f"{conllu}: shorter than one window of {self.data_cfg.window} tokens")
