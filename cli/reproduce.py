@@ -30,27 +30,33 @@ def reproduce() -> None:
 @reproduce.command(
     name="semantic-kl",
     epilog=examples(
-        "neurosym reproduce semantic-kl                        # 3 seeds, WikiText-2 and UD English-EWT, ~1 min per model",
-        "neurosym reproduce semantic-kl --seeds 1 --datasets ud-english-ewt",
+        "neurosym reproduce semantic-kl                        # 3 seeds, WikiText-2 and UD English-EWT",
+        "neurosym reproduce semantic-kl --seeds 1 --datasets ud-english-ewt   # ~1 min per model",
+        "neurosym reproduce semantic-kl --budget cpu --datasets wikitext-2    # <= 10 min per model on one core (train.txt)",
         "neurosym reproduce semantic-kl --resume --json > report.json",
     ),
 )
 @seeds_option(3, "Model seeds (the data are fixed).")
 @click.option("--datasets", default="wikitext-2,ud-english-ewt", show_default=True, help="Comma-separated: wikitext-2, ud-english-ewt.")
 @click.option("--variants", default=None, help="Comma-separated variants (default: baseline, kl-T0.1, kl-T0.2, kl-cos-0.3-to-0.05).")
-@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Override the recipe's 1 epoch.")
-@click.option("--data", "data_dir", default=None, type=click.Path(path_type=Path), help="A folder with the corpus files (default: the shipped corpora/).")
+@click.option("--epochs", default=None, type=click.IntRange(min=1), help="Override the budget's epochs (1).")
+@click.option("--budget", default="quick", show_default=True, type=click.Choice(["quick", "cpu"]),
+              help="quick: the published 1-epoch model; cpu: the model that trains one epoch of WikiText-2 train.txt in <= 10 min on one core.")
+@click.option("--data", "data_dir", default=None, type=click.Path(path_type=Path),
+              help="A folder with the corpus files (default: WikiText-2 from the shared data folder when it has train.txt, else the shipped corpora/).")
 @threads_option(1, "Torch threads (results depend on the thread count).")
 @gpu_option("The larger configuration of docs/semantic_kl.md, on CUDA.")
 @out_dir_option("runs/semantic-kl")
 @resume_option()
 @json_option("Print the report as JSON.")
-def reproduce_semantic_kl(seeds: int, datasets: str, variants: str | None, epochs: int | None, data_dir: Path | None, threads: int,
-                          gpu: bool, out_dir: Path, resume: bool, as_json: bool) -> None:
+def reproduce_semantic_kl(seeds: int, datasets: str, variants: str | None, epochs: int | None, budget: str, data_dir: Path | None,
+                          threads: int, gpu: bool, out_dir: Path, resume: bool, as_json: bool) -> None:
     """A CE baseline vs semantic-KL LMs (two temperatures and a schedule) at the same size
-    and budget on WikiText-2 (trained on valid.txt: the train split is not available here)
-    and UD English-EWT: PPL, same-POS miss rate, top-1, ECE, embedding health (mean ± std
-    over seeds), Welch's t-test, training curves."""
+    and budget, each a config of the built-in lm task, on WikiText-2 (the standard
+    protocol: train on train.txt, choose on valid.txt, report on test.txt; trained on
+    valid.txt, labelled as the fallback, when train.txt is absent) and UD English-EWT: PPL,
+    same-POS miss rate, top-1, ECE, embedding health (mean ± std over seeds), Welch's
+    t-test, training curves."""
     from neurosym.experiments import semantic_kl as recipe  # lazy: --help must not load torch and every subsystem
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
 
@@ -60,15 +66,14 @@ def reproduce_semantic_kl(seeds: int, datasets: str, variants: str | None, epoch
     chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants is not None else recipe.MAIN
     sets = tuple(d.strip() for d in datasets.split(",") if d.strip())
     say = None if as_json else (lambda line: click.echo(line, err=True))
-    data = {"data_dir": str(data_dir)} if data_dir is not None else {}
     optim = {"epochs": epochs} if epochs is not None else {}
     if gpu:
         report = recipe.reproduce(seeds=seeds, out_dir=out_dir, datasets=sets, variants=chosen, progress=say, resume=resume,
-                                  model=recipe.GPU_MODEL, data=recipe.GPU_DATA | data, optim=recipe.GPU_OPTIM | optim,
-                                  threads=threads, device="cuda")
+                                  model=recipe.GPU_MODEL, data=recipe.GPU_DATA, optim=recipe.GPU_OPTIM | optim,
+                                  threads=threads, device="cuda", data_dir=data_dir)
     else:
         report = recipe.reproduce(seeds=seeds, out_dir=out_dir, datasets=sets, variants=chosen, progress=say, resume=resume,
-                                  data=data, optim=optim, threads=threads)
+                                  optim=optim, threads=threads, data_dir=data_dir, budget=budget)
     for d in report["datasets"]:
         for v in report["variants"]:
             for r in report[d][v]["runs"]:
@@ -165,6 +170,7 @@ def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, ep
     epilog=examples(
         "neurosym reproduce idea-gating                          # 3 seeds, drift corpus and WikiText-2",
         "neurosym reproduce idea-gating --seeds 1 --datasets drift   # a quick look",
+        "neurosym reproduce idea-gating --budget cpu --datasets wikitext-2 --threads 1   # WikiText-2 train.txt, one epoch",
         "neurosym reproduce idea-gating --resume --json > report.json",
     ),
 )
@@ -175,14 +181,21 @@ def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, ep
     least=1, dest="samples",
 )
 @threads_option(2)
+@click.option("--budget", default="quick", show_default=True, type=click.Choice(["quick", "cpu"]),
+              help="quick: the published models; cpu: WikiText-2 one epoch of train.txt within 10 min per model on one core.")
+@click.option("--data", "data_dir", default=None, type=click.Path(path_type=Path),
+              help="A folder with WikiText-2 (default: the shared data folder when it has train.txt, else the shipped corpora/).")
 @gpu_option("The larger configuration, on CUDA (docs/idea_gating.md).")
 @out_dir_option("runs/idea-gating")
 @resume_option()
 @json_option("Print the report as JSON.")
-def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int, gpu: bool, out_dir: Path, resume: bool, as_json: bool) -> None:
-    """Baseline vs idea-gated LMs at equal size (and the untied head, larger): PPL (gated
-    and ungated), the drift rate after bridge words on a grammar-sampled corpus (exact
-    topic judgement, 95% intervals), domain-term stickiness, and the gate's x-ray."""
+def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int, budget: str, data_dir: Path | None, gpu: bool,
+                          out_dir: Path, resume: bool, as_json: bool) -> None:
+    """Baseline vs idea-gated LMs at equal size (and the untied head, larger), each a
+    config of the built-in lm task: PPL (gated and ungated), the drift rate after bridge
+    words on a grammar-sampled corpus (exact topic judgement, 95% intervals), domain-term
+    stickiness on WikiText-2 (train.txt by the standard protocol, or the labelled valid.txt
+    fallback), and the gate's x-ray."""
     from neurosym.experiments.idea_gating import format_report as format_idea_report  # lazy: --help must not load torch
     from neurosym.experiments.idea_gating import json_report as idea_json  # lazy: as above
     from neurosym.experiments.idea_gating import reproduce as reproduce_idea  # lazy: as above
@@ -190,7 +203,10 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
     check_out_dir(out_dir)
     chosen = tuple(d.strip() for d in datasets.split(",") if d.strip())
     say = None if as_json else (lambda line: click.echo(line, err=True))
-    report = reproduce_idea(seeds=seeds, out_dir=out_dir, datasets=chosen, progress=say, resume=resume, threads=threads, gpu=gpu, samples=samples)
+    if data_dir is not None and not data_dir.is_dir():
+        raise NeurosymError(f"--data {data_dir}: no such folder")
+    report = reproduce_idea(seeds=seeds, out_dir=out_dir, datasets=chosen, progress=say, resume=resume, threads=threads, gpu=gpu,
+                            samples=samples, data_dir=data_dir, budget=budget)
     if as_json:
         click.echo(json.dumps(idea_json(report), indent=2, ensure_ascii=False, default=str))
     else:

@@ -12,11 +12,13 @@ import torch
 from click.testing import CliRunner
 
 from neurosym.cli.main import main
+from neurosym.data.text import corpus_path
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.experiments.harness import diff_ci, mean_ci, wilson
 from neurosym.experiments.idea_gating import (
-    DriftCorpus, ModelSection, format_report, hits_per_100, json_report, judge_continuation, recipe_config, reproduce, task,
+    DomainText, DriftCorpus, format_report, hits_per_100, json_report, judge_continuation, recipe_config, reproduce, task,
 )
+from neurosym.lm.idea import idea_parameters, matched_d_ff
 
 
 @pytest.fixture(scope="module")
@@ -86,17 +88,58 @@ def test_intervals_and_stickiness_counts():
 
 def test_config_errors_name_keys(tmp_path):
     with pytest.raises(ConfigError, match=r"model\.idea_alpha"):
-        recipe_config("drift", "idea", 0, tmp_path, overrides={"model": {"idea_alpha": -1.0}}).section("model", ModelSection)
-    with pytest.raises(ConfigError, match=r"unknown key 'idea_alfa' in \[model\]; did you mean 'idea_alpha'"):
-        task(recipe_config("drift", "idea", 0, tmp_path, overrides={"model": {"idea_alfa": 0.5}}))
-    with pytest.raises(ConfigError, match=r"model\.max_len"):
+        task(recipe_config("drift", "idea", 0, tmp_path, overrides={"idea": {"alpha": -1.0}}))
+    with pytest.raises(ConfigError, match=r"model\.idea_ramp"):
+        task(recipe_config("drift", "idea", 0, tmp_path, overrides={"idea": {"ramp": 2.0}}))
+    with pytest.raises(ConfigError, match=r"unknown key 'alfa'"):
+        task(recipe_config("drift", "idea", 0, tmp_path, overrides={"idea": {"alfa": 0.5}}))
+    with pytest.raises(ConfigError, match=r"model\.max_len: expected at least the longest document row"):
         task(recipe_config("drift", "idea", 0, tmp_path, overrides={"model": {"max_len": 10}}))
+    with pytest.raises(ConfigError, match=r"model\.match_idea: sizes a native baseline"):
+        task(recipe_config("drift", "idea", 0, tmp_path, overrides={"model": {"match_idea": 8}}))
     with pytest.raises(NeurosymError, match="unknown idea-gating dataset"):
         recipe_config("ptb", "idea", 0)
+    with pytest.raises(NeurosymError, match="--budget: expected one of"):
+        recipe_config("drift", "idea", 0, budget="huge")
+    shipped = corpus_path("wikitext-2", "valid").parents[1]
+    cpu = recipe_config("wikitext-2", "idea", 0, tmp_path, data_dir=shipped, budget="cpu")
+    assert cpu.optim.epochs == 1 and recipe_config("wikitext-2", "idea", 0, tmp_path, data_dir=shipped).optim.epochs == 2
+    assert recipe_config("drift", "idea", 0, tmp_path, budget="cpu").optim.epochs == 6  # the budget is WikiText-2's
 
 
-TINY = {"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "idea_hidden": 8},
-        "data": {"train": 128, "valid": 64}, "optim": {"epochs": 1, "batch_size": 32}}
+TINY = {"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}, "idea": {"hidden": 8},
+        "data": {"train_sentences": 128, "valid_sentences": 64}, "optim": {"epochs": 1, "batch_size": 32}}
+TINY_TEXT = {"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}, "idea": {"hidden": 8},
+             "data": {"max_train_windows": 64}, "optim": {"epochs": 1, "batch_size": 32}}
+
+
+def test_drift_configs_are_lm_task_configs_of_the_recipe_data(tmp_path):
+    """The drift runs are lm-task configs: documents of drift.fsg as rows (<bos> doc -> doc
+    <eos>), the recipe's sampling seeds and length cap; the baseline's d_ff matched to the
+    tied idea model's size; the ramp over half the steps."""
+    base, idea = (task(recipe_config("drift", v, 0, tmp_path, overrides=TINY)) for v in ("baseline", "idea"))
+    assert base.config.run.task == "lm" and base.data_cfg.layout == "documents"
+    corpus = DriftCorpus()
+    docs = corpus.documents(128, 0, 60)
+    ids, targets = idea.train_windows()
+    assert len(ids) == 128
+    for row, doc in enumerate(docs[:20]):
+        n = len(doc)
+        assert ids[row, : n + 1].tolist() == [corpus.bos, *doc] and targets[row, : n + 1].tolist() == [*doc, corpus.eos]
+        assert (ids[row, n + 1 :] == corpus.pad).all() and (targets[row, n + 1 :] == corpus.pad).all()
+    assert idea.eval_windows("valid")[0].shape[0] == 64
+    assert idea.eval_windows("valid")[1][0, : len(corpus.documents(64, 10_007, 60)[0]) + 1].tolist() == [*corpus.documents(64, 10_007, 60)[0], corpus.eos]
+    torch.manual_seed(0)
+    b, m = base.build_model(base.config), idea.build_model(idea.config)
+    V = len(corpus.vocab)
+    assert b.config.d_ff == matched_d_ff(16, 1, 32, idea_parameters(16, V, 8, True))
+    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    assert abs(count(b) - count(m)) <= 2 * 16 + 1
+    assert m.output.config.ramp_steps == round(0.5 * 4 * 1)  # 128 documents / 32 = 4 steps, one epoch
+    # the stop words leave out every special token (<eos> is the most frequent target)
+    assert corpus.eos not in idea.stop_ids.tolist() and len(idea.stop_ids) == 3
+    batch = next(iter(idea.train_batches(0, torch.Generator().manual_seed(0))))
+    assert int((batch["targets"] != corpus.pad).sum(1).max()) == batch["targets"].shape[1]  # trimmed to the longest row
 
 
 @pytest.mark.slow
@@ -120,32 +163,40 @@ def test_tiny_end_to_end_drift(tmp_path):
         reproduce(seeds=1, out_dir=tmp_path, datasets=("drift",), progress=None, threads=1, samples=5, overrides=TINY)
     again = reproduce(seeds=2, out_dir=tmp_path, datasets=("drift",), progress=None, threads=1, samples=20, overrides=TINY, resume=True)
     assert again["datasets"]["drift"]["idea"]["ppl"] == v["ppl"]
+    # a recipe run is an lm-task run: neurosym eval gives its figures back
+    from neurosym.lm.task import evaluate_run
+
+    ev = evaluate_run(v["runs"][0]["run_dir"], "valid")
+    assert ev["ppl"] == pytest.approx(v["runs"][0]["ppl"], rel=1e-6) and ev["ppl_ungated"] == pytest.approx(v["runs"][0]["ppl_ungated"], rel=1e-6)
 
 
 def test_wikitext_task_and_stickiness(tmp_path):
-    config = recipe_config("wikitext-2", "idea", 0, tmp_path, overrides=TINY)
+    shipped = corpus_path("wikitext-2", "valid").parents[1]  # the shipped corpora/: the fallback on valid.txt (seconds, not minutes)
+    config = recipe_config("wikitext-2", "idea", 0, tmp_path, overrides=TINY_TEXT, data_dir=shipped)
+    assert config.data["train"].endswith("valid.txt.gz") and config.data["min_freq"] == 5
     t = task(config)
-    assert len(t.tokens) > 4000 and len(t.stop_ids) == 50
-    batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
+    assert len(t.vocab) > 4000 and len(t.stop_ids) == 50
+    batch = next(iter(t.train_batches(0, torch.Generator().manual_seed(0))))
     model = t.build_model(config)
     loss, logs = t.loss(model, batch)
     assert torch.isfinite(loss) and "idea_bce" in logs
-    prompts = t.domain_prompts(30)
-    terms = t.domain_terms()
+    text = DomainText(t)
+    prompts = text.prompts(30)
+    terms = text.terms
     assert len(prompts) == 30
     for d, p in prompts:
         assert sum(w in terms[d] for w in p) >= 3
-    s = t.stickiness(model, n=4, max_len=5)
+    s = text.stickiness(model, n=4, max_len=5)
     assert s["n"] == 4 and len(s["stickiness_samples"]) == 4
     # each seed of the recipe draws its own prompts (issue 31: no prompt set shared by every seed)
-    by_seed = [t.domain_prompts(30, seed=seed) for seed in range(3)]
-    assert all(len(p) == 30 for p in by_seed) and t.domain_prompts(30, seed=1) == by_seed[1]
+    by_seed = [text.prompts(30, seed=seed) for seed in range(3)]
+    assert all(len(p) == 30 for p in by_seed) and text.prompts(30, seed=1) == by_seed[1]
     assert len({tuple(w) for _, w in by_seed[0]} & {tuple(w) for _, w in by_seed[1]}) < 30  # not the same prompts
     for d, w in (pair for p in by_seed for pair in p):
         assert len(w) == 32 and sum(x in terms[d] for x in w) >= 3
     # more than n candidates even at n = all of seed None's: every seed has its own cut of the stream
-    everything = t.domain_prompts(10**6)
-    assert {tuple(w) for _, w in t.domain_prompts(10**6, seed=1)} != {tuple(w) for _, w in everything}
+    everything = text.prompts(10**6)
+    assert {tuple(w) for _, w in text.prompts(10**6, seed=1)} != {tuple(w) for _, w in everything}
 
 
 def test_intervals_take_the_seed_as_the_unit():
@@ -167,7 +218,7 @@ def test_cli_reproduce_idea_gating_json(tmp_path):
     from neurosym.experiments import idea_gating
 
     old = dict(idea_gating.RECIPE["drift"])
-    idea_gating.RECIPE["drift"] = {k: {**v, **TINY.get(k, {})} for k, v in old.items()}
+    idea_gating.RECIPE["drift"] = {k: {**v, **TINY.get(k, {})} for k, v in old.items()}  # the CLI's own tables, made tiny
     try:
         res = CliRunner().invoke(main, ["reproduce", "idea-gating", "--seeds", "1", "--datasets", "drift", "--samples", "10",
                                         "--threads", "1", "--out-dir", str(tmp_path), "--json"])

@@ -1,6 +1,6 @@
 """``neurosym bench train``: time per training step of the LM variants at the same size.
 
-All variants share the semantic-KL recipe's architecture (:class:`~neurosym.experiments.semantic_kl.ModelSection`
+All variants share the semantic-KL recipe's architecture (:data:`~neurosym.experiments.semantic_kl.RECIPE_MODEL`
 defaults) and one batch of WikiText-2 windows (trained-on split: valid.txt), so only what a
 variant adds is timed:
 
@@ -44,11 +44,11 @@ from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import shipped_file
 from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
 from neurosym.errors import NeurosymError
-from neurosym.experiments.semantic_kl import GPU_DATA, GPU_MODEL, RECIPE_DATA, RECIPE_OPTIM, ModelSection
+from neurosym.experiments.semantic_kl import GPU_DATA, GPU_MODEL, RECIPE_DATA, RECIPE_MODEL, RECIPE_OPTIM
 from neurosym.lm.fusion import build_fusion_lm
 from neurosym.lm.idea import CPU_BLOCK_ELEMENTS, IdeaConfig, IdeaOutput, idea_block_elements, idea_training_loss, stop_word_ids
 from neurosym.lm.losses import aux_bce
-from neurosym.lm.model import CausalLM, LMConfig
+from neurosym.lm.model import CausalLM, LMConfig, LMSection
 from neurosym.lm.semantic_kl import semantic_kl_terms
 from neurosym.lm.train import param_groups
 from neurosym.vocab import Vocab
@@ -65,7 +65,7 @@ NO_KERNEL = frozenset({
 """Operators that only make a view or allocate: no kernel on a GPU, left out of the launch count."""
 
 
-def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Tensor, m: ModelSection, bank,
+def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Tensor, m: LMSection, bank,
            block_elements: int | None = None) -> tuple[torch.nn.Module, Callable]:
     lm = LMConfig(vocab_size=len(vocab), d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads, d_ff=m.d_ff,
                   dropout=m.dropout, max_len=ids.shape[1], positions=m.positions, pad_id=0)
@@ -149,7 +149,7 @@ def run(
     data = GPU_DATA if gpu_shape else RECIPE_DATA
     window = data["window"] if window is None else window
     min_freq = data["min_freq"] if min_freq is None else min_freq
-    m = ModelSection(**((GPU_MODEL if gpu_shape else {}) | (model or {})))
+    m = LMSection(**(RECIPE_MODEL | (GPU_MODEL if gpu_shape else {}) | (model or {})))
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)

@@ -1,29 +1,37 @@
 """The idea-gating recipe: a baseline and idea-gated LMs at equal size, on a drift
-corpus whose truth a grammar knows, and on WikiText-2.
+corpus whose truth a grammar knows, and on WikiText-2, as configs of the built-in
+language-model task (``[run] task = "lm"``, :mod:`neurosym.lm.task`).
+
+Every variant of every dataset and seed is one ``lm``-task config (:func:`recipe_config`)
+saved in its run folder (``neurosym eval RUN`` works on a recipe run); the seeds x
+variants grid is :func:`neurosym.experiments.harness.train_grid`. What is the recipe's
+own is what it measures on the trained models: drift, stickiness and the x-ray.
 
 **Models** (:data:`VARIANTS`): ``baseline`` (a causal LM whose ``d_ff`` is widened so it
-has the idea model's parameter count, :func:`~neurosym.lm.idea.matched_d_ff`), ``idea``
-(the idea head tied to the token embeddings, the published gate, alpha ramped 0 -> 0.5
-over the first half of training) and ``idea-untied`` (the published untied head, its
-larger parameter count reported). Loss: CE of the (gated) next-token distribution plus
-``idea_weight`` x the masked idea BCE.
+has the idea model's parameter count: ``[model] match_idea = H``), ``idea`` (``[model]
+idea = { hidden = H, tied = true, ramp = 0.5, ... }``: the idea head tied to the token
+embeddings, the published gate, alpha ramped 0 -> 0.5 over the first half of training)
+and ``idea-untied`` (the published untied head, its larger parameter count reported).
+Loss: CE of the (gated) next-token distribution plus ``idea.weight`` x the masked idea BCE.
 
-**Drift corpus** (``dataset = "drift"``): documents sampled from ``grammars/drift.fsg``,
-two topics (zoology, comics) sharing the bridge words of ``lexicons/topics.lex``
-(``bat``, ``robin``, ``spider``); a document never changes topic. The exact PPL floor is
-the grammar's (``<eos>`` counted). A drift prompt is ``<bos>``, a first sentence that
-only its topic T accepts, then ``the`` and a bridge word; the model continues it. The
-continuation's sentences (the one the bridge word starts, then the later ones) are
-judged by the topic grammars (drift.fsg started at its second-sentence state of each
-topic, so that they accept one or more sentences of that topic): a continuation
-*drifts* when one of its complete sentences is accepted by the other topic's grammar
-and not by T's. :func:`judge_continuation` is that rule; rates carry Wilson 95%
-intervals. Stickiness: T's topic-only words (``ZOO_TERMS`` / ``COMIC_TERMS``) per 100
-generated words.
+**Drift corpus** (``drift``): documents sampled from ``grammars/drift.fsg`` (``[data]
+grammar``, one document per row: ``layout = "documents"``; 4,000 training documents with
+seed 0 and 1,000 evaluation documents with seed 10,007, at most 60 words each), two topics
+(zoology, comics) sharing the bridge words of ``lexicons/topics.lex`` (``bat``, ``robin``,
+``spider``); a document never changes topic. The exact PPL floor is the grammar's
+(``<eos>`` counted). A drift prompt is ``<bos>``, a first sentence that only its topic T
+accepts, then ``the`` and a bridge word; the model continues it. The continuation's
+sentences (the one the bridge word starts, then the later ones) are judged by the topic
+grammars (drift.fsg started at its second-sentence state of each topic, so that they
+accept one or more sentences of that topic): a continuation *drifts* when one of its
+complete sentences is accepted by the other topic's grammar and not by T's.
+:func:`judge_continuation` is that rule; rates carry Wilson 95% intervals. Stickiness:
+T's topic-only words (``ZOO_TERMS`` / ``COMIC_TERMS``) per 100 generated words.
 
-**WikiText-2** (``dataset = "wikitext-2"``, issue 17's :mod:`neurosym.data.text`): train
-on ``valid.txt`` (the train split is not shipped), evaluate on ``test.txt``; word
-vocabulary of the training text with ``min_freq``; windows of ``seq_len``. Stickiness:
+**WikiText-2** (the files of :func:`neurosym.experiments.semantic_kl.dataset_files`): the
+standard protocol when train.txt is there (train on train.txt, validation PPL on valid.txt
+at each epoch end, figures on test.txt, the standard vocabulary), else the labelled
+fallback (train on valid.txt, ``min_freq = 5``); windows of 64 tokens. Stickiness:
 prompts are test windows whose first ``prompt_len`` words hold at least 3 terms of one
 domain of ``lexicons/domains.lex`` and more of it than of any other; the continuation's
 hits of that domain's terms per 100 words, with the design's repetition penalty 1.2 (for
@@ -36,99 +44,34 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 from neurosym.compile.fsg import compile_fsg, load_fsg
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.data import resolve_data_path
-from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
 from neurosym.decode.generate import generate
 from neurosym.decode.idea import IdeaGate, ungated
 from neurosym.decode.sampling import RepetitionPenalty
 from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import read_lexicon
-from neurosym.errors import ConfigError, NeurosymError
+from neurosym.errors import NeurosymError
 from neurosym.experiments import harness
 from neurosym.experiments.harness import diff_ci, mean_ci, wilson
+from neurosym.experiments.semantic_kl import FALLBACK, dataset_files
 from neurosym.lm.config import Config
-from neurosym.lm.idea import (
-    IdeaConfig, IdeaOutput, idea_parameters, idea_perplexities, idea_training_loss, matched_d_ff, stop_word_ids, xray,
-)
-from neurosym.lm.metrics import evaluate, floor_ppl
-from neurosym.lm.model import CausalLM, LMConfig, LMSection
+from neurosym.lm.idea import IdeaOutput, xray
+from neurosym.lm.metrics import floor_ppl
+from neurosym.lm.model import CausalLM
+from neurosym.lm.task import LMTask, encode_stream, read_documents
 
 DATASETS = ("drift", "wikitext-2")
 TOPICS = {"zoology": ("Z1", "ZOO_TERMS"), "comics": ("K1", "COMIC_TERMS")}  # topic -> (sentence-grammar start, terms class)
 DOMAINS = ("MUSIC", "MILITARY", "SPORT")
-
-
-@dataclass
-class ModelSection(LMSection):
-    """``[model]``: the architecture (:class:`~neurosym.lm.model.LMSection`), the idea head
-    and the gate (``idea_*``)."""
-
-    kind: Literal["baseline", "idea"] = "idea"
-    match_params: bool = True  # baseline: widen d_ff to the tied idea model's parameter count
-    idea_window: int = 20
-    idea_hidden: int = 128
-    idea_tied: bool = True
-    idea_alpha: float = 0.5
-    idea_beta: float = -2.0
-    idea_eps: float = 1e-6
-    idea_variant: Literal["published", "outside"] = "published"
-    idea_ramp: float = 0.5  # share of the training steps over which alpha ramps 0 -> idea_alpha
-    idea_weight: float = 1.0
-    idea_stop_words: int = 50
-    idea_pos_weight: float | None = None
-
-    def __post_init__(self):
-        super().__post_init__()
-        _require(0 <= self.idea_ramp <= 1, "model.idea_ramp", "expected a share of the training steps in [0, 1]", self.idea_ramp)
-        self.idea(0)  # checks the idea_* keys (ConfigError "model.idea_<key>: ...")
-
-    def idea(self, ramp_steps: int) -> IdeaConfig:
-        """The :class:`IdeaConfig` of the ``idea_*`` keys."""
-        return IdeaConfig(
-            window=self.idea_window, hidden=self.idea_hidden, tied=self.idea_tied, alpha=self.idea_alpha, beta=self.idea_beta,
-            eps=self.idea_eps, variant=self.idea_variant, ramp_steps=ramp_steps, weight=self.idea_weight,
-            stop_words=self.idea_stop_words, pos_weight=self.idea_pos_weight,
-        )
-
-
-@dataclass
-class DataSection:
-    """``[data]``: which corpus and how much of it."""
-
-    dataset: Literal["drift", "wikitext-2"] = "drift"
-    grammar: str = "grammars/drift.fsg"  # drift
-    topics: str = "lexicons/topics.lex"  # drift: the topic-only word classes
-    domains: str = "lexicons/domains.lex"  # wikitext-2: the domain word classes
-    data_dir: str | None = None  # wikitext-2: a folder with valid.txt / test.txt (default: the shipped copy)
-    train: int = 6000  # drift: training documents
-    valid: int = 1000  # drift: evaluation documents
-    max_words: int = 60  # drift: longest document
-    min_freq: int = 3  # wikitext-2: vocabulary cut-off (rarer words -> <unk>)
-    seq_len: int = 64  # wikitext-2: window length
-    seed: int = 0  # corpus seed (the same corpus for every model seed)
-
-    def __post_init__(self):
-        _require(self.train >= 0, "data.train", "expected a number of documents >= 0", self.train)
-        _require(self.valid >= 1, "data.valid", "expected a number of documents >= 1", self.valid)
-        _require(3 <= self.max_words, "data.max_words", "expected at least 3 words", self.max_words)
-        _require(self.min_freq >= 1, "data.min_freq", "expected an integer >= 1", self.min_freq)
-        _require(self.seq_len >= 2, "data.seq_len", "expected an integer >= 2", self.seq_len)
-        _require(0 <= self.seed < 2**32, "data.seed", "expected an integer in [0, 2**32)", self.seed)
-
-
-def _require(ok: bool, key: str, expected: str, value) -> None:
-    if not ok:
-        shown = f'"{value}"' if isinstance(value, str) else str(value).replace("True", "true").replace("False", "false")
-        raise ConfigError(f"{key}: {expected}, got {shown}")
+DRIFT_GRAMMAR, TOPICS_LEXICON, DOMAINS_LEXICON = "grammars/drift.fsg", "lexicons/topics.lex", "lexicons/domains.lex"
 
 
 # ---------------------------------------------------------------------- the drift corpus
@@ -234,121 +177,38 @@ def hits_per_100(words: Sequence[int], terms: set[int], ignore: set[int] = froze
     return 100.0 * sum(w in terms for w in counted) / len(counted) if counted else None
 
 
-# ---------------------------------------------------------------------- the task
-def doc_batch(docs: Sequence[Sequence[int]], pad: int, bos: int, eos: int) -> dict[str, torch.Tensor]:
-    """``ids = <bos> w1..wn``, ``targets = w1..wn <eos>``, right-padded: (N, max n + 1) each."""
-    width = max((len(d) for d in docs), default=0) + 1
-    ids = torch.full((len(docs), width), pad, dtype=torch.long)
-    targets = torch.full((len(docs), width), pad, dtype=torch.long)
-    for i, d in enumerate(docs):
-        ids[i, : len(d) + 1] = torch.tensor([bos, *d], dtype=torch.long)
-        targets[i, : len(d) + 1] = torch.tensor([*d, eos], dtype=torch.long)
-    return {"ids": ids, "targets": targets}
+# ---------------------------------------------------------------------- measures of a trained model
+def drift(corpus: DriftCorpus, model: CausalLM, n: int = 400, seed: int = 0, max_len: int = 40) -> dict:
+    """Drift and stickiness of ``n`` continuations of bridge-word prompts (see the module
+    docstring): rates with Wilson intervals and per-sample stickiness."""
+    c = corpus
+    prompts = c.prompts(n, seed)
+    gen = generate(model, prompts=[p[1:] for _, p in prompts], max_len=max_len, eos_id=c.eos, bos_id=c.bos, seed=seed)
+    judged = [judge_continuation(c, t, p, cont) for (t, p), cont in zip(prompts, gen.tokens)]
+    ignore = {c.pad, c.bos, c.eos, c.stop, c.the}
+    sticky = [h for (t, _), cont in zip(prompts, gen.tokens) if (h := hits_per_100(cont, c.terms[t], ignore)) is not None]
+    k = sum(j["drift"] for j in judged)
+    bad = sum(j["invalid"] for j in judged)
+    return {"n": n, "drift": k, "drift_rate": k / n, "drift_ci": wilson(k, n), "invalid_rate": bad / n,
+            "invalid_ci": wilson(bad, n), "stickiness": statistics.fmean(sticky) if sticky else math.nan, "stickiness_samples": sticky}
 
 
-class IdeaGatingTask:
-    """Corpus, model and loss of the recipe (the trainer's task protocol)."""
+class DomainText:
+    """The test text of a WikiText-2 run and the domain terms of ``lexicons/domains.lex`` over its vocabulary."""
 
-    def __init__(self, config: Config):
-        self.model_cfg = m = config.section("model", ModelSection)
-        self.data_cfg = d = config.section("data", DataSection)
-        self.batch_size = config.optim.batch_size
-        self.epochs = config.optim.epochs
-        if d.dataset == "drift":
-            self.corpus = DriftCorpus(_data_file(config, "data.grammar", d.grammar), _data_file(config, "data.topics", d.topics))
-            if m.max_len < d.max_words + 1:
-                raise config.error("model.max_len", f"expected at least data.max_words + 1 = {d.max_words + 1} (the longest input), got {m.max_len}")
-            c = self.corpus
-            self.tokens = list(c.vocab.tokens)
-            self.pad_id = c.pad
-            train_docs = c.documents(d.train, d.seed, d.max_words)
-            valid_docs = c.documents(d.valid, d.seed + 10_007, d.max_words)
-            self.train_data = doc_batch(train_docs, c.pad, c.bos, c.eos)
-            self.valid_batches = [doc_batch(valid_docs[i : i + 256], c.pad, c.bos, c.eos) for i in range(0, len(valid_docs), 256)]
-            specials = [c.pad, c.bos, c.eos, self.tokens.index("<unk>")]
-        else:
-            if m.max_len < d.seq_len:
-                raise config.error("model.max_len", f"expected at least data.seq_len = {d.seq_len}, got {m.max_len}")
-            try:
-                train_lines = read_lines(corpus_path("wikitext-2", "valid", d.data_dir))
-                test_lines = read_lines(corpus_path("wikitext-2", "test", d.data_dir))
-            except NeurosymError as err:
-                raise config.error("data.data_dir", str(err)) from None
-            self.vocab = WordVocab.build(train_lines, min_freq=d.min_freq)
-            self.tokens = list(self.vocab.tokens)
-            self.pad_id = self.vocab.pad_id
-            ids, targets = lm_windows(self.vocab.encode_lines(train_lines), d.seq_len)
-            self.train_data = {"ids": ids, "targets": targets}
-            self.test_stream = self.vocab.encode_lines(test_lines)
-            tids, ttargets = lm_windows(self.test_stream, d.seq_len)
-            self.valid_batches = [{"ids": tids[i : i + 128], "targets": ttargets[i : i + 128]} for i in range(0, len(tids), 128)]
-            self.domains_path = _data_file(config, "data.domains", d.domains)
-            specials = [self.vocab.pad_id, self.vocab.eos_id]
-        self.stop_ids = stop_word_ids(self.train_data["targets"], m.idea_stop_words, len(self.tokens), exclude=specials)
-        self.ramp_steps = round(m.idea_ramp * self.steps_per_epoch() * self.epochs)
+    def __init__(self, t: LMTask, domains: str | Path = DOMAINS_LEXICON):
+        self.vocab = t.vocab
+        docs = [doc for f in t.files["test"] for doc in read_documents(f, t.data_cfg.text_field, t.data_cfg.format)]
+        self.stream: list[int] = encode_stream(t.vocab, docs)[0].tolist()
+        path = resolve_data_path(domains)
+        lex = read_lexicon(path)
+        missing = [d for d in DOMAINS if d not in lex.classes]
+        if missing:
+            raise NeurosymError(f"{path}: no class {', '.join(missing)}")
+        self.terms = {d: {t.vocab.id(w) for w in lex.class_words(d) if w in t.vocab} for d in DOMAINS}
+        self.ignore = {i for i in (t.pad_id, t.eos_id, t.vocab.unk) if i is not None}
 
-    # ------------------------------------------------------------------ the task protocol
-    def lm_config(self, d_ff: int | None = None) -> LMConfig:
-        m = self.model_cfg
-        return m.lm_config(len(self.tokens), self.pad_id, d_ff=d_ff or m.d_ff)
-
-    def build_model(self, config: Config | None = None) -> CausalLM:
-        m = self.model_cfg
-        if m.kind == "baseline":
-            extra = idea_parameters(m.d_model, len(self.tokens), m.idea_hidden, True) if m.match_params else 0
-            return CausalLM(self.lm_config(matched_d_ff(m.d_model, m.n_layers, m.d_ff, extra)))
-        return CausalLM(self.lm_config(), output=IdeaOutput(m.d_model, len(self.tokens), m.idea(self.ramp_steps)))
-
-    def steps_per_epoch(self) -> int:
-        return math.ceil(len(self.train_data["ids"]) / self.batch_size)
-
-    def train_batches(self, epoch: int, generator: torch.Generator) -> list[dict[str, torch.Tensor]]:
-        order = torch.randperm(len(self.train_data["ids"]), generator=generator)
-        out = []
-        for i in range(0, len(order), self.batch_size):
-            rows = order[i : i + self.batch_size]
-            batch = {k: v[rows] for k, v in self.train_data.items()}
-            width = int((batch["targets"] != self.pad_id).sum(1).max())  # trim the padding every row has
-            out.append({k: v[:, :width] for k, v in batch.items()})
-        return out
-
-    def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
-        targets = batch["targets"]
-        if isinstance(getattr(model, "output", None), IdeaOutput):
-            # CE of the gated logits + idea_weight * idea BCE, fused (lm.idea.idea_objective: the same value and
-            # gradient as F.cross_entropy(gated) + weight * idea_loss(...), in a fraction of the passes over (B, L, V))
-            total, ce, bce = idea_training_loss(model, batch["ids"], targets, self.stop_ids.to(targets.device), self.pad_id)
-            return total, {"ce": float(ce), "idea_bce": float(bce)}
-        out = model(batch["ids"])
-        ce = F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]).float(), targets.reshape(-1), ignore_index=self.pad_id)
-        return ce, {"ce": float(ce.detach())}
-
-    def evaluate(self, model) -> dict[str, float]:
-        if isinstance(getattr(model, "output", None), IdeaOutput):
-            r = idea_perplexities(model, self.valid_batches, self.pad_id)
-            return {"ppl": r["ppl"], "ppl_ungated": r["ppl_ungated"], "tokens": r["tokens"]}
-        r = evaluate(model, self.valid_batches, input_keys=(), pad_id=self.pad_id)
-        return {"ppl": r["ppl"], "ppl_ungated": r["ppl"], "tokens": r["tokens"]}
-
-    # ------------------------------------------------------------------ generation measures
-    def floor(self) -> float | None:
-        return self.corpus.floor() if self.data_cfg.dataset == "drift" else None
-
-    def drift(self, model: CausalLM, n: int = 400, seed: int = 0, max_len: int = 40) -> dict:
-        """Drift and stickiness of ``n`` continuations of bridge-word prompts (see the
-        module docstring): rates with Wilson intervals and per-sample stickiness."""
-        c = self.corpus
-        prompts = c.prompts(n, seed)
-        gen = generate(model, prompts=[p[1:] for _, p in prompts], max_len=max_len, eos_id=c.eos, bos_id=c.bos, seed=seed)
-        judged = [judge_continuation(c, t, p, cont) for (t, p), cont in zip(prompts, gen.tokens)]
-        ignore = {c.pad, c.bos, c.eos, c.stop, c.the}
-        sticky = [h for (t, _), cont in zip(prompts, gen.tokens) if (h := hits_per_100(cont, c.terms[t], ignore)) is not None]
-        k = sum(j["drift"] for j in judged)
-        bad = sum(j["invalid"] for j in judged)
-        return {"n": n, "drift": k, "drift_rate": k / n, "drift_ci": wilson(k, n), "invalid_rate": bad / n,
-                "invalid_ci": wilson(bad, n), "stickiness": statistics.fmean(sticky) if sticky else math.nan, "stickiness_samples": sticky}
-
-    def domain_prompts(self, n: int, prompt_len: int = 32, seed: int | None = None) -> list[tuple[str, list[int]]]:
+    def prompts(self, n: int, prompt_len: int = 32, seed: int | None = None) -> list[tuple[str, list[int]]]:
         """Up to ``n`` (domain, prompt) pairs from the test stream: windows whose prompt
         holds >= 3 terms of one domain and more of it than of any other. ``seed=None``
         cuts the stream at multiples of ``prompt_len`` and takes every k-th such window
@@ -356,13 +216,11 @@ class IdeaGatingTask:
         from the seed and draws ``n`` of those windows at random (all of them when there
         are no more), in stream order: each seed of the recipe is measured on its own
         prompts, and the two models of one seed on the same ones."""
-        terms = self.domain_terms()
-        stream = self.test_stream.tolist()
-        out = []
+        stream, out = self.stream, []
         offset = 0 if seed is None else random.Random(seed).randrange(prompt_len)
         for start in range(offset, len(stream) - prompt_len, prompt_len):
             window = stream[start : start + prompt_len]
-            counts = {d: sum(w in ids for w in window) for d, ids in terms.items()}
+            counts = {d: sum(w in ids for w in window) for d, ids in self.terms.items()}
             best = max(counts, key=counts.get)
             if counts[best] >= 3 and all(v < counts[best] for d, v in counts.items() if d != best):
                 out.append((best, window))
@@ -371,19 +229,11 @@ class IdeaGatingTask:
         step = max(1, len(out) // n) if out else 1
         return out[::step][:n]
 
-    def domain_terms(self) -> dict[str, set[int]]:
-        lex = read_lexicon(self.domains_path)
-        missing = [d for d in DOMAINS if d not in lex.classes]
-        if missing:
-            raise NeurosymError(f"{self.domains_path}: no class {', '.join(missing)}")
-        return {d: {self.vocab.index[w] for w in lex.class_words(d) if w in self.vocab.index} for d in DOMAINS}
-
     def stickiness(self, model: CausalLM, n: int = 300, seed: int = 0, max_len: int = 32, penalty: float = 1.2) -> dict:
         """Domain-term hits per 100 generated words after domain prompts of the test text
         (repetition penalty ``penalty`` over the last 20 tokens; the idea model's gate
         through :class:`IdeaGate`)."""
-        prompts = self.domain_prompts(n, seed=seed)
-        terms = self.domain_terms()
+        prompts = self.prompts(n, seed=seed)
         rows = [p for _, p in prompts]
         rep = RepetitionPenalty(20, penalty)
         if isinstance(getattr(model, "output", None), IdeaOutput):
@@ -391,8 +241,7 @@ class IdeaGatingTask:
                 gen = _generate_text(model, rows, max_len, [IdeaGate(model, None), rep], seed)
         else:
             gen = _generate_text(model, rows, max_len, [rep], seed)
-        ignore = {self.vocab.pad_id, self.vocab.eos_id, self.vocab.unk_id}
-        sticky = [h for (d, _), cont in zip(prompts, gen.tokens) if (h := hits_per_100(cont, terms[d], ignore)) is not None]
+        sticky = [h for (d, _), cont in zip(prompts, gen.tokens) if (h := hits_per_100(cont, self.terms[d], self.ignore)) is not None]
         return {"n": len(prompts), "stickiness": statistics.fmean(sticky) if sticky else math.nan, "stickiness_samples": sticky}
 
 
@@ -402,76 +251,88 @@ def _generate_text(model: CausalLM, prompts: list[list[int]], max_len: int, proc
     return generate(model, prompts=prompts, max_len=min(max_len, room), processors=processors, seed=seed)
 
 
-def _data_file(config: Config, key: str, name: str) -> Path:
-    try:
-        path = resolve_data_path(name)
-    except NeurosymError as err:
-        raise config.error(key, str(err)) from None
-    if not path.is_file():
-        raise config.error(key, f"no such file {name} (relative paths are read from the working folder, or are shipped grammars/... and lexicons/... files)")
-    return path
-
-
-def task(config: Config) -> IdeaGatingTask:
-    """``run.task = "neurosym.experiments.idea_gating:task"``."""
-    return IdeaGatingTask(config)
-
-
-# ---------------------------------------------------------------------- reproduce
+# ---------------------------------------------------------------------- the configs
 RECIPE_THREADS = 2
-# per dataset: the [model], [data] and [optim] tables of the CPU recipe
+# per dataset: the lm task's [model] (architecture), [model] idea, [data] and [optim] tables of the CPU recipe
 RECIPE: dict[str, dict[str, dict]] = {
     "drift": {
-        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "dropout": 0.0, "max_len": 64, "idea_hidden": 64, "idea_stop_words": 3},
-        "data": {"dataset": "drift", "train": 4000, "valid": 1000},
+        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "dropout": 0.0, "max_len": 64},
+        "idea": {"hidden": 64, "stop_words": 3, "ramp": 0.5},
+        "data": {"train_sentences": 4000, "valid_sentences": 1000, "max_words": 60, "train_seed": 0, "valid_seed": 10_007,
+                 "layout": "documents"},
         "optim": {"lr": 3e-3, "weight_decay": 0.01, "warmup": 0.05, "clip": 1.0, "batch_size": 32, "epochs": 6},
     },
     "wikitext-2": {
-        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "max_len": 64, "idea_hidden": 64, "idea_stop_words": 50},
-        "data": {"dataset": "wikitext-2", "min_freq": 5, "seq_len": 64},
+        "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128, "dropout": 0.1, "max_len": 64},
+        "idea": {"hidden": 64, "stop_words": 50, "ramp": 0.5},
+        "data": {"window": 64, "tokenizer": "word", "bos": False},
         "optim": {"lr": 2e-3, "weight_decay": 0.01, "warmup": 0.05, "clip": 1.0, "batch_size": 32, "epochs": 2},
     },
 }
+# WikiText-2's vocabulary: the standard one (every train.txt word) or, in the fallback on valid.txt, min_freq 5
+WIKITEXT_MIN_FREQ = {"train": 1, FALLBACK: 5}
 # The larger configuration for a GPU (docs/idea_gating.md): --gpu in the CLI.
 GPU_RECIPE: dict[str, dict[str, dict]] = {
-    "drift": {"model": {"d_model": 256, "n_layers": 4, "d_ff": 1024, "idea_hidden": 256}, "data": {"train": 40000}, "optim": {"epochs": 10}},
-    "wikitext-2": {"model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "d_ff": 2048, "max_len": 256, "idea_hidden": 512},
-                   "data": {"seq_len": 256, "min_freq": 1}, "optim": {"epochs": 20, "lr": 5e-4}},
+    "drift": {"model": {"d_model": 256, "n_layers": 4, "d_ff": 1024}, "idea": {"hidden": 256}, "data": {"train_sentences": 40000},
+              "optim": {"epochs": 10}},
+    "wikitext-2": {"model": {"d_model": 512, "n_layers": 8, "n_heads": 8, "d_ff": 2048, "max_len": 256}, "idea": {"hidden": 512},
+                   "data": {"window": 256, "min_freq": 1}, "optim": {"epochs": 20, "lr": 5e-4}},
 }
-VARIANTS: dict[str, dict] = {
-    "baseline": {"kind": "baseline", "match_params": True},
-    "idea": {"kind": "idea", "idea_tied": True},
-    "idea-untied": {"kind": "idea", "idea_tied": False},
+# Named budgets of the CPU recipe (tables over RECIPE's; docs/semantic_kl.md, "CPU budget", has the timings behind "cpu")
+BUDGETS: dict[str, dict[str, dict[str, dict]]] = {
+    "quick": {},
+    "cpu": {"wikitext-2": {"optim": {"epochs": 1}}},
 }
+VARIANTS = ("baseline", "idea", "idea-untied")
 
 
 def recipe_config(
     dataset: str, variant: str, seed: int, out_dir: str | Path = "runs/idea-gating", threads: int | None = RECIPE_THREADS,
-    gpu: bool = False, progress_bar: bool = False, overrides: dict | None = None,
+    gpu: bool = False, progress_bar: bool = False, overrides: dict | None = None, data_dir: str | Path | None = None,
+    budget: str = "quick",
 ) -> Config:
-    """The recipe's config for one dataset, variant and seed (``overrides``: {table: {key: value}})."""
+    """The ``lm``-task config of one dataset, variant and seed (``overrides``: {table: {key:
+    value}} over the recipe's ``model``, ``idea``, ``data`` and ``optim`` tables)."""
     if dataset not in RECIPE:
         raise NeurosymError(f"unknown idea-gating dataset {dataset!r}; expected one of {', '.join(RECIPE)}")
     if variant not in VARIANTS:
         raise NeurosymError(f"unknown idea-gating variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    if budget not in BUDGETS:
+        raise NeurosymError(f"--budget: expected one of {', '.join(BUDGETS)}, got {budget!r}")
     tables = {k: dict(v) for k, v in RECIPE[dataset].items()}
-    for extra in ([GPU_RECIPE[dataset]] if gpu else []) + [overrides or {}]:
+    if dataset == "drift":
+        tables["data"]["grammar"] = str(resolve_data_path(DRIFT_GRAMMAR).resolve())
+    else:
+        files = dataset_files(dataset, data_dir)
+        tables["data"].update(train=files["train"], test=files["test"], min_freq=WIKITEXT_MIN_FREQ[files["train_split"]],
+                              **({"valid": files["valid"]} if files["valid"] else {}))
+    for extra in [BUDGETS[budget].get(dataset, {})] + ([GPU_RECIPE[dataset]] if gpu else []) + [overrides or {}]:
         for k, v in extra.items():
             tables.setdefault(k, {}).update(v)
-    tables["model"].update(VARIANTS[variant])
+    idea = tables.pop("idea")
+    if variant == "baseline":
+        tables["model"]["match_idea"] = idea["hidden"]
+    else:
+        tables["model"]["idea"] = {**idea, "tied": variant == "idea"}
     return Config.from_dict({
         "run": {"name": f"idea-gating-{dataset}-{variant}-seed{seed}", "out_dir": str(out_dir), "seed": seed, "threads": threads,
-                "device": "cuda" if gpu else "cpu", "task": "neurosym.experiments.idea_gating:task"},
+                "device": "cuda" if gpu else "cpu", "task": "lm"},
         **tables,
         "log": {"every": 50, "checkpoint_every": 500, "progress": progress_bar},
     })
 
 
+def task(config: Config) -> LMTask:
+    """The run's task: the built-in ``lm`` task."""
+    return LMTask(config)
+
+
+# ---------------------------------------------------------------------- reproduce
 def reproduce(
     seeds: int = 3, out_dir: str | Path = "runs/idea-gating", datasets: Sequence[str] = DATASETS,
-    variants: Sequence[str] = tuple(VARIANTS), progress: Callable[[str], None] | None = print, resume: bool = False,
+    variants: Sequence[str] = VARIANTS, progress: Callable[[str], None] | None = print, resume: bool = False,
     threads: int | None = RECIPE_THREADS, gpu: bool = False, samples: int = 400, overrides: dict | None = None,
-    plots: bool = True,
+    plots: bool = True, data_dir: str | Path | None = None, budget: str = "quick",
 ) -> dict:
     """Train every variant on every dataset for ``seeds`` seeds and measure them; the
     report dict (see :func:`format_report`, :func:`json_report`)."""
@@ -481,25 +342,41 @@ def reproduce(
     if bad or not variants or not datasets:
         raise NeurosymError(f"expected datasets among {', '.join(RECIPE)} and variants among {', '.join(VARIANTS)}, got {', '.join(bad) or 'none'}")
     out_dir = Path(out_dir)
-    report: dict = {"seeds": seeds, "threads": threads, "datasets": {}, "samples": samples}
+    report: dict = {"seeds": seeds, "threads": threads, "datasets": {}, "samples": samples, "budget": budget}
     counter = harness.Progress(seeds * len(variants) * len(datasets), progress)
     for dataset in datasets:
         xrays: list[dict] = []
+        measured: dict = {}  # the drift corpus or the domain text, built once
+
+        def config(v: str, seed: int) -> Config:
+            return recipe_config(dataset, v, seed, out_dir, threads, gpu, overrides=overrides, data_dir=data_dir, budget=budget)  # noqa: B023
 
         def measure(run: harness.Run) -> dict:
             """Drift (drift corpus) or stickiness (WikiText-2) of the run's model, on this
             seed's own prompts; the x-ray of the idea model at seed 0."""
             t, model, v = run.task, run.model.cpu().eval(), run.variant
+            row: dict = {}
             if dataset == "drift":  # noqa: B023
-                d = t.drift(model, n=samples, seed=run.seed)
-                row = {"drift_rate": d["drift_rate"], "drift_ci": d["drift_ci"], "invalid_rate": d["invalid_rate"],
-                       "invalid_ci": d["invalid_ci"], "stickiness": d["stickiness"], "prompts": d["n"]}
-            else:
-                d = t.stickiness(model, n=samples, seed=run.seed)
-                row = {"stickiness": d["stickiness"], "prompts": d["n"]}
+                if "corpus" not in measured:  # noqa: B023
+                    measured["corpus"] = DriftCorpus(t.grammar_path, resolve_data_path(TOPICS_LEXICON))  # noqa: B023
+                d = drift(measured["corpus"], model, n=samples, seed=run.seed)  # noqa: B023
+                row.update(drift_rate=d["drift_rate"], drift_ci=d["drift_ci"], invalid_rate=d["invalid_rate"],
+                           invalid_ci=d["invalid_ci"], stickiness=d["stickiness"], prompts=d["n"])
+                if "ppl_ungated" not in run.figures:  # the baseline has no gate
+                    row["ppl_ungated"] = run.figures["ppl"]
+            else:  # the test split's figures; the last validation PPL kept
+                if "valid" in t.files:
+                    row.update({f"valid_{k}": run.figures[k] for k in ("ppl", "ppl_ungated") if k in run.figures})
+                row.update(t.figures(model, "test"))
+                if "text" not in measured:  # noqa: B023
+                    measured["text"] = DomainText(t)  # noqa: B023
+                d = measured["text"].stickiness(model, n=samples, seed=run.seed)  # noqa: B023
+                row.update(stickiness=d["stickiness"], prompts=d["n"])
+                row.setdefault("ppl_ungated", row["ppl"])  # the baseline has no gate
             row["stickiness_ci"] = mean_ci(d["stickiness_samples"])[1:]
             if v == "idea" and run.seed == 0:
-                xrays.append(_xray_for(t, model, dataset))  # noqa: B023
+                source = measured.get("corpus") or measured.get("text")  # noqa: B023
+                xrays.append(_xray_for(source, t, model, dataset))  # noqa: B023
             return row
 
         def describe(row: dict) -> str:
@@ -508,16 +385,20 @@ def reproduce(
                     f"{row['seconds']:.0f} s training")
 
         grid = harness.train_grid(
-            variants, seeds, lambda v, seed: recipe_config(dataset, v, seed, out_dir, threads, gpu, progress_bar=False, overrides=overrides),  # noqa: B023
-            task, resume=resume, progress=counter, label=lambda v, seed: f"{dataset}: {v}, seed {seed}", measure=measure, describe=describe,  # noqa: B023
+            variants, seeds, config, task, resume=resume, progress=counter, label=lambda v, seed: f"{dataset}: {v}, seed {seed}",  # noqa: B023
+            measure=measure, describe=describe,
         )
         t = grid[variants[-1]][-1].task
         runs = {v: [r.figures for r in rs] for v, rs in grid.items()}
         params = {v: rs[-1].params for v, rs in grid.items()}
         xr = xrays[0] if xrays else None
-        rep: dict = {"floor_ppl": t.floor(), "config": {k: v for k, v in recipe_config(dataset, "idea", 0, out_dir, threads, gpu, overrides=overrides).to_dict().items() if k in ("model", "data", "optim")}}
+        rep: dict = {"floor_ppl": t.floor(), "config": {k: v for k, v in config("idea", 0).to_dict().items() if k in ("model", "data", "optim")}}
+        if dataset == "wikitext-2":
+            files = dataset_files(dataset, data_dir)
+            rep["data"] = {"train_split": files["train_split"], "note": files["note"], "vocab_size": len(t.vocab)}
         for v in variants:
-            s = harness.summarise(runs[v], ("ppl", "ppl_ungated", "drift_rate", "invalid_rate", "stickiness", "seconds"), finite_only=True)
+            s = harness.summarise(runs[v], ("ppl", "ppl_ungated", "valid_ppl", "drift_rate", "invalid_rate", "stickiness", "seconds"),
+                                  finite_only=True)
             s.update(seed_intervals(runs[v]), params=params[v], runs=runs[v])
             rep[v] = s
         for v in variants:
@@ -556,17 +437,15 @@ def seed_intervals(rows: Sequence[dict]) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _xray_for(t: IdeaGatingTask, model: CausalLM, dataset: str, k: int = 10) -> dict:
+def _xray_for(source: DriftCorpus | DomainText, t: LMTask, model: nn.Module, dataset: str, k: int = 10) -> dict:
     """The x-ray of one prompt: the drift corpus's first zoology prompt, or WikiText-2's
     first domain prompt."""
-    if dataset == "drift":
-        topic, prompt = t.corpus.prompts(1, 0)[0]
-    else:
-        topic, prompt = t.domain_prompts(1)[0]
+    topic, prompt = source.prompts(1, 0)[0] if dataset == "drift" else source.prompts(1)[0]
     x = xray(model, prompt, k + 8)
-    special = {i for i, w in enumerate(t.tokens) if w.startswith("<") and w.endswith(">")}  # <pad>, <bos>, <unk>, ...
-    name = lambda pairs: [(t.tokens[i], round(v, 4)) for i, v in pairs if i not in special][:k]  # noqa: E731
-    return {"topic": topic, "prompt": " ".join(t.tokens[i] for i in prompt if t.tokens[i] not in ("<bos>",)),
+    tokens = list(t.vocab.tokens)
+    special = {i for i, w in enumerate(tokens) if w.startswith("<") and w.endswith(">")}  # <pad>, <bos>, <unk>, ...
+    name = lambda pairs: [(tokens[i], round(v, 4)) for i, v in pairs if i not in special][:k]  # noqa: E731
+    return {"topic": topic, "prompt": " ".join(tokens[i] for i in prompt if tokens[i] not in ("<bos>",)),
             "boost": name(x["delta_boost"]), "suppress": name(x["delta_suppress"]), "gate_top": name(x["boost"]), "gate_bottom": name(x["suppress"])}
 
 
@@ -603,8 +482,10 @@ def json_report(r: dict) -> dict:
         entry["runs"] = {v: rep[v]["runs"] for v in rep if isinstance(rep[v], dict) and "runs" in rep[v]}
         if "xray" in rep:
             entry["xray"] = rep["xray"]
+        if "data" in rep:
+            entry["data"] = rep["data"]
         out[dataset] = entry
-    return {"seeds": r["seeds"], "datasets": out}
+    return {"seeds": r["seeds"], "budget": r.get("budget", "quick"), "datasets": out}
 
 
 def format_report(r: dict) -> str:
@@ -618,7 +499,7 @@ def format_report(r: dict) -> str:
     lines = []
     for dataset, rep in r["datasets"].items():
         variants = [v for v in VARIANTS if v in rep]
-        where = "drift.fsg documents" if dataset == "drift" else "WikiText-2: trained on valid.txt (the train split is not shipped), evaluated on test.txt"
+        where = "drift.fsg documents" if dataset == "drift" else f"WikiText-2, train split: {rep['data']['train_split']}: {rep['data']['note']}"
         lines += [f"### {dataset} ({r['seeds']} seed(s); {where})", ""]
         rows = []
         for v in variants:

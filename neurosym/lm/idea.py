@@ -71,6 +71,7 @@ class IdeaConfig:
     weight: float = 1.0  # lambda: total loss = CE(gated) + weight * idea BCE
     stop_words: int = 50  # the N most frequent training tokens get no idea loss
     pos_weight: float | None = None  # BCE weight of the positive entries (None: 1)
+    ramp: float | None = None  # the lm task: alpha ramps over this share of the training steps (sets ramp_steps)
 
     def __post_init__(self) -> None:
         for key in ("window", "hidden"):
@@ -93,6 +94,8 @@ class IdeaConfig:
             raise ConfigError(f"model.idea_weight: expected a finite number >= 0, got {self.weight!r}")
         if self.pos_weight is not None and not (_number(self.pos_weight) and self.pos_weight > 0):
             raise ConfigError(f"model.idea_pos_weight: expected a finite number > 0, got {self.pos_weight!r}")
+        if self.ramp is not None and not (_number(self.ramp) and 0 <= self.ramp <= 1):
+            raise ConfigError(f"model.idea_ramp: expected a share of the training steps in [0, 1], got {self.ramp!r}")
 
 
 def _number(x) -> bool:

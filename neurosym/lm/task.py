@@ -68,9 +68,9 @@ from neurosym.files import atomic_write_bytes
 from neurosym.lm.checkpoint import LAST, load_checkpoint
 from neurosym.lm.config import Config
 from neurosym.lm.fusion import AuxHead, GatedFusion
-from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_objective, stop_word_ids
+from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_objective, idea_parameters, matched_d_ff, stop_word_ids
 from neurosym.lm.losses import aux_bce
-from neurosym.lm.metrics import expected_calibration_error, floor_ppl, same_pos_miss_rate
+from neurosym.lm.metrics import embedding_health, expected_calibration_error, floor_ppl, same_pos_miss_rate
 from neurosym.lm.hf_model import HFCausalLM, load_base
 from neurosym.lm.lora import LoraSettings, with_lora
 from neurosym.lm.model import ARCHITECTURE_KEYS, CausalLM, LMSection
@@ -84,7 +84,6 @@ TEXT_SUFFIXES = (".txt", ".tokens", ".raw", ".text", "")
 # the files a finished run folder holds besides the trainer's (checksums.json lists them)
 VOCAB_FILE, WEIGHTS_FILE, LEXICON_FILE, DATA_FILE, CHECKSUMS_FILE = (
     "vocab.json", "model.safetensors", "lexicon.lex", "data.json", "checksums.json")
-SPLIT_SEEDS = {"train": 0, "valid": 1, "test": 2}  # data.grammar: the sampling seed of each split
 EOS_NAMES = ("<eos>", "</s>", "<|endoftext|>", "[SEP]")
 PAD_NAMES = ("<pad>", "[PAD]", "<|padding|>")
 
@@ -116,6 +115,15 @@ class DataSection:
     train_sentences: int = 2000  # grammar: sentences sampled for each split (fixed seeds 0, 1, 2)
     valid_sentences: int = 200
     test_sentences: int = 200
+    train_seed: int = 0  # grammar: the sampling seed of each split
+    valid_seed: int = 1
+    test_seed: int = 2
+    max_words: int | None = None  # grammar: longer sampled sentences are redrawn (None: no limit)
+    layout: Literal["windows", "documents"] = "windows"  # documents: one row per document (<bos> doc -> doc <eos>), right-padded
+    bos: bool = True  # word / bpe: each document starts with <bos> (false: the stream is doc <eos> doc <eos> ..., no <bos> token)
+    format: Literal["auto", "lines", "tagged", "jsonl"] = "auto"  # how files are read (auto: by suffix; tagged: CoNLL-U or FORM<TAB>UPOS)
+    pos: str | None = None  # a tagged file (CoNLL-U or FORM<TAB>UPOS): every evaluation adds its same-POS miss rate
+    pos_tags: str | None = None  # the tagged file whose majority UPOS tags the words (default: data.pos itself)
 
     def __post_init__(self):
         if self.grammar is None and self.train is None:
@@ -128,6 +136,9 @@ class DataSection:
                      self.tokenizer)
         for key in ("train_sentences", "valid_sentences", "test_sentences"):
             _require(getattr(self, key) >= 1, f"data.{key}", "expected an integer >= 1", getattr(self, key))
+        for key in ("train_seed", "valid_seed", "test_seed"):
+            _require(0 <= getattr(self, key) < 2**63, f"data.{key}", "expected an integer in [0, 2**63)", getattr(self, key))
+        _require(self.max_words is None or self.max_words >= 1, "data.max_words", "expected an integer >= 1", self.max_words)
         _require(1 <= self.window <= MAX_WINDOW, "data.window", f"expected an integer in [1, {MAX_WINDOW}]", self.window)
         _require(self.min_freq >= 1, "data.min_freq", "expected an integer >= 1", self.min_freq)
         _require(self.bpe_size >= MIN_BPE_SIZE, "data.bpe_size", f"expected an integer >= {MIN_BPE_SIZE} (the {len(SPECIALS)} special "
@@ -137,6 +148,12 @@ class DataSection:
             value = getattr(self, key)
             if value is not None:
                 _require(value >= 1, f"data.{key}", "expected an integer >= 1", value)
+        for key in ("pos", "pos_tags"):
+            value = getattr(self, key)
+            if value is not None:
+                _require(Path(value).is_file(), f"data.{key}", "expected a tagged file (CoNLL-U or FORM<TAB>UPOS)", value)
+        _require(self.pos_tags is None or self.pos is not None, "data.pos_tags", "tags the words of data.pos; expected data.pos too",
+                 self.pos_tags)
 
 
 @dataclass
@@ -182,11 +199,16 @@ class ModelSection(LMSection):
     idea: IdeaConfig | None = None
     hf: str | None = None  # a local transformers causal LM folder (save_pretrained): its architecture and weights
     lora: LoraSection | None = None  # with hf: train LoRA adapters only
+    match_idea: int | None = None  # a baseline at equal parameters: d_ff widened by what a tied idea head of this hidden width adds
 
     def __post_init__(self):
         super().__post_init__()
         if self.lora is not None and self.hf is None:
             raise ConfigError("model.lora: LoRA adapts a transformers model; it needs model.hf = DIR")
+        if self.match_idea is not None:
+            _require(self.match_idea >= 1, "model.match_idea", "expected the idea head's hidden width, an integer >= 1", self.match_idea)
+            _require(self.idea is None and self.hf is None, "model.match_idea",
+                     "sizes a native baseline like an idea model; expected no model.idea and no model.hf", self.match_idea)
 
 
 @dataclass
@@ -268,15 +290,19 @@ def expand_files(config: Config, key: str) -> list[Path]:
     return out
 
 
-def read_documents(path: Path, text_field: str = "text") -> list[str]:
-    """The documents of one file, by its suffix (under an optional ``.gz``): ``.conllu``:
-    one sentence each (its FORM column, space-joined); ``.jsonl``: each line's ``text_field``;
-    anything else: each non-blank line. A bad line is a NeurosymError at ``path:line``."""
+def read_documents(path: Path, text_field: str = "text", format: str = "auto") -> list[str]:
+    """The documents of one file, by ``format`` (``data.format``) or, with ``auto``, by its
+    suffix (under an optional ``.gz``): ``.conllu`` (or ``tagged``: CoNLL-U or
+    ``FORM<TAB>UPOS``): one sentence each (its FORM column, space-joined); ``.jsonl``: each
+    line's ``text_field``; anything else (``lines``): each non-blank line. A bad line is a
+    NeurosymError at ``path:line``."""
     text = read_text(path)
     suffix = Path(path.name[: -len(".gz")]).suffix if path.name.endswith(".gz") else path.suffix
-    if suffix == ".conllu":
+    if format == "auto":
+        format = {".conllu": "tagged", ".jsonl": "jsonl"}.get(suffix, "lines")
+    if format == "tagged":
         return [" ".join(s.forms) for s in parse_tagged(text, str(path))]
-    if suffix == ".jsonl":
+    if format == "jsonl":
         docs = []
         for n, line in enumerate(text.split("\n"), 1):
             if not line.strip():
@@ -309,11 +335,12 @@ def build_vocab(config: Config, d: DataSection, docs: list[str]) -> Vocab:
     (learnt on the documents), or a tokenizer file or folder."""
     if d.tokenizer is None or d.tokenizer == "word":
         ranked = WordVocab.build((doc.split() for doc in docs), min_freq=d.min_freq)
-        return Vocab.words([w for w in ranked.tokens[len(SPECIALS):] if w != BOS], specials=WORD_SPECIALS)
+        return Vocab.words([w for w in ranked.tokens[len(SPECIALS):] if w != BOS], specials=WORD_SPECIALS if d.bos else SPECIALS)
     if d.tokenizer == "bpe":
         bpe = BpeVocab.train(docs, vocab_size=d.bpe_size)  # byte-level: spaces stay in the sub-words, decode restores the text
         tok = bpe.tokenizer
-        tok.add_special_tokens([BOS])
+        if d.bos:
+            tok.add_special_tokens([BOS])
         return Vocab.from_tokenizer(tok)
     path = Path(d.tokenizer)
     if path.is_dir():
@@ -364,6 +391,22 @@ def windows(vocab: Vocab, docs: list[str] | list[list[int]], window: int, limit:
     return (ids[:limit], tgt[:limit]) if limit is not None else (ids, tgt)
 
 
+def document_rows(vocab: Vocab, docs: list[str] | list[list[int]]) -> tuple[Tensor, Tensor]:
+    """One row per document, ``ids = <bos> w1..wn`` and ``targets = w1..wn <eos>`` (no
+    ``<bos>`` in the vocabulary: ``ids = w1..wn``, ``targets = w2..wn <eos>``),
+    right-padded with ``<pad>`` to the longest row: (N, L) each."""
+    pad, eos, bos = special_ids(vocab)
+    seqs = [vocab.encode(doc) if isinstance(doc, str) else list(doc) for doc in docs]
+    pairs = [([bos, *w], [*w, eos]) if bos is not None else (w, [*w[1:], eos]) for w in seqs]
+    width = max((len(i) for i, _ in pairs), default=0)
+    ids = torch.full((len(pairs), width), pad, dtype=torch.long)
+    targets = torch.full((len(pairs), width), pad, dtype=torch.long)
+    for row, (i, t) in enumerate(pairs):
+        ids[row, : len(i)] = torch.tensor(i, dtype=torch.long)
+        targets[row, : len(t)] = torch.tensor(t, dtype=torch.long)
+    return ids, targets
+
+
 def unwrap(model: nn.Module) -> nn.Module:
     """The model inside a DistributedDataParallel wrapper (or the model itself)."""
     return model.module if hasattr(model, "module") else model
@@ -384,7 +427,7 @@ class LMTask:
         self.model_cfg = m = config.section("model", ModelSection)
         self.objective = o = objective_section(config)
         self.batch_size = config.optim.batch_size
-        if m.max_len is not None and m.max_len < d.window:
+        if m.max_len is not None and m.max_len < d.window and d.layout == "windows":
             raise config.error("model.max_len", f"expected at least data.window = {d.window} (the longest input), got {m.max_len}")
         if o.aux is not None and m.fusion is None:
             raise config.error("objective.aux", "the aux loss predicts lexicon features: it needs [model] fusion = { lexicon = ... }")
@@ -418,9 +461,9 @@ class LMTask:
             self.auto = self._grammar() if self.grammar_path is not None else None
             if self.auto is not None:
                 self.vocab = self.auto.vocab
-                self.train_docs = self.auto.sample(d.train_sentences, seed=SPLIT_SEEDS["train"])
+                self.train_docs = self.sample("train")
             else:
-                self.train_docs = [doc for f in self.files["train"] for doc in read_documents(f, d.text_field)]
+                self.train_docs = [doc for f in self.files["train"] for doc in read_documents(f, d.text_field, d.format)]
                 if not self.train_docs:
                     raise config.error("data.train", "the training files hold no text")
                 self.vocab = build_vocab(config, d, self.train_docs)
@@ -440,6 +483,7 @@ class LMTask:
         self.bank = self._bank(m.fusion, trained) if m.fusion is not None else None
         self._train: tuple[Tensor, Tensor] | None = None
         self._eval: dict[str, tuple[Tensor, Tensor]] = {}
+        self._pos: dict[tuple[str, str | None], tuple[list[str | None], Tensor, Tensor]] = {}
         if not trained:  # data too short for one window is refused now, before the trainer writes the run folder
             self.train_windows()
             if self.has_split("valid") and len(self.eval_windows("valid")[0]) == 0:
@@ -489,14 +533,20 @@ class LMTask:
     def train_windows(self) -> tuple[Tensor, Tensor]:
         if self._train is None:
             if self.train_docs is None and self.auto is not None:  # a finished run resumed: the same samples
-                self.train_docs = self.auto.sample(self.data_cfg.train_sentences, seed=SPLIT_SEEDS["train"])
+                self.train_docs = self.sample("train")
             elif self.train_docs is None:  # a finished run resumed: the files it recorded
-                self.train_docs = [doc for f in self.files.get("train", []) for doc in read_documents(f, self.data_cfg.text_field)]
-            self._train = windows(self.vocab, self.train_docs, self.data_cfg.window, self.data_cfg.max_train_windows)
+                self.train_docs = [doc for f in self.files.get("train", []) for doc in read_documents(f, self.data_cfg.text_field,
+                                                                                                       self.data_cfg.format)]
+            self._train = self.layout_rows(self.train_docs, self.data_cfg.max_train_windows)
             if len(self._train[0]) == 0:
                 raise self.config.error("data.train", f"the training text is shorter than one window of {self.data_cfg.window} tokens")
-            if self.model_cfg.idea is not None:
-                self.stop_ids = stop_word_ids(self._train[1], self.model_cfg.idea.stop_words, len(self.vocab), exclude=[self.pad_id])
+            longest, room = self._train[0].shape[1], self.model_cfg.max_len or self.data_cfg.window
+            if self.data_cfg.layout == "documents" and self.base is None and longest > room:
+                raise self.config.error("model.max_len", f"expected at least the longest document row, {longest} tokens "
+                                        f"(or a smaller data.max_words), got {room}")
+            if self.model_cfg.idea is not None:  # the most frequent training targets, specials left out
+                specials = [i for i in (self.pad_id, self.eos_id, self.bos_id, self.vocab.unk) if i is not None]
+                self.stop_ids = stop_word_ids(self._train[1], self.model_cfg.idea.stop_words, len(self.vocab), exclude=specials)
         return self._train
 
     def eval_windows(self, split: str, files: list[Path] | None = None) -> tuple[Tensor, Tensor]:
@@ -504,13 +554,26 @@ class LMTask:
         its sentences sampled with the split's seed."""
         if split not in self._eval:
             if self.auto is not None:
-                n = getattr(self.data_cfg, f"{split}_sentences")
-                docs: list = self.auto.sample(n, seed=SPLIT_SEEDS[split])
+                docs: list = self.sample(split)
             else:
                 files = self.files.get(split, []) if files is None else files
-                docs = [doc for f in files for doc in read_documents(f, self.data_cfg.text_field)]
-            self._eval[split] = windows(self.vocab, docs, self.data_cfg.window, self.data_cfg.max_eval_windows)
+                docs = [doc for f in files for doc in read_documents(f, self.data_cfg.text_field, self.data_cfg.format)]
+            self._eval[split] = self.layout_rows(docs, self.data_cfg.max_eval_windows)
         return self._eval[split]
+
+    def sample(self, split: str) -> list[list[int]]:
+        """``data.grammar``: the split's sentences (``<split>_sentences`` of them, seed
+        ``<split>_seed``, at most ``max_words`` words each)."""
+        d = self.data_cfg
+        return self.auto.sample(getattr(d, f"{split}_sentences"), max_len=d.max_words, seed=getattr(d, f"{split}_seed"))
+
+    def layout_rows(self, docs: list[str] | list[list[int]], limit: int | None) -> tuple[Tensor, Tensor]:
+        """The model's rows (N, L) of ``docs``: windows of the stream, or with ``data.layout =
+        "documents"`` one document per row (:func:`document_rows`)."""
+        if self.data_cfg.layout == "documents":
+            ids, targets = document_rows(self.vocab, docs)
+            return (ids[:limit], targets[:limit]) if limit is not None else (ids, targets)
+        return windows(self.vocab, docs, self.data_cfg.window, limit)
 
     def inputs(self, ids: Tensor, targets: Tensor) -> dict[str, Tensor]:
         """The batch of windows ids, targets (B, L): with fusion also ``features`` (B, L, F)
@@ -529,14 +592,24 @@ class LMTask:
         if self.base is not None:
             return self._build_hf(m)
         lm = m.lm_config(V, self.pad_id, max_len=m.max_len or self.data_cfg.window)
+        if m.match_idea is not None:
+            extra = idea_parameters(lm.d_model, V, m.match_idea, True)
+            lm = dataclasses.replace(lm, d_ff=matched_d_ff(lm.d_model, lm.n_layers, lm.d_ff, extra))
         adapter = heads = output = None
         if m.fusion is not None:
             adapter = GatedFusion(len(self.bank), lm.d_model)
             if self.objective.aux is not None:
                 heads = {"aux": AuxHead(lm.d_model, len(self.bank), m.fusion.aux_hidden)}
         if m.idea is not None:
-            output = IdeaOutput(lm.d_model, V, m.idea)
+            output = IdeaOutput(lm.d_model, V, self.idea_config())
         return CausalLM(lm, adapter=adapter, heads=heads, output=output)
+
+    def idea_config(self) -> IdeaConfig:
+        """``[model] idea``, with ``ramp`` (a share of the training steps) made ``ramp_steps``."""
+        c = self.model_cfg.idea
+        if c.ramp is None:
+            return c
+        return dataclasses.replace(c, ramp_steps=round(c.ramp * self.steps_per_epoch() * self.config.optim.epochs))
 
     def _build_hf(self, m: ModelSection) -> HFCausalLM:
         """The transformers model with the plug-ins; LoRA here, after the trainer has seeded
@@ -550,7 +623,7 @@ class LMTask:
         rows = base.get_output_embeddings().weight.shape[0]
         adapter = GatedFusion(len(self.bank), D) if m.fusion is not None else None
         heads = {"aux": AuxHead(D, len(self.bank), m.fusion.aux_hidden)} if m.fusion is not None and self.objective.aux is not None else None
-        output = IdeaOutput(D, rows, m.idea) if m.idea is not None else None
+        output = IdeaOutput(D, rows, self.idea_config()) if m.idea is not None else None
         return HFCausalLM(base, adapter=adapter, heads=heads, output=output)
 
     def steps_per_epoch(self) -> int:
@@ -561,7 +634,11 @@ class LMTask:
         order = torch.randperm(len(ids), generator=generator)
         for i in range(0, len(order), self.batch_size):
             rows = order[i : i + self.batch_size]
-            yield self.inputs(ids[rows], targets[rows])
+            x, y = ids[rows], targets[rows]
+            if self.data_cfg.layout == "documents":  # trim the padding every row of the batch has
+                width = int((y != self.pad_id).sum(1).max())
+                x, y = x[:, :width], y[:, :width]
+            yield self.inputs(x, y)
 
     def at_step(self, step: int, total_steps: int) -> None:
         if self.temperatures is not None:
@@ -615,7 +692,20 @@ class LMTask:
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         if not self.has_split("valid"):
             return {}
-        return self.evaluate_split(model, "valid")
+        return self.figures(model, "valid")
+
+    def figures(self, model: nn.Module, split: str, files: list[Path] | None = None) -> dict[str, float]:
+        """Every figure of ``split`` (:meth:`evaluate_split`), the output embedding's health
+        (:func:`~neurosym.lm.metrics.embedding_health` of its word rows, the specials left
+        out) and, with ``data.pos``, the same-POS miss rate (:meth:`same_pos`)."""
+        out = self.evaluate_split(model, split, files)
+        specials = sum(s is None for s in self.vocab.surfaces[: len(self.vocab)]) if self.vocab.kind == "word" else 0
+        out.update(embedding_health(unwrap(model).lm_head.weight[specials : len(self.vocab)]))
+        d = self.data_cfg
+        if d.pos is not None:
+            pos = self.same_pos(model, Path(d.pos), tags_from=Path(d.pos_tags) if d.pos_tags else None)
+            out.update(same_pos_miss=pos["same_pos_miss"], pos_misses=pos["pos_misses"])
+        return out
 
     @torch.no_grad()
     def evaluate_split(self, model: nn.Module, split: str, files: list[Path] | None = None, batch_size: int = 64) -> dict[str, float]:
@@ -637,12 +727,11 @@ class LMTask:
                 out = model(batch["ids"].to(device), **inputs)
                 y = batch["targets"].to(device)
                 keep = y != self.pad_id
-                for key, logits in (("ppl", out.logits), ("ppl_ungated", out.extras.get("ungated"))):
-                    if logits is None:
-                        continue
-                    logp = F.log_softmax(logits.float(), dim=-1)
-                    nll[key] -= float(logp.gather(-1, y[..., None]).squeeze(-1)[keep].double().sum())
-                logp = F.log_softmax(out.logits.float(), dim=-1)
+                logp = F.log_softmax(out.logits.float(), dim=-1)  # (B, L, V), once: PPL, top-1 and ECE read it
+                nll["ppl"] -= float(logp.gather(-1, y[..., None]).squeeze(-1)[keep].double().sum())
+                if out.extras.get("ungated") is not None:
+                    plain = F.log_softmax(out.extras["ungated"].float(), dim=-1)
+                    nll["ppl_ungated"] -= float(plain.gather(-1, y[..., None]).squeeze(-1)[keep].double().sum())
                 top, arg = logp.max(-1)
                 conf.append(top[keep].exp().cpu())
                 hit.append((arg == y)[keep].cpu())
@@ -661,17 +750,22 @@ class LMTask:
         return result
 
     @torch.no_grad()
-    def same_pos(self, model: nn.Module, conllu: Path, batch_size: int = 64) -> dict[str, float]:
+    def same_pos(self, model: nn.Module, conllu: Path, batch_size: int = 64, tags_from: Path | None = None) -> dict[str, float]:
         """The same-POS miss rate over a tagged file's sentences (:func:`same_pos_miss_rate`):
-        each word's tag is its majority UPOS in the file; the model's prediction is its top
-        *tagged* word (``<unk>``, ``<eos>`` and untagged words are not words with a part of
-        speech), as in the semantic-KL recipe. Word vocabularies only."""
+        each word's tag is its majority UPOS in ``tags_from`` (default: the file itself); the
+        model's prediction is its top *tagged* word (``<unk>``, ``<eos>`` and untagged words
+        are not words with a part of speech). Over the file's first ``data.max_eval_windows``
+        windows (all when unset). Word vocabularies only."""
         if self.vocab.kind != "word" or self.data_cfg.tokenizer not in (None, "word"):
             raise NeurosymError("--pos: the same-POS miss rate needs a word vocabulary (data.tokenizer = \"word\")")
-        sentences = read_tagged(conllu)
-        tag_of = majority_upos(sentences)
-        tags = [None if s is None else tag_of.get(s) for s in self.vocab.surfaces]
-        ids, targets = windows(self.vocab, [" ".join(x.forms) for x in sentences], self.data_cfg.window, None)
+        key = (str(conllu), None if tags_from is None else str(tags_from))
+        if key not in self._pos:  # read once per task: every evaluation of data.pos reuses it
+            sentences = read_tagged(conllu)
+            tag_of = majority_upos(sentences if tags_from is None else read_tagged(tags_from))
+            tags = [None if s is None else tag_of.get(s) for s in self.vocab.surfaces]
+            self._pos[key] = (tags, *windows(self.vocab, [" ".join(x.forms) for x in sentences], self.data_cfg.window,
+                                             self.data_cfg.max_eval_windows))
+        tags, ids, targets = self._pos[key]
         if len(ids) == 0:
             raise NeurosymError(f"{conllu}: shorter than one window of {self.data_cfg.window} tokens")
         device = next(model.parameters()).device
@@ -768,19 +862,19 @@ def load_lm_run(path: str | Path) -> tuple[LMTask, CausalLM]:
 def evaluate_run(path: str | Path, split: str = "valid", pos: str | Path | None = None) -> dict[str, Any]:
     """``neurosym eval RUN [--split valid|test] [--pos FILE.conllu]`` for a run of the
     built-in task: PPL, top-1 and ECE over the split's files (those the run recorded in
-    ``data.json``, or the grammar's sampled sentences), and with ``pos`` the same-POS miss
-    rate over that tagged file."""
+    ``data.json``, or the grammar's sampled sentences), embedding health, and with ``pos``
+    (or the run's ``data.pos``) the same-POS miss rate over that tagged file."""
     task, model = load_lm_run(path)
     extra = task.same_pos(model, Path(pos)) if pos is not None else {}
     if task.auto is not None:
-        return {"run": str(path), "split": split, "grammar": str(task.grammar_path), **task.evaluate_split(model, split), **extra}
+        return {"run": str(path), "split": split, "grammar": str(task.grammar_path), **task.figures(model, split), **extra}
     files = task.files.get(split)
     if not files:
         raise NeurosymError(f"{path}: the run's config names no [data] {split} files to evaluate on")
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise NeurosymError(f"{path}: the {split} file {missing[0]} is not there any more")
-    return {"run": str(path), "split": split, "files": [str(f) for f in files], **task.evaluate_split(model, split, files), **extra}
+    return {"run": str(path), "split": split, "files": [str(f) for f in files], **task.figures(model, split, files), **extra}
 
 
 def format_evaluation(report: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ import pytest
 
 from neurosym.errors import ConfigError
 from neurosym.experiments import idea_gating, semantic_fusion, semantic_kl
+from neurosym.lm import task as lm_task
 from neurosym.lm.config import Config
 from neurosym.lm.model import ARCHITECTURE_KEYS, LMConfig, LMSection
 
@@ -22,7 +23,7 @@ def test_the_section_is_lmconfig_less_what_the_data_fix():
         vocab_size=7, d_model=64, positions="rotary", max_len=9, pad_id=2)
 
 
-@pytest.mark.parametrize("recipe", [semantic_fusion, semantic_kl, idea_gating])
+@pytest.mark.parametrize("recipe", [semantic_fusion, lm_task])
 def test_every_recipe_section_is_an_lmsection_with_its_own_defaults(recipe):
     assert issubclass(recipe.ModelSection, LMSection)
     names = [f.name for f in dataclasses.fields(recipe.ModelSection)]
@@ -31,14 +32,14 @@ def test_every_recipe_section_is_an_lmsection_with_its_own_defaults(recipe):
 
 def test_recipe_defaults_and_checks_are_kept():
     assert semantic_fusion.ModelSection().max_len == 32 and semantic_fusion.ModelSection().n_layers == 4
-    assert semantic_kl.ModelSection().n_layers == 2 and semantic_kl.ModelSection().max_len is None
-    assert idea_gating.ModelSection().max_len == 64
-    config = Config.from_dict({"run": {"name": "x"}, "model": {"n_heads": 3}})
+    assert semantic_kl.RECIPE_MODEL["n_layers"] == 2 and lm_task.ModelSection().max_len is None
+    assert idea_gating.RECIPE["drift"]["model"]["max_len"] == 64
+    config = Config.from_dict({"run": {"name": "x"}, "model": {"n_heads": 3, "d_model": 128}})
     with pytest.raises(ConfigError, match=r"model.n_heads: expected a divisor of model.d_model \(128\), got 3"):
-        config.section("model", semantic_kl.ModelSection)
+        config.section("model", lm_task.ModelSection)
     config = Config.from_dict({"run": {"name": "x"}, "model": {"dropout": 1.0}})
     with pytest.raises(ConfigError, match=r"model.dropout: expected a number in \[0, 1\), got 1.0"):
-        config.section("model", idea_gating.ModelSection)
+        config.section("model", lm_task.ModelSection)
     config = Config.from_dict({"run": {"name": "x"}, "model": {"positions": "learned"}})
     with pytest.raises(ConfigError, match="model.positions: expected one of"):
         config.section("model", semantic_fusion.ModelSection)
