@@ -19,8 +19,17 @@ The procedure, fixed before it ran:
    post-processing of the search's result, so every variant of :data:`FINISHES` is
    scored on the start run's raw results; the best one scores every search run.
 3. Each factor takes its best value (ties go to the first value listed: AlphaRegex's
-   or the plain choice). If that combination was not run, it is run; the final setting
-   is the best of every run, and its finishing step is chosen again on its own results.
+   or the plain choice); if that combination was not run, it is run.
+4. The final setting (:func:`choose`): the hole's value from step 3; then suite by
+   suite, the leaf factors of the run with that hole that scores best on the suite,
+   ties going to the run with more plain values. A value the development data cannot
+   tell apart from the plain one is thus never kept because it was the start's (the
+   start was chosen partly on test problems). Step 4 reads only the development scores,
+   so ``--choose-from REPORT`` redoes it from a saved report without searching.
+
+(Step 4 was first written as "the best run, ties to the start"; after the run, on
+its development scores alone, it was changed to the rule above because ties to the
+start would carry choices made on the test problems through every tie.)
 
 The chosen setting is frozen in code (``LEAF_CHOICES`` in
 :mod:`neurosym.synth.bestfirst`, ``FINISH`` and the hole in ``ALPHAREGEX_COSTS`` in
@@ -236,22 +245,15 @@ def tune(time_budget: float = 5.0, binary_time_budget: float = 30.0, seed: int =
     finish, finish_table = best_finish(regel["usable"], raws[(START, "regel")], regel["total"])
     table = [row_of(name, factor, v, s, finish) for name, factor, v, s, _ in runs]
 
-    # step 3: each factor's best value (ties to the first listed), then the best run
+    # step 3: each factor's best value (ties to the first listed); their combination is run if new
+    per_factor = factor_choices(table)
     chosen = START
-    per_factor = {}
-    for factor, (suites, values) in FACTORS.items():
-        rows = {(r["value"] if r["factor"] == factor else value_of(START, factor)): r for r in table if r["factor"] in (factor, "")}
-        best = max(values, key=lambda v: (rows[v]["total"], -values.index(v)))
-        per_factor[factor] = {"suites": list(suites), "scores": {str(v): rows[v]["total"] for v in values}, "chosen": best}
-        chosen = with_value(chosen, factor, best)
+    for factor, v in per_factor.items():
+        chosen = with_value(chosen, factor, v["chosen"])
     if chosen not in {s for _, _, _, s, _ in runs}:
         raws.update(run_settings([(chosen, SUITES)], dev, budgets, seed, jobs, use_cpu, log))
         table.append(row_of("combined", "", None, chosen, finish))
-    final_row = max(table, key=lambda r: (r["total"], r["run"] == "combined", r["run"] == "start"))
-    final = Setting(hole=final_row["setting"]["hole"], leaves=LeafChoices(**{k: v for k, v in final_row["setting"].items() if k != "hole"}))
-    final_finish, final_finish_table = best_finish(regel["usable"], raws_of(final, "regel")[0], regel["total"])
-    final_scores = scores(final, final_finish)
-    return {
+    report = {
         "clock": clock_kind,
         "time_budget": time_budget,
         "binary_time_budget": binary_time_budget,
@@ -262,13 +264,51 @@ def tune(time_budget: float = 5.0, binary_time_budget: float = 30.0, seed: int =
         "start": asdict(START),
         "finish_on_start": {"scores": {k: v["equivalent"] for k, v in finish_table.items()}, "chosen": finish.name},
         "runs": table,
-        "per_factor": per_factor,
-        "chosen": {"run": final_row["run"], "hole": final.hole, "leaves": asdict(final.leaves), "finish": asdict(final_finish),
-                   "finish_name": final_finish.name,
-                   "finish_scores": {k: v["equivalent"] for k, v in final_finish_table.items()},
-                   "regel_equivalent": final_scores["regel"]["equivalent"], "regel_problems": regel["total"],
-                   "tomita_equivalent": final_scores["tomita"]["equivalent"], "tomita_problems": tomita["total"]},
     }
+    return choose(report)
+
+
+def factor_choices(runs: Sequence[dict]) -> dict[str, dict]:
+    """Each factor's value of best total (its run, or the start for the start's value);
+    ties go to the first value listed."""
+    out = {}
+    for factor, (suites, values) in FACTORS.items():
+        rows = {(r["value"] if r["factor"] == factor else value_of(START, factor)): r for r in runs if r["factor"] in (factor, "") and r["run"] != "combined"}
+        best = max(values, key=lambda v: (rows[v]["total"], -values.index(v)))
+        out[factor] = {"suites": list(suites), "scores": {str(v): rows[v]["total"] for v in values}, "chosen": best}
+    return out
+
+
+def plain_values(setting: dict, factors: Sequence[str]) -> int:
+    """How many of ``factors`` sit at their first (AlphaRegex's or the plain) value."""
+    return sum(setting[f] == FACTORS[f][1][0] for f in factors)
+
+
+def choose(report: dict) -> dict:
+    """Steps 3 and 4 on a report's development scores (no search): ``per_factor`` and
+    ``chosen``. The hole takes its per-factor value; then, suite by suite (a factor of
+    one suite cannot change another's results), the leaf factors of that suite come from
+    the run with that hole that scores best there, ties going to the run with more
+    plain values, so a value the development data cannot tell apart from the plain one
+    is never kept because it was the start's. The finishing step is the one chosen on
+    the start run."""
+    runs = report["runs"]
+    per_factor = factor_choices(runs)
+    hole = per_factor["hole"]["chosen"]
+    picked: dict = {}
+    from_runs = {}
+    for suite in SUITES:
+        factors = [f for f, (suites, _) in FACTORS.items() if f != "hole" and suite in suites]
+        cands = [r for r in runs if r["setting"]["hole"] == hole and not r[suite]["from_start"]]
+        best = max(cands, key=lambda r: (r[suite]["equivalent"], plain_values(r["setting"], factors), -runs.index(r)))
+        picked.update({f: best["setting"][f] for f in factors})
+        from_runs[suite] = best
+    finish = next(f for f in FINISHES if f.name == report["finish_on_start"]["chosen"])
+    chosen = {"hole": hole, "leaves": asdict(LeafChoices(**picked)), "finish": asdict(finish), "finish_name": finish.name}
+    for suite in SUITES:
+        r = from_runs[suite]
+        chosen.update({f"{suite}_run": r["run"], f"{suite}_equivalent": r[suite]["equivalent"], f"{suite}_problems": r[suite]["problems"]})
+    return {**report, "per_factor": per_factor, "chosen": chosen}
 
 
 def format_report(report: dict) -> str:
@@ -287,9 +327,10 @@ def format_report(report: dict) -> str:
     for f, v in report["per_factor"].items():
         lines.append(f"  {f:12s} " + "  ".join(f"{k}: {s}" for k, s in v["scores"].items()) + f"  -> {v['chosen']}")
     c = report["chosen"]
-    lines += ["", f"chosen ({c['run']}): hole={c['hole']} " + " ".join(f"{k}={v}" for k, v in c["leaves"].items()) + f" finish={c['finish_name']}",
-              f"  Regel dev {c['regel_equivalent']}/{c['regel_problems']}, Tomita {c['tomita_equivalent']}/{c['tomita_problems']}"]
+    lines += ["", f"chosen: hole={c['hole']} " + " ".join(f"{k}={v}" for k, v in c["leaves"].items()) + f" finish={c['finish_name']}",
+              f"  Regel dev {c['regel_equivalent']}/{c['regel_problems']} (the run {c['regel_run']}), "
+              f"Tomita {c['tomita_equivalent']}/{c['tomita_problems']} (the run {c['tomita_run']})"]
     return "\n".join(lines)
 
 
-__all__ = ["FACTORS", "FINISHES", "START", "SUITES", "Setting", "dev_problems", "format_report", "tune"]
+__all__ = ["FACTORS", "FINISHES", "START", "SUITES", "Setting", "choose", "dev_problems", "factor_choices", "format_report", "tune"]

@@ -79,7 +79,7 @@ def test_procedure_picks_each_factor_and_breaks_ties_to_the_first_value(monkeypa
     """With a fake search whose result depends only on the setting, the procedure picks the
     value that helps, keeps ties on the first (plain) value and scores the combination."""
     dev = {
-        "regel": {"usable": [{"name": "deepregex/1", "positives": ["ab", "abc"], "negatives": ["b"], "regex": "a.*"}], "total": 3},
+        "regel": {"usable": [{"name": "deepregex/1", "positives": ["ab", "abcde"], "negatives": ["b", "xy"], "regex": "a.*"}], "total": 3},
         "tomita": {"usable": [{"name": "tomita/T1", "positives": ["", "1"], "negatives": ["0"], "regex": "1*"}], "total": 1},
     }
     monkeypatch.setattr(tune, "dev_problems", lambda limit=None: dev)
@@ -89,7 +89,7 @@ def test_procedure_picks_each_factor_and_breaks_ties_to_the_first_value(monkeypa
         if problem["name"].startswith("tomita"):
             node = ra.parse("1*" if setting.hole == 50 else "1?")
         else:  # only `.` at 2 gives the right regex; the vowel class changes a wrong one
-            node = ra.parse("a.*" if setting.leaves.dot == 2 else "a[bc]*" if setting.leaves.vowels else "ab")
+            node = ra.parse("a.*" if setting.leaves.dot == 2 else "ab" if setting.leaves.vowels else "b")
         return {"name": problem["name"], "node": node, "phase": "enumerate", "seconds": 0.0}
 
     monkeypatch.setattr(tune, "_search", fake)
@@ -99,9 +99,27 @@ def test_procedure_picks_each_factor_and_breaks_ties_to_the_first_value(monkeypa
     assert pf["alnum_char"]["chosen"] == 2  # a tie: the first (plain) value
     assert pf["small_stars"]["chosen"] is False and pf["any_string"]["chosen"] is None
     c = report["chosen"]
-    assert c["run"] == "combined" and c["regel_equivalent"] == 1 and c["tomita_equivalent"] == 1 and c["regel_problems"] == 3
-    assert c["finish_name"] == "none"  # `a.*` needs no finishing; ties go to fewer steps
-    assert "chosen (combined)" in tune.format_report(report)
+    # the leaves come from the combined run: as good as `dot=2` on Regel, with more plain values
+    assert c["regel_run"] == "combined" and c["tomita_run"] == "combined" and c["hole"] == 50
+    assert c["leaves"] == {"dot": 2, "any_string": None, "alnum_char": 2, "vowels": False, "small_any": False, "small_stars": False}
+    assert c["regel_equivalent"] == 1 and c["tomita_equivalent"] == 1 and c["regel_problems"] == 3
+    assert c["finish_name"] == "none"  # no finishing step makes the start's `ab` right: ties go to fewer steps
+    assert "chosen: hole=50" in tune.format_report(report)
+    assert tune.choose(json.loads(json.dumps(report, default=str)))["chosen"] == c
+
+
+def test_committed_choice_is_redone_from_its_scores():
+    report = json.loads((ROOT / "docs" / "synth_tune.json").read_text())
+    assert tune.choose(report)["chosen"] == report["chosen"]
+    r = CliRunner().invoke(main, ["bench", "synth-tune", "--choose-from", str(ROOT / "docs" / "synth_tune.json")])
+    assert r.exit_code == 0 and "chosen: hole=" in r.output, r.output
+
+
+def test_choose_from_a_file_that_is_not_a_report(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = CliRunner().invoke(main, ["bench", "synth-tune", "--choose-from", str(bad)])
+    assert r.exit_code == 2 and "not a report of neurosym bench synth-tune" in r.output
 
 
 @pytest.mark.skipif(not HAVE_REGEL, reason="needs the shared data set regel (../shared/data)")
@@ -111,6 +129,6 @@ def test_tune_command_on_a_tiny_subset(tmp_path):
     assert r.exit_code == 0, r.output
     report = json.loads(out.read_text())
     assert {row["run"] for row in report["runs"]} >= {"start", "hole=100", "dot=2", "vowels=False", "small_stars=False"}
-    assert "Regel dev equivalent" in r.output and "chosen" in r.output
+    assert "Regel dev equivalent" in r.output and "chosen: hole=" in r.output
     names = {row["name"] for run in report["runs"] for rows in run["rows"].values() for row in rows}
     assert names and not names & set(TEST)
