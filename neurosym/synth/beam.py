@@ -1,8 +1,8 @@
 """The ``beam`` method: AlphaRegex-style best-first enumeration, then a local beam search.
 
 1. :class:`~neurosym.synth.bestfirst.BestFirst` enumerates partial regexes by cost with
-   AlphaRegex's costs (leaf 20, ``|`` 30, concatenation 5, ``*``/``?`` 20; ``+`` 25 and
-   a hole 50 are ours) and over/under-approximation pruning; it returns as soon as a consistent
+   AlphaRegex's costs (leaf 20, ``|`` 30, concatenation 5, ``*``/``?`` 20, a hole 100;
+   ``+`` 25 is ours) and over/under-approximation pruning; it returns as soon as a consistent
    regex (every positive, no negative) is popped. This part uses ``enum_fraction`` of
    the time budget.
 2. If none is found, a beam of ``beam_width`` candidates (the enumerator's best
