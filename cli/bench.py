@@ -106,6 +106,51 @@ def bench_synth(
     click.echo(text if as_json else format_results(results))
 
 
+@bench.command(
+    name="synth-tune",
+    epilog=examples("neurosym bench synth-tune --jobs 2 -o docs/synth_tune.json", "neurosym bench synth-tune --limit 3 --time-budget 1 --binary-time-budget 1"),
+)
+@click.option("--time-budget", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds per Regel development problem.")
+@click.option("--binary-time-budget", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds per Tomita problem.")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Only the first N problems of each development set (a smoke run).")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1), help="Searches run in parallel, one process each.")
+@click.option("--choose-from", default=None, type=click.Path(path_type=Path), help="Redo only the choice (no search) from a report this command wrote.")
+@click.option("--clock", "clock_kind", default="cpu", show_default=True, type=click.Choice(["wall", "cpu"]), help="Budgets in process CPU seconds (cpu) or wall-clock seconds.")
+@seed_option("Random seed of every search.")
+@output_option("Also write the report as JSON to this file.")
+@json_option("Print the report as JSON instead of the tables.")
+def bench_synth_tune(time_budget: float, binary_time_budget: float, limit: int | None, jobs: int, choose_from: Path | None, clock_kind: str, seed: int,
+                     output: Path | None, as_json: bool) -> None:
+    """Re-derive the ``beam`` method's search choices (hole cost, leaf costs, the vowel
+    class, the small-alphabet leaves, the finishing step of text regexes) on development
+    data only: Regel's development half and the Tomita languages, never Regel's test
+    half or AlphaRegex's problems. Prints every candidate's development score and the
+    choice. Needs the shared data set regel (../shared/data beside the checkout, or
+    $NEUROSYM_SHARED_DATA)."""
+    from neurosym.bench.synth_tune import choose, format_report, tune  # lazy: --help must not load torch and every subsystem
+    from neurosym.data import shared_data  # lazy: as above
+    from neurosym.files import atomic_write_bytes, check_output  # lazy: as above
+
+    if output is not None:
+        output = check_output(output, [], "results")
+    if choose_from is not None:
+        try:
+            report = choose(json.loads(choose_from.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, StopIteration) as err:
+            raise NeurosymError(f"--choose-from {choose_from}: not a report of neurosym bench synth-tune ({type(err).__name__}: {err})") from None
+    else:
+        try:
+            shared_data("regel", "deepregex")
+        except NeurosymError as err:
+            raise NeurosymError(f"neurosym bench synth-tune needs the shared data set regel (../shared/data beside the checkout, or $NEUROSYM_SHARED_DATA): {err}") from None
+        log = None if as_json else (lambda line: click.echo(line, err=True))
+        report = tune(time_budget=time_budget, binary_time_budget=binary_time_budget, seed=seed, jobs=jobs, limit=limit, clock_kind=clock_kind, log=log)
+    text = json.dumps(report, indent=1, default=str)
+    if output is not None:
+        atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)
+    click.echo(text if as_json else format_report(report))
+
+
 @bench.command(name="wfsa", epilog=examples("neurosym bench wfsa", "neurosym bench wfsa --threads 2 --json"))
 @threads_option(None, "Torch threads (default: torch's).")
 @json_option()

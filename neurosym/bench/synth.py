@@ -19,6 +19,7 @@ of ``beam`` in :data:`VARIANTS`.
 from __future__ import annotations
 
 import contextlib
+import re
 import statistics
 from collections.abc import Sequence
 
@@ -63,7 +64,9 @@ def synthesize_problem(problem: dict, method: str, time_budget: float, seed: int
 
 def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float = 60.0, seed: int = 0, problems=None, progress: bool = False, log=None) -> dict:
     """Every AlphaRegex problem (or ``problems``) with each method: per method, solved
-    count, equivalence and F1 against the paper's regex where it is known, seconds."""
+    count (consistent with the examples), equivalence to the paper's regex (exact DFA
+    equivalence), ``heldout_equal`` (no disagreement with it on any string over {0, 1}
+    of length at most 10 that is not an example) and F1 on those strings, seconds."""
     problems = problems if problems is not None else load_alpharegex()
     try:
         reference = load_alpharegex_reference()
@@ -81,7 +84,10 @@ def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float =
                 row["reference"] = ref
                 row["equivalent"] = equivalent(pattern_dfa(res.pattern), pattern_dfa(ref))
                 examples = set(p["positives"]) | set(p["negatives"])
-                row["f1"] = f1_score(res.pattern, ref, [x for x in universe if x not in examples])
+                heldout = [x for x in universe if x not in examples]
+                row["f1"] = f1_score(res.pattern, ref, heldout)
+                rx, rr = re.compile(res.pattern), re.compile(ref)
+                row["heldout_disagreements"] = sum(bool(rx.fullmatch(x)) != bool(rr.fullmatch(x)) for x in heldout)
             rows.append(row)
             if log:
                 log(f"alpharegex {method} {p['name']}: {'ok ' if res.solved else 'no '} {res.seconds:6.2f}s /{res.pattern}/ eq={row.get('equivalent')}")
@@ -90,6 +96,7 @@ def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float =
         out[method] = {
             "problems": len(rows),
             "equivalent": sum(r["equivalent"] for r in with_ref),
+            "heldout_equal": sum(r["heldout_disagreements"] == 0 for r in with_ref),
             "with_reference": len(with_ref),
             "mean_f1": sum(r["f1"] for r in with_ref) / len(with_ref) if with_ref else float("nan"),
             "solved": sum(r["solved"] for r in rows),
@@ -154,6 +161,9 @@ def run_regel(
             "solved": sum(r["solved"] for r in rows),
             "equivalent": sum(r["equivalent"] for r in rows),
             "success_rate": sum(r["equivalent"] for r in rows) / n,
+            # every problem of the split in the denominator, those without usable ground truth counted as failures
+            "problems_all": len(rows) + len(skipped),
+            "success_rate_all": sum(r["equivalent"] for r in rows) / ((len(rows) + len(skipped)) or 1),
             "mean_f1": sum(r["f1"] for r in rows) / n,
             "median_seconds": statistics.median([r["seconds"] for r in rows] or [0.0]),
             "rows": rows,

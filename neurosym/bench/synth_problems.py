@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from neurosym.data import shared_data
+from neurosym.data import shared_data, shipped_file
 from neurosym.errors import NeurosymError
 from neurosym.synth import regex_ast as ra
 from neurosym.synth.simplify import simplify
@@ -97,6 +97,38 @@ def binary_strings(max_len: int = 10) -> list[str]:
 
 
 ALPHAREGEX_LEAVES = (ra.Chars("0"), ra.Chars("1"))
+
+
+# ---------------------------------------------------------------------- Tomita
+
+TOMITA_EXAMPLES = 10  # positives and negatives per Tomita problem
+_BANK_LINE = re.compile(r"^(?P<name>\w+):\s*/(?P<pattern>.*)/\s*(?:#.*)?$")
+
+
+def load_tomita(path: str | Path | None = None, per_side: int = TOMITA_EXAMPLES) -> list[dict]:
+    """The seven Tomita languages (``grammars/tomita.regex``) as binary synthesis
+    problems, a development source that is not AlphaRegex's: the examples are the first
+    ``per_side`` members and the first ``per_side`` non-members of {0, 1}* in shortlex
+    order (labelled by Python's ``re``, fixed before any search ran); ``regex`` is the
+    intended language."""
+    from neurosym.tasks.tomita import TOMITA_FILE  # lazy: the tasks package loads torch
+
+    path = Path(path) if path is not None else shipped_file(TOMITA_FILE)
+    universe = binary_strings(12)
+    problems = []
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _BANK_LINE.match(line)
+        if m is None:
+            raise NeurosymError(f"{path}:{lineno}:1: expected NAME: /pattern/")
+        rx = re.compile(m["pattern"])
+        pos = [x for x in universe if rx.fullmatch(x)][:per_side]
+        neg = [x for x in universe if not rx.fullmatch(x)][:per_side]
+        problems.append({"name": f"tomita/{m['name']}", "description": raw.partition("#")[2].strip(), "positives": pos,
+                         "negatives": neg, "regex": m["pattern"], "has_x": False})
+    return problems
 
 
 # ---------------------------------------------------------------------- Regel
@@ -265,6 +297,7 @@ def load_regel(folder: str | Path | None = None, suites: Sequence[str] = ("so", 
 
 __all__ = [
     "ALPHAREGEX_LEAVES",
+    "TOMITA_EXAMPLES",
     "REGEL_CLASSES",
     "UNSUPPORTED",
     "binary_strings",
@@ -272,6 +305,7 @@ __all__ = [
     "load_alpharegex",
     "load_alpharegex_reference",
     "load_regel",
+    "load_tomita",
     "regel_to_ast",
     "regel_to_regex",
 ]

@@ -13,15 +13,18 @@ def format_results(results: dict) -> str:
     ]
     if "alpharegex" in results:
         lines.append(
-            "AlphaRegex: solved = accepts every positive and no negative; equivalent = same language as the paper's "
-            "reported regex; F1 on every string of length <= 10 not among the examples, labelled by that regex"
+            "AlphaRegex: equivalent = same language as the paper's reported regex (the intended language); held-out = "
+            "no disagreement with it on any string of length <= 10 not among the examples; F1 on those strings; "
+            "solved = accepts every positive and no negative"
         )
-        lines.append(f"  {'method':16s} {'solved':>8s} {'equivalent':>11s} {'mean F1':>8s} {'median s':>9s} {'max s':>8s}")
+        lines.append(f"  {'method':16s} {'equivalent':>11s} {'held-out':>9s} {'mean F1':>8s} {'solved':>8s} {'median s':>9s} {'max s':>8s}")
         for m, r in results["alpharegex"].items():
-            eq = f"{r['equivalent']:>4d}/{r['with_reference']:<3d}" if r.get("with_reference") else "       -"
-            f1 = f"{r['mean_f1']:8.3f}" if r.get("with_reference") else "       -"
+            ref = r.get("with_reference")
+            eq = f"{r['equivalent']:>4d}/{ref:<3d}" if ref else "       -"
+            held = f"{r['heldout_equal']:>4d}/{ref:<3d}" if ref and "heldout_equal" in r else "       -"
+            f1 = f"{r['mean_f1']:8.3f}" if ref else "       -"
             lines.append(
-                f"  {m:16s} {r['solved']:>4d}/{r['problems']:<3d} {eq:>11s} {f1} {r['median_seconds']:9.2f} {r['max_seconds']:8.2f}"
+                f"  {m:16s} {eq:>11s} {held:>9s} {f1} {r['solved']:>4d}/{r['problems']:<3d} {r['median_seconds']:9.2f} {r['max_seconds']:8.2f}"
             )
     if "regel" in results:
         rg = results["regel"]
@@ -29,13 +32,15 @@ def format_results(results: dict) -> str:
             f"Regel (examples only; split {rg.get('split', 'all')}; {rg['usable']} problems without and/not, {rg['skipped']} skipped): "
             "consistent = every example right, equivalent = same DFA as the ground truth"
         )
-        lines.append(f"  {'method':14s} {'consistent':>11s} {'equivalent':>11s} {'success':>8s} {'mean F1':>8s} {'median s':>9s}")
+        lines.append(f"  {'method':14s} {'consistent':>11s} {'equivalent':>11s} {'of usable':>9s} {'of all':>13s} {'mean F1':>8s} {'median s':>9s}")
         for m, r in rg.items():
             if not isinstance(r, dict):
                 continue
+            n_all = r.get("problems_all", r["problems"])
             lines.append(
                 f"  {m:14s} {r['solved']:>5d}/{r['problems']:<5d} {r['equivalent']:>5d}/{r['problems']:<5d} "
-                f"{100 * r['success_rate']:7.1f}% {r['mean_f1']:8.3f} {r['median_seconds']:9.2f}"
+                f"{100 * r['success_rate']:8.1f}% {r['equivalent']:>5d}/{n_all:<3d}{100 * r['equivalent'] / max(n_all, 1):4.0f}% "
+                f"{r['mean_f1']:8.3f} {r['median_seconds']:9.2f}"
             )
             for suite, b in r.get("by_suite", {}).items():
                 lines.append(

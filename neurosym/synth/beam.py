@@ -1,8 +1,8 @@
 """The ``beam`` method: AlphaRegex-style best-first enumeration, then a local beam search.
 
 1. :class:`~neurosym.synth.bestfirst.BestFirst` enumerates partial regexes by cost with
-   AlphaRegex's costs (leaf 20, ``|`` 30, concatenation 5, ``*``/``?`` 20; ``+`` 25 and
-   a hole 50 are ours) and over/under-approximation pruning; it returns as soon as a consistent
+   AlphaRegex's costs (leaf 20, ``|`` 30, concatenation 5, ``*``/``?`` 20, a hole 100;
+   ``+`` 25 is ours) and over/under-approximation pruning; it returns as soon as a consistent
    regex (every positive, no negative) is popped. This part uses ``enum_fraction`` of
    the time budget.
 2. If none is found, a beam of ``beam_width`` candidates (the enumerator's best
@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from neurosym.synth import clock
 from neurosym.errors import NeurosymError
 from neurosym.synth import regex_ast as ra
-from neurosym.synth.bestfirst import SMALL_ALPHABET, BestFirst, weighted_leaves
+from neurosym.synth.bestfirst import LEAF_CHOICES, SMALL_ALPHABET, BestFirst, LeafChoices, weighted_leaves
 from neurosym.synth.distance import objective
 from neurosym.synth.posterior import BETA, choose
 from neurosym.synth.dfa_cache import compiled_dfa
@@ -38,10 +39,11 @@ from neurosym.synth.generalise import compression
 from neurosym.synth.generalise import induce as induce_format
 from neurosym.synth.simplify import simplify
 
-# AlphaRegex's costs (leaf 20, | 30, concatenation 5, * and ? 20), + at 25, and a hole at
-# 50 instead of AlphaRegex's 100: on the 25 AlphaRegex problems this solves no24 too, in
-# less time overall, and it does slightly better on Regel's problems.
-ALPHAREGEX_COSTS = {"L": 20, "|": 30, ".": 5, "*": 20, "?": 20, "+": 25, "H": 50}
+# AlphaRegex's costs (leaf 20, | 30, concatenation 5, * and ? 20), + at 25 (ours), and the
+# hole "H" at AlphaRegex's 100: on development data (LEAF_CHOICES' comment in
+# neurosym/synth/bestfirst.py names the command and its JSON) 50 and 100 tie (Regel's
+# development half 42 and 42, Tomita 2 and 2), so the plain value is kept.
+ALPHAREGEX_COSTS = {"L": 20, "|": 30, ".": 5, "*": 20, "?": 20, "+": 25, "H": 100}
 
 # Over text alphabets, format induction (:mod:`neurosym.synth.generalise`) runs before
 # the enumerator: its consistent regex of shortest description is returned at once if it
@@ -184,36 +186,63 @@ def consistent(r: ra.Node, positives: Sequence[str], negatives: Sequence[str]) -
     return all(rx.fullmatch(s) for s in positives) and not any(rx.fullmatch(s) for s in negatives)
 
 
-def generalize(r: ra.Node, positives: Sequence[str], negatives: Sequence[str]) -> ra.Node:
-    """Finish a text regex. A top-level ``x*`` becomes ``x+`` unless the empty string
-    is a positive (nobody shows a pattern by non-examples of emptiness; on Regel's
-    StackOverflow problems this turns 3 misses into matches and changes no DeepRegex
-    result). Then widen it with ``.*`` while it stays consistent: first at its right
-    end (``r`` -> ``r.*``), then between consecutive items of its top-level sequence,
-    left to right (``ab.*`` -> ``a.*b.*``). Among the regexes the examples cannot tell
-    apart, this prefers "starts with ..." and "... followed later by ..." rules over
-    ones that pin down what the examples happen to share. Used for text alphabets.
+@dataclass(frozen=True)
+class Finish:
+    """The finishing step of a text regex (:func:`generalize`): ``plus`` turns a
+    top-level ``x*`` into ``x+`` unless the empty string is a positive; ``right``
+    widens the right end (``r`` -> ``r.*``), ``between`` the gaps of the top-level
+    sequence (``ab`` -> ``a.*b``) and ``left`` the left end (``r`` -> ``.*r``), each
+    only while the regex stays consistent with the examples. The default,
+    :data:`FINISH`, is chosen on development data only (``neurosym bench synth-tune``)."""
 
-    Chosen on Regel's DeepRegex problems, where it raises the regexes equivalent to the
-    ground truth from 41 to 65 of 169 (opening the left end too, ``.*r``, lowers it to
-    49, so the left end stays closed); StackOverflow's are unchanged (3 of 78)."""
-    if type(r) is ra.Star and "" not in positives:
+    plus: bool = True
+    right: bool = True
+    between: bool = True
+    left: bool = False
+
+    @property
+    def name(self) -> str:
+        """``plus+right+between``-style label (``none`` when every step is off)."""
+        return "+".join(k for k in ("plus", "right", "between", "left") if getattr(self, k)) or "none"
+
+
+# Chosen with LEAF_CHOICES (neurosym/synth/bestfirst.py names the command and its JSON): on
+# Regel's development half, 27 equivalent with no finishing, 42 with plus+right+between, 36
+# with the left end opened too.
+FINISH = Finish()
+
+
+def generalize(r: ra.Node, positives: Sequence[str], negatives: Sequence[str], finish: Finish = FINISH) -> ra.Node:
+    """Finish a text regex with the steps ``finish`` turns on (:class:`Finish`): a
+    top-level ``x*`` becomes ``x+`` unless the empty string is a positive (nobody shows
+    a pattern by non-examples of emptiness); then the regex is widened with ``.*``
+    while it stays consistent: at its right end (``r`` -> ``r.*``), then between
+    consecutive items of its top-level sequence, left to right (``ab.*`` ->
+    ``a.*b.*``), then at its left end. Among the regexes the examples cannot tell
+    apart, this prefers "starts with ..." and "... followed later by ..." rules over
+    ones that pin down what the examples happen to share. Used for text alphabets."""
+    if finish.plus and type(r) is ra.Star and "" not in positives:
         r = ra.Plus(r.child)
     anything = ra.Star(ra.ANY)
-    cand = simplify(ra.Cat((r, anything)))
-    if cand != r and consistent(cand, positives, negatives):
-        r = cand
-    if type(r) is not ra.Cat:
-        return r
-    items = list(r.items)
-    i = 1
-    while i < len(items):
-        if anything not in (items[i - 1], items[i]):
-            cand = simplify(ra.Cat(tuple(items[:i] + [anything] + items[i:])))
-            if consistent(cand, positives, negatives):
-                items = list(cand.items) if type(cand) is ra.Cat else [cand]
-        i += 1
-    return simplify(ra.cat(*items))
+    if finish.right:
+        cand = simplify(ra.Cat((r, anything)))
+        if cand != r and consistent(cand, positives, negatives):
+            r = cand
+    if finish.between and type(r) is ra.Cat:
+        items = list(r.items)
+        i = 1
+        while i < len(items):
+            if anything not in (items[i - 1], items[i]):
+                cand = simplify(ra.Cat(tuple(items[:i] + [anything] + items[i:])))
+                if consistent(cand, positives, negatives):
+                    items = list(cand.items) if type(cand) is ra.Cat else [cand]
+            i += 1
+        r = simplify(ra.cat(*items))
+    if finish.left:
+        cand = simplify(ra.Cat((anything, r)))
+        if cand != r and consistent(cand, positives, negatives):
+            r = cand
+    return r
 
 
 def collect(bf: BestFirst, time_budget: float, window: float, limit: int, progress=None) -> list[ra.Node]:
@@ -249,12 +278,16 @@ def search(
     max_candidates: int = 64,
     beta: float = BETA,
     formats: bool | None = None,
+    leaf_choices: LeafChoices | None = None,
+    finish: Finish | None = None,
 ) -> tuple[ra.Node, dict]:
     """Run the ``beam`` method; returns ``(best regex, info)``
     (a :class:`~neurosym.synth.methods.Search`, registered in :mod:`neurosym.synth.methods`).
 
     ``open_ends`` (default: text alphabets with ``select="first"``) applies
-    :func:`generalize` to the result.
+    :func:`generalize` to the result, with ``finish`` (default :data:`FINISH`);
+    ``leaf_choices`` prices the default leaves (default
+    :data:`~neurosym.synth.bestfirst.LEAF_CHOICES`); ``costs`` the operators and the hole.
     ``select="first"`` keeps the enumerator's first (cheapest) solution;
     ``select="posterior"`` collects the solutions up to ``window`` dearer (at most
     ``max_candidates``) and keeps the one of highest posterior after refinement
@@ -270,7 +303,7 @@ def search(
             return found_format.node, {"phase": "format", "granularity": found_format.granularity, "bits": found_format.bits}
     t0 = clock.now()
     t_end = t0 + time_budget
-    weighted = [(x, ALPHAREGEX_COSTS["L"]) for x in leaves] if leaves is not None else weighted_leaves(positives, negatives)
+    weighted = [(x, ALPHAREGEX_COSTS["L"]) for x in leaves] if leaves is not None else weighted_leaves(positives, negatives, choices=leaf_choices or LEAF_CHOICES)
     leaves = [x for x, _ in weighted]
     bar = Progress(progress, time_budget, "synth beam")
     try:
@@ -283,15 +316,15 @@ def search(
         if found:
             info["candidates"] = len(found)
             best = choose(found, positives, negatives, beta=beta, t_end=t_end) if ranked else found[0]
-            return (generalize(best, positives, negatives) if open_ends else best), info
+            return (generalize(best, positives, negatives, finish or FINISH) if open_ends else best), info
         scorer = Scorer(positives, negatives, lam)
         start = bf.candidates()[: 2 * beam_width] + seeds(positives, leaves)
         rng = np.random.default_rng(seed)
         best = local_beam(scorer, start, leaves, t_end, rng, beam_width, progress=bar)
         info.update(phase="local beam", evaluations=scorer.evaluations)
-        return (generalize(best, positives, negatives) if open_ends else best), info
+        return (generalize(best, positives, negatives, finish or FINISH) if open_ends else best), info
     finally:
         bar.close()
 
 
-__all__ = ["ALPHAREGEX_COSTS", "Progress", "Scorer", "local_beam", "search", "seeds"]
+__all__ = ["ALPHAREGEX_COSTS", "FINISH", "Finish", "Progress", "Scorer", "local_beam", "search", "seeds"]

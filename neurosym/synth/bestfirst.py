@@ -125,31 +125,61 @@ class MemoryBound:
         return total / 2**20
 
 
-DOT_COST = 4  # text alphabets, in half-bases: `.` costs 2 base
-ANY_STRING_COST = 2  # `.*` costs 1 base
+@dataclass(frozen=True)
+class LeafChoices:
+    """The leaf alphabet's tunable choices (costs in half-bases: 2 = one plain leaf).
+
+    Text alphabets: ``dot`` and ``any_string`` price ``.`` and ``.*`` (``None``: no such
+    leaf), ``alnum_char`` a letter or digit written as itself (punctuation costs one
+    base), ``vowels`` adds the class ``[AEIOUaeiou]``. Small alphabets (at most
+    :data:`SMALL_ALPHABET` characters): ``small_any`` adds "any string" (``[01]*``) and
+    ``small_stars`` each character's star (``0*``, ``1*``).
+
+    The defaults, :data:`LEAF_CHOICES`, are chosen on development data only, by
+    ``neurosym bench synth-tune`` (:mod:`neurosym.bench.synth_tune`)."""
+
+    dot: int | None = 4
+    any_string: int | None = 2
+    alnum_char: int = 3
+    vowels: bool = True
+    small_any: bool = True
+    small_stars: bool = True
 
 
-def default_leaves(positives: Sequence[str], negatives: Sequence[str] = ()) -> list[ra.Node]:
+# Chosen on development data only: `neurosym bench synth-tune --jobs 2` (Regel's development
+# half, neurosym/bench/regel_split.py, and the Tomita languages; never Regel's test half or
+# AlphaRegex's problems), its choice redone by `neurosym bench synth-tune --choose-from RUN
+# -o docs/synth_tune.json`. docs/synth_tune.json holds every candidate's development score;
+# docs/synth.md ("The search's choices, made on development data only") has the table.
+# Development data cannot tell dot 2/4/6 or alnum_char 2/3 apart one at a time, but the plain
+# pair (2, 2) loses one Regel problem (41 against 42), so (4, 3) stays; [AEIOUaeiou] gains 4
+# and `.*` at one base 2; the small-alphabet leaves [01]* and 0*, 1* change nothing on Tomita
+# and are off.
+LEAF_CHOICES = LeafChoices(dot=4, any_string=2, alnum_char=3, vowels=True, small_any=False, small_stars=False)
+
+
+def default_leaves(positives: Sequence[str], negatives: Sequence[str] = (), choices: LeafChoices = LEAF_CHOICES) -> list[ra.Node]:
     """Leaves to build from (see :func:`weighted_leaves`)."""
-    return [leaf for leaf, _ in weighted_leaves(positives, negatives)]
+    return [leaf for leaf, _ in weighted_leaves(positives, negatives, choices=choices)]
 
 
-def weighted_leaves(positives: Sequence[str], negatives: Sequence[str] = (), base: int = 20) -> list[tuple[ra.Node, int]]:
-    """Leaves and their costs (``base`` is the cost of a plain leaf).
+def weighted_leaves(
+    positives: Sequence[str], negatives: Sequence[str] = (), base: int = 20, choices: LeafChoices = LEAF_CHOICES
+) -> list[tuple[ra.Node, int]]:
+    """Leaves and their costs (``base`` is the cost of a plain leaf; ``choices``, a
+    :class:`LeafChoices`, prices the rest).
 
     Small alphabets (at most four characters in the positives, e.g. AlphaRegex's
-    {0, 1}): each character, the class of all of them, "any string" (``[01]*``) and
-    each character's star (``0*``, ``1*``), all at ``base`` — any string is the
-    simplest language, as AlphaRegex's ``X*``, and runs of one symbol are the usual
-    glue of counting languages (with them, ``(1|01*01*0)*`` for "the number of zeros
-    is divisible by 3" is found in 35 s instead of not in 60 s).
+    {0, 1}): each character, the class of all of them, and with the default choices
+    "any string" (``[01]*``, as AlphaRegex's ``X*``) and each character's star (``0*``,
+    ``1*``: runs of one symbol are the usual glue of counting languages), all at ``base``.
 
-    Larger alphabets (text): the classes ``[0-9] [a-z] [A-Z] [A-Za-z] [0-9A-Za-z]
-    [AEIOUaeiou]`` that meet the positives at ``base``, punctuation and spaces at ``base``, letters
-    and digits at 1.5 ``base`` (a class generalises better than one of its letters),
-    ``.`` at 2 ``base`` and ``.*`` at ``base`` (chosen on Regel's problems: cheap
-    "anything" suits their contain / starts-with rules). Classes that contain the same
-    characters of the examples as an earlier class are dropped.
+    Larger alphabets (text): the classes ``[0-9] [a-z] [A-Z] [A-Za-z] [0-9A-Za-z]``
+    (and ``[AEIOUaeiou]`` if ``choices.vowels``) that meet the positives at ``base``,
+    punctuation and spaces at ``base``, letters and digits at ``choices.alnum_char``
+    half-bases, ``.`` and ``.*`` at ``choices.dot`` and ``choices.any_string``
+    half-bases. Classes that contain the same characters of the examples as an earlier
+    class are dropped.
     """
     chars = sorted({c for s in positives for c in s})
     seen_chars = {c for s in list(positives) + list(negatives) for c in s}
@@ -160,21 +190,24 @@ def weighted_leaves(positives: Sequence[str], negatives: Sequence[str] = (), bas
         leaves = [(ra.Chars(c), base) for c in chars]
         if len(own) > 1:
             leaves.append((ra.Chars(own), base))
-        leaves.append((ra.Star(ra.Chars(own) if len(own) > 1 else ra.Chars(chars[0])), base))
-        if len(own) > 1:
+        if choices.small_any:
+            leaves.append((ra.Star(ra.Chars(own) if len(own) > 1 else ra.Chars(chars[0])), base))
+        if choices.small_stars and len(own) > 1:
             leaves.extend((ra.Star(ra.Chars(c)), base) for c in chars)
         return leaves
     leaves: list[tuple[ra.Node, int]] = []
     keys: set[frozenset] = set()
-    for cls in _CLASSES:
+    for cls in _CLASSES if choices.vowels else _CLASSES[:-1]:
         key = cls & seen_chars
         if cls & own and key not in keys:
             keys.add(key)
             leaves.append((ra.Chars(cls), base))
     for c in chars:
-        leaves.append((ra.Chars(c), base * 3 // 2 if c.isalnum() else base))
-    leaves.append((ra.ANY, DOT_COST * base // 2))
-    leaves.append((ra.Star(ra.ANY), ANY_STRING_COST * base // 2))
+        leaves.append((ra.Chars(c), choices.alnum_char * base // 2 if c.isalnum() else base))
+    if choices.dot is not None:
+        leaves.append((ra.ANY, choices.dot * base // 2))
+    if choices.any_string is not None:
+        leaves.append((ra.Star(ra.ANY), choices.any_string * base // 2))
     return leaves
 
 
@@ -547,4 +580,4 @@ class BestFirst:
         return keep
 
 
-__all__ = ["BestFirst", "MAX_MEMO", "MAX_SEARCH_MB", "MemoryBound", "default_leaves", "weighted_leaves"]
+__all__ = ["BestFirst", "LEAF_CHOICES", "LeafChoices", "MAX_MEMO", "MAX_SEARCH_MB", "MemoryBound", "default_leaves", "weighted_leaves"]

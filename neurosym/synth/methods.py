@@ -148,7 +148,7 @@ register_method(
     "beam",
     "neurosym.synth.beam:search",
     "format induction, best-first enumeration with pruning (AlphaRegex-style), then a local beam search",
-    ("beam_width", "enum_fraction", "costs", "open_ends", "select", "window", "max_candidates", "beta", "formats"),
+    ("beam_width", "enum_fraction", "costs", "open_ends", "select", "window", "max_candidates", "beta", "formats", "leaf_choices", "finish"),
 )
 register_method(
     "evolve",
