@@ -273,6 +273,7 @@ class StringPrefixModel:
         self.longer_dups = _duplicates(trie)
         self.walks: dict[tuple[int, int, int], Walk] = {}
         self.cums: dict[tuple[Hashable, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.viable: dict[Hyp, np.ndarray] = {}  # support models: the viable token ids per hypothesis
         self.rows: list[dict[Hyp, float]] = []
         self.step = 0  # counts resets and advances: what prefix_probs keeps is valid for one step
         self._raw: tuple[int, np.ndarray, np.ndarray] | None = None
@@ -432,7 +433,10 @@ class StringPrefixModel:
             for (context, ctx, node), w in hyps.items():
                 if node == 0:
                     end[b] += w * self.model.distribution(context)[1]
-                self._score(context, ctx, node, 0, w, out[b])
+                if self.support:
+                    out[b, self._viable((context, ctx, node))] += w
+                else:
+                    self._score(context, ctx, node, 0, w, out[b])
         return out.copy(), end.copy()
 
     def _score(self, context: Hashable, ctx: int, node: int, start: int, weight: float, out: np.ndarray) -> None:
@@ -453,6 +457,16 @@ class StringPrefixModel:
                     nxt = int(self.spelling.after[word])
                     if p > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
                         self._score(self.model.advance(context, word), nxt, 0, v, weight * p, out)
+
+    def _viable(self, hyp: Hyp) -> np.ndarray:
+        """A support model's viable token ids after a hypothesis, kept per hypothesis
+        (inside a lexeme or a word the same one comes back step after step)."""
+        got = self.viable.get(hyp)
+        if got is None:
+            scratch = np.zeros(self.V)
+            self._score(*hyp, 0, 1.0, scratch)
+            got = self.viable[hyp] = np.nonzero(scratch)[0]
+        return got
 
     def _score_lexemes(self, context: Hashable, ctx: int, node, start: int, weight: float, out: np.ndarray) -> None:
         """:meth:`_score` inside a lexeme (``node = (lexeme, state)``), or into every lexeme
@@ -579,6 +593,8 @@ class StringPrefixModel:
     def _retain(self) -> None:
         live = {h[0] for hyps in self.rows for h in hyps}
         self.model.retain(live)
+        if isinstance(self.model, EarleyRecognizer):
+            self.viable = {k: v for k, v in self.viable.items() if k[0] in live}
         if isinstance(self.model, PCFGTerminals):
             self.cums = {k: v for k, v in self.cums.items() if k[0] in self.model.states}
         elif not isinstance(self.model, FSGTerminals):
