@@ -134,3 +134,44 @@ def test_shipped_pcfgs():
 
     for name in ("grammars/arith.pcfg", "grammars/agreement.pcfg"):
         assert check_supports(load_pcfg(resolve_data_path(name)), 1, walks=6, steps=20) > 20
+
+
+JSON_PCFG = r"""%start Json
+%separator ""
+Json     -> W Value W [1.0]
+Value    -> Object [0.15] | Array [0.15] | String [0.3] | /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/ [0.25] | 'true' [0.05] | 'false' [0.05] | 'null' [0.05]
+Object   -> '{' W '}' [0.2] | '{' W Members '}' [0.8]
+Members  -> Pair W [0.6] | Pair W ',' W Members [0.4]
+Pair     -> String W ':' W Value [1.0]
+Array    -> '[' W ']' [0.2] | '[' W Elements ']' [0.8]
+Elements -> Value W [0.6] | Value W ',' W Elements [0.4]
+String   -> /"([^"\\\x00-\x1f]|\\(["\\\/bfnrt]|u[0-9a-fA-F]{4}))*"/ [1.0]
+W        -> /[ \t\n\r]+/ [0.1] | [0.9]
+"""
+
+
+def test_bench_pass_on_json_documents_over_a_byte_vocabulary():
+    """``neurosym.bench.earley``'s pass on a small vocabulary (every byte, and tokens that
+    cross terminals): Python's json.dumps documents are read to their end with equal masks."""
+    from neurosym.bench.earley import decode_pass, documents
+    from neurosym.compile.spelling import spell
+    from neurosym.decode.tokenized import StringPrefixModel
+    from neurosym.vocab import Vocab
+
+    multi = [b'": ', b'", "', b'{"', b'"}', b"null", b"true", b"false", b", ", b' "', b"]}", b"12", b"\\n"]
+    toks = [bytes([i]) for i in range(128)] + multi
+    vocab = Vocab(["<eos>"] + [t.hex() for t in toks], [None] + toks, "bytes")
+    grammar = spell(compile_pcfg(parse_pcfg(JSON_PCFG)), vocab)
+
+    def longest(text: bytes) -> list[int]:
+        out = []
+        while text:
+            i = max((i for i, t in enumerate(toks) if text.startswith(t)), key=lambda i: len(toks[i]))
+            out.append(i + 1)
+            text = text[len(toks[i]) :]
+        return out
+
+    docs = [longest(d.encode()) for d in documents(2, 3)]
+    report = decode_pass(StringPrefixModel(grammar), StringPrefixModel(grammar, support=True), docs)
+    assert report["earley"]["advance"]["steps"] == sum(len(d) for d in docs)
+    assert report["chart"]["mask"]["steps"] == sum(len(d) + 1 for d in docs)
