@@ -54,7 +54,9 @@ from neurosym.semiring import LOG_ZERO
 
 # ---------------------------------------------------------------------- terminal-level models
 class TerminalModel(Protocol):
-    """A distribution over sentences of terminals, read left to right."""
+    """A distribution over sentences of terminals, read left to right. A *support model*
+    (:func:`support_model`, for masks) gives 1 where the distribution is positive and 0
+    elsewhere instead of probabilities."""
 
     def start(self) -> Hashable:
         """The context of the empty prefix."""
