@@ -9,6 +9,7 @@ pytorch-struct's ``tests/extensions.py``.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -240,3 +241,27 @@ def entropy_of(sentences: dict) -> float:
     p = p / p.sum()
     p = p[p > 0]
     return float(-(p * np.log(p)).sum())
+
+
+RECURSIVE_WORDS = ["a", "b", "c", "(", ")"]
+
+
+def recursive_pcfg(rng: random.Random) -> str:
+    """A PCFG whose rules may be empty, unit, self-recursive on either side, or use any
+    nonterminal (so some are unreachable from the start), as text."""
+    n = rng.randint(1, 5)
+    lines = []
+    for i in range(n):
+        ws = [rng.random() + 0.05 for _ in range(rng.randint(1, 3))]
+        alts = []
+        for w in ws:
+            shape = rng.random()
+            if shape < 0.15:  # left recursion
+                rhs = [f"N{i}", repr(rng.choice(RECURSIVE_WORDS))]
+            elif shape < 0.3:  # right recursion
+                rhs = [repr(rng.choice(RECURSIVE_WORDS)), f"N{i}"]
+            else:
+                rhs = [f"N{rng.randrange(n)}" if rng.random() < 0.45 else repr(rng.choice(RECURSIVE_WORDS)) for _ in range(rng.choice([0, 1, 1, 2, 2, 3]))]
+            alts.append(" ".join(rhs + [f"[{w / sum(ws)!r}]"]))
+        lines.append(f"N{i} -> " + " | ".join(alts))
+    return "%start N0\n" + "\n".join(lines) + "\n"

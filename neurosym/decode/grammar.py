@@ -17,7 +17,9 @@ mask). ``max_len`` (tokens from the processors' reset, end included) bounds the 
 automaton: only tokens after which the row can still end in time; PCFG masks have no
 such bound. An ``.fsg`` or ``.pcfg`` loaded over a tokenizer (a
 :class:`~neurosym.compile.spelling.SpelledGrammar`) gets :class:`~neurosym.decode.tokenized.SpelledPrior`
-and :class:`~neurosym.decode.tokenized.SpelledMask`, the same weights read as strings.
+and :class:`~neurosym.decode.tokenized.SpelledMask`, the same weights read as strings (a
+mask alone over a ``.pcfg`` reads a boolean Earley recogniser,
+:mod:`neurosym.layers.earley`; with ``"both"`` it reads the prior's exact chart).
 """
 
 from __future__ import annotations

@@ -47,13 +47,16 @@ from neurosym.compile.token_index import vocab_trie
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.errors import ConfigError, NeurosymError
+from neurosym.layers.earley import EarleyRecognizer
 from neurosym.layers.prefix import PrefixGrammar, PrefixState
 from neurosym.semiring import LOG_ZERO
 
 
 # ---------------------------------------------------------------------- terminal-level models
 class TerminalModel(Protocol):
-    """A distribution over sentences of terminals, read left to right."""
+    """A distribution over sentences of terminals, read left to right. A *support model*
+    (:func:`support_model`, for masks) gives 1 where the distribution is positive and 0
+    elsewhere instead of probabilities."""
 
     def start(self) -> Hashable:
         """The context of the empty prefix."""
@@ -134,6 +137,16 @@ def terminal_model(terminals: WeightedAutomaton | RuleTensors) -> TerminalModel:
     if isinstance(terminals, RuleTensors):
         return PCFGTerminals(terminals)
     raise NeurosymError(f"a grammar over strings needs a compiled .fsg or .pcfg, got {type(terminals).__name__}")
+
+
+def support_model(terminals: WeightedAutomaton | RuleTensors) -> TerminalModel:
+    """A terminal-level model for masks alone: its distribution need only be positive
+    exactly where the grammar's is. A ``.pcfg`` gets the boolean Earley recogniser
+    (:class:`~neurosym.layers.earley.EarleyRecognizer`: 0/1 support, no chart); an
+    ``.fsg`` its table model, already a lookup."""
+    if isinstance(terminals, RuleTensors):
+        return EarleyRecognizer(terminals)
+    return terminal_model(terminals)
 
 
 # ---------------------------------------------------------------------- longest-match writing
@@ -223,13 +236,18 @@ class StringPrefixModel:
     ``reset(B)``, then per step ``next_probs()`` -> ``(P(t | x) (B, V), P(end | x) (B,))``
     (float64; rows sum to 1, an impossible row is all 0) and ``advance(tokens, skip)``.
     Tokens that spell nothing (specials) have probability 0 and leave a row as it is.
+
+    ``support=True``: masks only (:meth:`prefix_probs` ``> 0``, the end ``> 0``), on
+    :func:`support_model` (a ``.pcfg``'s Earley recogniser instead of its prefix chart);
+    the values are then no probabilities and :meth:`next_probs` refuses.
     """
 
-    def __init__(self, grammar: SpelledGrammar):
+    def __init__(self, grammar: SpelledGrammar, support: bool = False):
         self.grammar = grammar
         self.spelling = grammar.spelling
         self.tries = self.spelling.tries
-        self.model = terminal_model(grammar.terminals)
+        self.support = support  # masks only: a support model, hypotheses kept at weight 1
+        self.model = support_model(grammar.terminals) if support else terminal_model(grammar.terminals)
         vocab = grammar.vocab
         self.V = len(vocab)
         trie = vocab_trie(vocab)
@@ -257,6 +275,7 @@ class StringPrefixModel:
         self.longer_dups = _duplicates(trie)
         self.walks: dict[tuple[int, int, int], Walk] = {}
         self.cums: dict[tuple[Hashable, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.viable: dict[Hyp, np.ndarray] = {}  # support models: the viable token ids per hypothesis
         self.rows: list[dict[Hyp, float]] = []
         self.step = 0  # counts resets and advances: what prefix_probs keeps is valid for one step
         self._raw: tuple[int, np.ndarray, np.ndarray] | None = None
@@ -337,6 +356,8 @@ class StringPrefixModel:
     def next_probs(self) -> tuple[np.ndarray, np.ndarray]:
         """``(P(t | x) (B, V), P(end | x) (B,))`` float64 under longest-match writing (the
         module docstring): rows sum to 1 (0 for an impossible row)."""
+        if self.support:
+            raise NeurosymError("a StringPrefixModel built with support=True gives masks (prefix_probs > 0), not probabilities")
         raw, end = self.prefix_probs()
         if self.lex[0]:  # regex lexemes carry no probability inside: the viable tokens' weights, renormalised
             total = raw.sum(1) + end
@@ -414,7 +435,10 @@ class StringPrefixModel:
             for (context, ctx, node), w in hyps.items():
                 if node == 0:
                     end[b] += w * self.model.distribution(context)[1]
-                self._score(context, ctx, node, 0, w, out[b])
+                if self.support:
+                    out[b, self._viable((context, ctx, node))] += w
+                else:
+                    self._score(context, ctx, node, 0, w, out[b])
         return out.copy(), end.copy()
 
     def _score(self, context: Hashable, ctx: int, node: int, start: int, weight: float, out: np.ndarray) -> None:
@@ -435,6 +459,16 @@ class StringPrefixModel:
                     nxt = int(self.spelling.after[word])
                     if p > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
                         self._score(self.model.advance(context, word), nxt, 0, v, weight * p, out)
+
+    def _viable(self, hyp: Hyp) -> np.ndarray:
+        """A support model's viable token ids after a hypothesis, kept per hypothesis
+        (inside a lexeme or a word the same one comes back step after step)."""
+        got = self.viable.get(hyp)
+        if got is None:
+            scratch = np.zeros(self.V)
+            self._score(*hyp, 0, 1.0, scratch)
+            got = self.viable[hyp] = np.nonzero(scratch)[0]
+        return got
 
     def _score_lexemes(self, context: Hashable, ctx: int, node, start: int, weight: float, out: np.ndarray) -> None:
         """:meth:`_score` inside a lexeme (``node = (lexeme, state)``), or into every lexeme
@@ -539,6 +573,8 @@ class StringPrefixModel:
         total = sum(weighted.values())
         if not total > 0:
             return {}
+        if self.support:  # only positivity counts: no path counts to grow over the steps
+            return {h: 1.0 for h in merged if weighted[h] > 0}
         return {h: w / total for h, w in merged.items() if weighted[h] > 0}
 
     def _read_lexemes(self, context: Hashable, ctx: int, node, w: float, sym: int) -> list[tuple[Hyp, float]]:
@@ -559,6 +595,8 @@ class StringPrefixModel:
     def _retain(self) -> None:
         live = {h[0] for hyps in self.rows for h in hyps}
         self.model.retain(live)
+        if isinstance(self.model, EarleyRecognizer):
+            self.viable = {k: v for k, v in self.viable.items() if k[0] in live}
         if isinstance(self.model, PCFGTerminals):
             self.cums = {k: v for k, v in self.cums.items() if k[0] in self.model.states}
         elif not isinstance(self.model, FSGTerminals):
@@ -614,6 +652,8 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 class _StringProcessor(LogitsProcessor):
     """Shared state of the processors over a :class:`SpelledGrammar`."""
 
+    masks_only = False  # a processor that reads only the support builds its own model on support_model
+
     def __init__(self, grammar: SpelledGrammar, eos_id: int, shared: "_StringProcessor | None" = None):
         if not isinstance(grammar, SpelledGrammar):
             raise NeurosymError(f"{type(self).__name__} needs a grammar over strings (SpelledGrammar), got {type(grammar).__name__}")
@@ -626,7 +666,7 @@ class _StringProcessor(LogitsProcessor):
             raise NeurosymError(f"{type(self).__name__}: a processor shares the model of a processor of the same grammar only")
         self.grammar, self.eos_id = grammar, eos_id
         self.owner = shared is None  # the owner resets and advances the model; a sharing processor reads it
-        self.model = StringPrefixModel(grammar) if shared is None else shared.model
+        self.model = StringPrefixModel(grammar, support=self.masks_only) if shared is None else shared.model
         self._cache: tuple[int, Tensor] | None = None
         self._started = False
 
@@ -717,7 +757,10 @@ class SpelledMask(_StringProcessor):
     of a sentence, and ``eos_id`` unless the text is a sentence. ``shared``: a
     :class:`SpelledPrior` of the same grammar earlier in the chain, whose model this mask
     reads (it resets and advances it; :func:`neurosym.decode.grammar_processors` does so
-    for ``use="both"``)."""
+    for ``use="both"``). Alone, it reads a support model (``StringPrefixModel(grammar,
+    support=True)``: a ``.pcfg``'s Earley recogniser, not its exact prefix chart)."""
+
+    masks_only = True
 
     def __repr__(self) -> str:
         return f"SpelledMask({self.grammar.name})"
@@ -745,4 +788,4 @@ class SpelledMask(_StringProcessor):
         return scores
 
 
-__all__ = ["FSGTerminals", "PCFGTerminals", "SpelledMask", "SpelledPrior", "StringPrefixModel", "TerminalModel", "Walk", "read_texts", "terminal_model"]
+__all__ = ["FSGTerminals", "PCFGTerminals", "SpelledMask", "SpelledPrior", "StringPrefixModel", "TerminalModel", "Walk", "read_texts", "support_model", "terminal_model"]

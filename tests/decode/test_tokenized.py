@@ -24,7 +24,9 @@ from neurosym.compile.spelling import Separator, spell
 from neurosym.decode.tokenized import SpelledMask, SpelledPrior, StringPrefixModel
 from neurosym.dsl.fsg import parse_fsg
 from neurosym.dsl.pcfg import parse_pcfg
+from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
+from references import recursive_pcfg
 
 WORDS = ["a", "ab", "b", "ba", "(", ")", ".", "aa", "é"]
 SEPARATORS = [None, "", "-"]
@@ -493,3 +495,72 @@ def test_prior_and_mask_share_one_string_model():
         assert torch.equal(mask(zeros.clone()), alone(zeros.clone()))
         for p in (prior, mask, alone):
             p.advance(torch.tensor(tokens))
+
+
+# ---------------------------------------------------------------------- the mask's Earley recogniser against the chart
+def masks_agree(rules, sep, seed: int, samples: list[bytes], walks: int = 3, steps: int = 14) -> int:
+    """``SpelledMask`` alone (a support model: the Earley recogniser) against the exact
+    chart's viable tokens and end, two rows at a time, at every step of random walks over
+    a random byte vocabulary. Returns the number of rows compared."""
+    rng = random.Random(seed)
+    toks = random_vocab(rng, {s: 1.0 for s in samples if s} or {b"a": 1.0})
+    toks = sorted(set(toks) | {bytes([b]) for b in b"0123456789abcqz\" -()"})
+    vocab = bytes_vocab(toks)
+    sg = spell(rules, vocab, sep)
+    mask, chart = SpelledMask(sg, eos_id=0), StringPrefixModel(sg)
+    assert mask.model.support and type(mask.model.model).__name__ == "EarleyRecognizer"
+    compared = 0
+    for _ in range(walks):
+        mask.reset(2)
+        chart.reset(2)
+        for _ in range(steps):
+            raw, end = chart.prefix_probs()
+            want = raw > 0
+            want[:, 0] = end > 0
+            got = mask(torch.zeros(2, len(vocab), dtype=torch.float64)).isfinite().numpy()
+            assert np.array_equal(got, want), (sep, [toks[i - 1] for i in np.nonzero(got != want)[1] if i])
+            compared += 2
+            picks = [rng.choice(np.nonzero(want[b, 1:])[0].tolist()) + 1 if want[b, 1:].any() else 0 for b in range(2)]
+            if not any(picks):
+                break
+            mask.advance(torch.tensor(picks))
+            chart.advance(np.array(picks), np.array(picks) == 0)
+    return compared
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(seed=st.integers(0, 10**9), sep=st.sampled_from(SEPARATORS), kind=st.sampled_from(["finite", "recursive", "lexemes"]))
+def test_mask_on_earley_equals_mask_on_the_chart(seed, sep, kind):
+    from hypothesis import assume
+
+    rng = random.Random(seed)
+    policy = Separator(" " if sep is None else sep)
+    if kind == "finite":
+        text, lang = random_pcfg(rng)
+        samples = list(strings_of(lang, policy))
+    elif kind == "lexemes":
+        text, seqs = random_lexeme_pcfg(rng)
+        samples = [policy.join(["7" if w.startswith("/") else w for w in s]).encode() for s in seqs]
+    else:
+        text = recursive_pcfg(rng)
+        samples = []
+    try:
+        rules = compile_pcfg(parse_pcfg(text))
+    except NeurosymError:  # a nonterminal with no finite string, an inconsistent grammar
+        assume(False)
+    if kind == "recursive":
+        samples = [policy.join([rules.vocab.tokens[i] for i in s]).encode() for s in rules.sample(20, seed=seed % 1000, max_len=12)]
+    assert masks_agree(rules, sep, seed, samples) > 0
+
+
+def test_a_mask_alone_reads_the_earley_recogniser_and_refuses_probabilities():
+    from neurosym.decode import grammar_processors
+
+    sg = spell(compile_pcfg(parse_pcfg("S -> S '+' N [0.3] | N [0.7]\nN -> '1' [0.5] | '12' [0.5]\n")), bytes_vocab([b"1", b"2", b" +"]))
+    (mask,) = grammar_processors(sg, 0, use="mask")
+    assert mask.model.support
+    mask.reset(1)
+    with pytest.raises(NeurosymError, match="support"):
+        mask.model.next_probs()
+    prior, shared = grammar_processors(sg, 0, use="both")
+    assert not shared.model.support and shared.model is prior.model  # the prior keeps the exact chart

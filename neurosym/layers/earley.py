@@ -1,0 +1,178 @@
+"""A boolean incremental Earley recogniser over a compiled PCFG's terminals.
+
+Where only the *support* of the next terminal matters (a grammar mask), the exact prefix
+chart (:mod:`neurosym.layers.prefix`, one float64 column per terminal whose cost grows with
+the prefix) does far more work than needed. :class:`EarleyRecognizer` answers the same
+two questions, which terminals may come next and whether the prefix is a sentence, with
+Earley item sets:
+
+* the grammar is the :class:`~neurosym.compile.pcfg.RuleTensors` CNF the chart reads
+  (binary rules ``A -> B C`` over nonterminals and preterminals, preterminals emitting
+  terminals, one-terminal sentences under ``root_term``, the empty sentence under
+  ``empty``), so the two agree on the language by construction; CNF has no nullable
+  symbol but the start (the empty sentence, read once), and no unit rule but the start's;
+* computed once: the productive symbols (a rule with a child of no finite derivation is
+  dropped, as the chart drops rules whose partition function is 0), the left-corner
+  closure of each nonterminal (the prediction closure, as a bit set), each symbol's FIRST
+  set over the terminals (S, V) and the rules indexed by their first child;
+* per terminal: one :class:`Column` (items ``A -> B . C`` with their origin column,
+  the predicted nonterminals as a bit set, whether a sentence ends here). Columns are
+  immutable and shared: a context is a column, its items point at their origin columns
+  (which keeps them alive), and ``advance(column, word)`` is cached per ``(column, word)``.
+
+Every item of a column lies on a derivation of the prefix from the start, and every
+symbol is productive, so the next terminals are exactly the FIRST sets of the symbols
+the items wait for: the support of the chart's next-terminal distribution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neurosym.compile.pcfg import RuleTensors
+
+START = -1  # the left-hand side of the start's own items (a sentence ends where one completes)
+
+
+class Column:
+    """The Earley items after a prefix of terminals (a context of :class:`EarleyRecognizer`).
+
+    ``waiting``: ``{symbol C: [(A, origin column), ...]}`` for the items ``A -> B . C``
+    (``A = START`` for the start's items at column 0); ``predicted``: the nonterminals
+    predicted here, a bit set (an int); ``sentence``: the prefix is a sentence. Hashed by
+    identity."""
+
+    __slots__ = ("waiting", "predicted", "sentence", "dist")
+
+    def __init__(self, waiting: dict[int, list[tuple[int, "Column"]]], predicted: int, sentence: bool):
+        self.waiting, self.predicted, self.sentence = waiting, predicted, sentence
+        self.dist: tuple[np.ndarray, float] | None = None
+
+
+class EarleyRecognizer:
+    """The support of a PCFG's next terminal, read left to right (a ``TerminalModel``).
+
+    ``start()`` -> the empty prefix's column; ``distribution(column)`` -> ``(support (V,)
+    float64 of 0/1, 1.0 if the prefix is a sentence else 0.0)``; ``advance(column, word)``
+    -> the column one terminal on (cached); ``retain(columns)`` forgets cached extensions
+    of the other columns. ``V`` is the grammar's terminal vocabulary."""
+
+    def __init__(self, rules: RuleTensors):
+        N, T = rules.N, rules.T
+        S = N + T
+        binary = _finite(rules.binary)  # (N, S, S)
+        emit = _finite(rules.emit)  # (T, V)
+        self.N, self.T, self.V = N, T, emit.shape[1]
+        a, b, c = np.nonzero(binary)
+        productive = np.zeros(S, dtype=bool)
+        productive[N:] = emit.any(1)
+        while True:  # least fixed point: a nonterminal with a rule whose children are both productive
+            ok = productive[b] & productive[c]
+            grown = productive.copy()
+            grown[a[ok]] = True
+            if (grown == productive).all():
+                break
+            productive = grown
+        live = productive[a] & productive[b] & productive[c]
+        a, b, c = a[live], b[live], c[live]
+        # left corners: corner[A, X] = X is the first child of a rule of A; closure over nonterminals
+        corner = np.zeros((N, S), dtype=bool)
+        corner[a, b] = True
+        reach = np.eye(N, dtype=bool)
+        while True:
+            nxt = reach | (reach.astype(np.int64) @ corner[:, :N].astype(np.int64) > 0)
+            if (nxt == reach).all():
+                break
+            reach = nxt
+        self.closure = [_bits(np.nonzero(reach[A])[0]) for A in range(N)]  # prediction closure per nonterminal
+        first = np.zeros((S, self.V), dtype=bool)
+        first[N:] = emit & productive[N:, None]
+        pre_corners = (reach.astype(np.int64) @ corner[:, N:].astype(np.int64)) > 0  # (N, T) preterminal left corners
+        first[:N] = (pre_corners.astype(np.int64) @ first[N:].astype(np.int64)) > 0
+        first[:N] &= productive[:N, None]
+        self.first = first
+        self.by_first: list[list[tuple[int, int]]] = [[] for _ in range(S)]  # X -> [(A, C)] for A -> X C
+        for A, B, C in sorted(set(zip(a.tolist(), b.tolist(), c.tolist()))):
+            self.by_first[B].append((A, C))
+        self.emitters = [(N + np.nonzero(emit[:, v] & productive[N:])[0]).tolist() for v in range(self.V)]
+        waiting: dict[int, list[tuple[int, Column]]] = {}
+        root = _finite(rules.root) & productive[:N]
+        root_term = _finite(rules.root_term) & productive[N:]
+        start_symbols = np.nonzero(root)[0].tolist() + (N + np.nonzero(root_term)[0]).tolist()
+        self.root = Column(waiting, self._predict(start_symbols), bool(_finite(rules.empty)))
+        for X in start_symbols:
+            waiting[X] = [(START, self.root)]
+        self.children: dict[tuple[Column, int], Column] = {}
+
+    def _predict(self, symbols) -> int:
+        """The nonterminals predicted where ``symbols`` are awaited (a bit set)."""
+        bits = 0
+        for X in symbols:
+            if X < self.N:
+                bits |= self.closure[X]
+        return bits
+
+    # ------------------------------------------------------------------ TerminalModel
+    def start(self) -> Column:
+        return self.root
+
+    def distribution(self, context: Column) -> tuple[np.ndarray, float]:
+        """``(support (V,) float64, 1.0 or 0.0)``: 1 for each terminal that may come next,
+        and for the end iff the prefix is a sentence."""
+        if context.dist is None:
+            keys = list(context.waiting)
+            support = self.first[keys].any(0) if keys else np.zeros(self.V, dtype=bool)
+            context.dist = (support.astype(np.float64), 1.0 if context.sentence else 0.0)
+        return context.dist
+
+    def advance(self, context: Column, word: int) -> Column:
+        """The column after one more terminal ``word`` (scan, then complete; cached)."""
+        key = (context, int(word))
+        got = self.children.get(key)
+        if got is None:
+            got = self.children[key] = self._scan(context, int(word))
+        return got
+
+    def retain(self, contexts: set) -> None:
+        """Keep the cached extensions of the live columns, and the cache entries that lead
+        to a live column (so one prefix keeps one column)."""
+        self.children = {k: v for k, v in self.children.items() if k[0] in contexts or v in contexts}
+
+    # ------------------------------------------------------------------ the step
+    def _scan(self, col: Column, word: int) -> Column:
+        waiting: dict[int, list[tuple[int, Column]]] = {}
+        seen_items: set[tuple[int, int, int]] = set()
+        sentence = False
+        if not 0 <= word < self.V:
+            return Column(waiting, 0, False)
+        agenda = [(X, col) for X in self.emitters[word]]  # constituents spanning (origin, here)
+        done = {(X, id(o)) for X, o in agenda}
+        while agenda:
+            X, origin = agenda.pop()
+            for A, o in origin.waiting.get(X, ()):
+                if A == START:
+                    sentence = True
+                elif (A, id(o)) not in done:
+                    done.add((A, id(o)))
+                    agenda.append((A, o))
+            predicted = origin.predicted
+            for A, C in self.by_first[X]:
+                if predicted >> A & 1 and (C, A, id(origin)) not in seen_items:
+                    seen_items.add((C, A, id(origin)))
+                    waiting.setdefault(C, []).append((A, origin))
+        return Column(waiting, self._predict(waiting), sentence)
+
+
+def _finite(x) -> np.ndarray:
+    """A tensor's finite entries (present rules) as a NumPy bool array."""
+    return np.isfinite(x.detach().to("cpu").double().numpy())
+
+
+def _bits(indices) -> int:
+    out = 0
+    for i in np.asarray(indices).tolist():
+        out |= 1 << i
+    return out
+
+
+__all__ = ["Column", "EarleyRecognizer"]
