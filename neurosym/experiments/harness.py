@@ -316,7 +316,7 @@ def step_times(
             seed_all(0)
             net = t.build_model(cfg)
             opt = torch.optim.AdamW(param_groups(net, weight_decay), lr=lr)
-            setups.append((v, t, net, opt, t.train_batches(0, torch.Generator().manual_seed(0))[0]))
+            setups.append((v, t, net, opt, next(iter(t.train_batches(0, torch.Generator().manual_seed(0))))))
         times = interleaved_step_seconds(setups, repeats=repeats, warmup=warmup)
         return {v: {"median_ms": 1000 * statistics.median(times[v]), "min_ms": 1000 * min(times[v]),
                     "params": sum(p.numel() for p in net.parameters())}
