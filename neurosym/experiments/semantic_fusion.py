@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from neurosym.decode.run import format_samples as format_generated, generate_from_run
-from neurosym.errors import NeurosymError
+from neurosym.errors import ConfigError, NeurosymError
 from neurosym.experiments import harness
 from neurosym.files import resolve_data_path
 from neurosym.lm.config import Config
@@ -91,7 +91,7 @@ def lm_tables(model: dict | None = None, data: dict | None = None) -> dict[str, 
     arch = {**ARCHITECTURE, **{k: v for k, v in (model or {}).items() if k not in KNOBS}}
     d = {**DATA, **(data or {})}
     own = {k: d.pop(k) for k in list(DATA) if k in d}
-    grammar, lexicon = (str(resolve_data_path(own[k])) for k in ("grammar", "lexicon"))  # absolute: runs read from any folder
+    grammar, lexicon = (str(resolve_data_path(own[k]).resolve()) for k in ("grammar", "lexicon"))  # absolute: runs read from any folder
     window = own["max_len"] - 1 if isinstance(own["max_len"], int) and not isinstance(own["max_len"], bool) else own["max_len"]
     data_table = {
         "grammar": grammar, "layout": "sentences", "lexicon": lexicon, "window": window, "seed": own["seed"],
@@ -100,7 +100,7 @@ def lm_tables(model: dict | None = None, data: dict | None = None) -> dict[str, 
     }
     fusion = knobs["kind"] == "fusion"
     if knobs["kind"] not in ("fusion", "baseline"):
-        raise NeurosymError(f'model.kind: expected "fusion" or "baseline", got {knobs["kind"]!r}')
+        raise ConfigError(f'model.kind: expected "fusion" or "baseline", got {knobs["kind"]!r}')
     if fusion:
         arch["fusion"] = {"lexicon": lexicon, "aux_hidden": knobs["aux_hidden"]}
         if knobs["control"]:
@@ -111,7 +111,7 @@ def lm_tables(model: dict | None = None, data: dict | None = None) -> dict[str, 
     objective: dict[str, Any] = {"label_smoothing": knobs["label_smoothing"]}
     if knobs["uniformizer_weight"] > 0:
         if knobs["uniformizer_classes"] not in ("joint", "per_class"):
-            raise NeurosymError(f'model.uniformizer_classes: expected "joint" or "per_class", got {knobs["uniformizer_classes"]!r}')
+            raise ConfigError(f'model.uniformizer_classes: expected "joint" or "per_class", got {knobs["uniformizer_classes"]!r}')
         objective["uniformizer"] = {"weight": knobs["uniformizer_weight"], "per_class": knobs["uniformizer_classes"] == "per_class"}
     if knobs["aux_weight"] > 0 and (fusion or knobs["aux_baseline"]):
         objective["aux"] = {"weight": knobs["aux_weight"], "hidden": knobs["aux_hidden"]}

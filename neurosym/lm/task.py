@@ -532,13 +532,14 @@ class LMTask:
         self.seen_ids = self.focus_ids = None
         self.control = m.fusion.control.columns() if m.fusion is not None and m.fusion.control is not None else None
         self.n_control = len(control_names(self.bank.names, self.control)) if self.control is not None else 0
-        self.uniformizer_groups = self._uniformizer_groups() if o.uniformizer is not None else []
         self._train: tuple[Tensor, Tensor] | None = None
         self._eval: dict[str, tuple[Tensor, Tensor]] = {}
         self._sentences: dict[str, list[list[int]]] = {}
         self._train_rows: dict[str, Tensor] | None = None
         if d.layout == "sentences":
             self._holdout()
+        self.uniformizer_groups = self._uniformizer_groups() if o.uniformizer is not None else []
+        if d.layout == "sentences":
             if not trained:  # sampled now, so a grammar that cannot give them is refused before the run folder exists
                 self.train_rows()
                 self.sentences("valid")

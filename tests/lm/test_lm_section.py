@@ -22,7 +22,7 @@ def test_the_section_is_lmconfig_less_what_the_data_fix():
         vocab_size=7, d_model=64, positions="rotary", max_len=9, pad_id=2)
 
 
-@pytest.mark.parametrize("recipe", [semantic_fusion, semantic_kl, idea_gating])
+@pytest.mark.parametrize("recipe", [semantic_kl, idea_gating])  # semantic fusion: configs of the built-in lm task
 def test_every_recipe_section_is_an_lmsection_with_its_own_defaults(recipe):
     assert issubclass(recipe.ModelSection, LMSection)
     names = [f.name for f in dataclasses.fields(recipe.ModelSection)]
@@ -30,7 +30,7 @@ def test_every_recipe_section_is_an_lmsection_with_its_own_defaults(recipe):
 
 
 def test_recipe_defaults_and_checks_are_kept():
-    assert semantic_fusion.ModelSection().max_len == 32 and semantic_fusion.ModelSection().n_layers == 4
+    assert semantic_fusion.ARCHITECTURE["max_len"] == 32 and semantic_fusion.ARCHITECTURE["n_layers"] == 4
     assert semantic_kl.ModelSection().n_layers == 2 and semantic_kl.ModelSection().max_len is None
     assert idea_gating.ModelSection().max_len == 64
     config = Config.from_dict({"run": {"name": "x"}, "model": {"n_heads": 3}})
@@ -41,7 +41,7 @@ def test_recipe_defaults_and_checks_are_kept():
         config.section("model", idea_gating.ModelSection)
     config = Config.from_dict({"run": {"name": "x"}, "model": {"positions": "learned"}})
     with pytest.raises(ConfigError, match="model.positions: expected one of"):
-        config.section("model", semantic_fusion.ModelSection)
+        config.section("model", idea_gating.ModelSection)
 
 
 def test_semantic_kl_context_follows_the_window_unless_set(tmp_path):
