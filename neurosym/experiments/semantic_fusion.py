@@ -338,6 +338,7 @@ def format_test(r: dict) -> list[str]:
              f"the validation split, {s['valid']['sentences']:,} sentences, seed {s['valid']['seed']}, where every choice was made):", ""]
     rows = [[v, *(harness.mean_std(r[v], k) for k in TEST_METRICS)] for v in r["variants"] if "test_ppl" in r[v]]
     lines += harness.markdown_table(["model", "test PPL", "test seen-only PPL", "test focus CE (nats)"], rows)
+    lines.append("")
     for name, h in r["headline"].items():
         test = f"Welch's t = {h['t']:.2f}" if math.isfinite(h["p"]) else "one seed"
         losses = "the same losses, the aux head and loss on both" if h["losses"] == "fair" else "the recipe's losses (aux on fusion only)"
