@@ -6,12 +6,16 @@ your own text", is the reference for every key)::
     [data]       train / valid / test: a path or glob each (plain text, .gz, .conllu FORM
                  column, .jsonl with text_field); tokenizer word | bpe | tokenizer.json |
                  a tokenizer folder; min_freq, bpe_size, window; or grammar = "x.fsg"
-                 (sampled sentences in place of text, its exact perplexity floor reported)
+                 (sampled sentences in place of text, its exact perplexity floor reported;
+                 layout = "sentences": one padded row per sentence, with seed, holdout =
+                 { classes, words } and lexicon = "x.lex" for a model without fusion)
     [model]      the causal LM's architecture (LMSection: d_model, n_layers, n_heads, d_ff,
                  ...) or hf = DIR (a local transformers causal LM, lora = { r, alpha }:
-                 :mod:`neurosym.lm.hf_model`), fusion = { lexicon = "x.lex" },
+                 :mod:`neurosym.lm.hf_model`), fusion = { lexicon = "x.lex",
+                 control = { max_prefixes, final, dropout }, lexical_output },
                  idea = { weight = 1.0, ... }
-    [objective]  semantic_kl = { lambda, temperature, ... }, aux = { weight }
+    [objective]  semantic_kl = { lambda, temperature, ... }, aux = { weight, hidden },
+                 uniformizer = { weight, classes, per_class }, label_smoothing
 
 The pieces are the library's own: the text readers and vocabularies of
 :mod:`neurosym.data.text`, :class:`~neurosym.lm.model.CausalLM`, the fusion adapter and
@@ -27,7 +31,7 @@ target positions hold ``<pad>`` and every loss and metric leaves them out.
 
 The loss of a batch, each term logged on its own in ``metrics.jsonl``::
 
-    total = (1 - lambda) * ce + lambda * kl + idea.weight * idea_bce + aux.weight * aux
+    total = (1 - lambda) * ce + lambda * kl + idea.weight * idea_bce + uniformizer + aux.weight * aux
 
 ``ce`` is the cross-entropy of the model's distribution (the idea-gated one with
 ``idea``); ``kl`` the semantic KL of the ungated logits ``hidden @ W^T`` against the tied
