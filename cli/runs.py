@@ -57,8 +57,8 @@ def plot(run: Path, output: Path | None, force: bool) -> None:
     epilog=examples(
         "neurosym eval runs/mine --split test --json              # a run of the built-in lm task",
         "neurosym eval runs/mine --grammar g.regex -n 100          # + how many of 100 free samples the grammar accepts",
-        "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0",
-        "neurosym eval runs/semantic-fusion/semantic-fusion-baseline-seed0 -n 200 --seed 0 --json > baseline.json",
+        "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0 --split test   # a recipe run: its test perplexities",
+        "neurosym eval runs/semantic-fusion/semantic-fusion-baseline-seed0 --settings soft,soft-mask,hard,paper -n 200 --seed 0 --json > baseline.json",
         "neurosym eval runs/semantic-fusion/semantic-fusion-fusion-seed0 --settings soft,paper --alpha 0",
     ),
 )
@@ -86,12 +86,14 @@ def eval_cmd(run: Path, settings: str, n: int, seed: int, alpha: float, split: s
     task: perplexity, top-1 accuracy and calibration error (ECE) on its valid or test
     files (and the same-POS miss rate with --pos; with --grammar, the share of N
     unconstrained samples that are sentences of the grammar, and of the samples cut off
-    at --max-len, the share still viable prefixes of one). A semantic-fusion run: decode it for every request (polarity pos/neg x
+    at --max-len, the share still viable prefixes of one). A semantic-fusion run (an "lm"
+    run too: its perplexities on the split, as above) with --settings: decode it for every request (polarity pos/neg x
     punctuation) under each setting and print polarity and punctuation accuracy,
     grammaticality, distinct-2, the held-out adjective hit rate next to the sampler's own
     share, and the intended-vs-realised confusion matrices."""
     from neurosym.lm.task import evaluate_run, format_evaluation, is_lm_run  # lazy: --help must not load torch and every subsystem
-    if is_lm_run(run):
+    decode = click.get_current_context().get_parameter_source("settings") != click.core.ParameterSource.DEFAULT
+    if is_lm_run(run) and not decode:  # a semantic-fusion run is an "lm" run too: --settings asks for controllable decoding
         result = evaluate_run(run, split, pos)
         lines = [format_evaluation(result)]
         if grammar is not None:

@@ -222,13 +222,12 @@ def test_an_unsolved_synthesis_exits_1(tmp_path):
 
 def test_a_run_without_training_batches_is_a_config_error(tmp_path):
     from neurosym.errors import ConfigError
-    from neurosym.experiments.semantic_fusion import recipe_config, task
-    from neurosym.lm.train import Trainer
+    from neurosym.experiments.semantic_fusion import recipe_config
+    from neurosym.lm.task import LMTask
 
-    config = recipe_config("baseline", 0, tmp_path, epochs=1, model={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32},
-                           train=0, valid=8)
-    with pytest.raises(ConfigError, match="no training batches"):
-        Trainer(config, task(config)).fit()
+    config = recipe_config("baseline", 0, tmp_path, epochs=1, model={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}, train=0, valid=8)
+    with pytest.raises(ConfigError, match="data.train_sentences: expected an integer >= 1, got 0"):  # before any training
+        LMTask(config)
 
 
 def test_an_empty_bank_or_lexicon_is_ok_with_a_warning(tmp_path):

@@ -5,6 +5,7 @@ hand-computed values, each decoding setting's processors on a tiny random model,
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ from neurosym.experiments.control import (
 from neurosym.experiments.semantic_fusion import CONTROL
 from neurosym.lm.fusion import build_fusion_lm, control_names
 from neurosym.lm.model import CausalLM, LMConfig
-from tiny_runs import tiny_fusion_config
+from tiny_runs import CONTROL_LINES, tiny_fusion_config
 
 FSG = load_fsg(shipped_file("grammars/clause.fsg"))
 BANK = load_lexicon(shipped_file("lexicons/sentiment.lex"), FSG.vocab)
@@ -265,7 +266,7 @@ def test_paper_sampler_refuses_bad_values():
 def run_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("control")
     cfg = folder / "tiny.toml"
-    cfg.write_text(tiny_fusion_config(folder, holdout=2, run="threads = 1", model="control = true"))
+    cfg.write_text(tiny_fusion_config(folder, holdout=2, run="threads = 1", model=CONTROL_LINES))
     result = CliRunner().invoke(main, ["train", str(cfg)])
     assert result.exit_code == 0, result.output
     return folder / "tiny"
@@ -292,6 +293,17 @@ def test_eval_prints_the_table_and_valid_json(run_dir):
     assert "same control vector" not in text.output and "pos . = pos !" not in text.output
     bad = CliRunner().invoke(main, ["eval", str(run_dir), "--settings", "soft,loose"])
     assert bad.exit_code == 2 and "--settings" in bad.output
+
+
+def test_eval_without_settings_gives_the_runs_perplexities(run_dir):
+    """A recipe run is a run of the built-in lm task: plain `neurosym eval RUN` gives its
+    perplexities on the split (--settings asks for controllable decoding instead)."""
+    for split in ("valid", "test"):
+        result = CliRunner().invoke(main, ["eval", str(run_dir), "--split", split, "--json"])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        assert report["split"] == split and report["tokens"] > 0 and report["ppl"] >= report["floor_ppl"] > 1
+        assert math.isfinite(report["seen_ppl"]) and math.isfinite(report["focus_ce"]) and "sem_mse" in report
 
 
 def test_same_controls_groups_requests_the_control_cannot_tell_apart():

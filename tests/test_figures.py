@@ -50,30 +50,30 @@ def test_a_stale_figure_in_a_sentence_fails(tmp_path):
     page = root / "README.md"
     assert figures.check_page(page) == []
     text = page.read_text(encoding="utf-8")
-    assert "fusion 5.36 ± 0.09 against" in text
-    page.write_text(text.replace("fusion 5.36 ± 0.09 against", "fusion 5.42 ± 0.14 against"), encoding="utf-8")
+    assert "fusion 5.39 ± 0.07\nagainst" in text
+    page.write_text(text.replace("fusion 5.39 ± 0.07\nagainst", "fusion 5.42 ± 0.14\nagainst"), encoding="utf-8")
     bad = figures.check_page(page)
     assert len(bad) == 2 and all(m.page == page for m in bad)
-    assert "5.42 is written but docs/semantic_fusion_report_main_3seeds.json gives fusion/ppl = 5.3645" in str(bad[0])
-    assert str(bad[0]).startswith(f"{page}:{text[: text.index('5.36 ± 0.09')].count(chr(10)) + 2}:")  # the marker's line
+    assert "5.42 is written but docs/semantic_fusion_report_main_3seeds.json gives fusion/test_ppl = 5.3876" in str(bad[0])
+    assert str(bad[0]).startswith(f"{page}:{text[: text.index('5.39 ± 0.07')].count(chr(10)) + 2}:")  # the marker's line
 
 
 def test_a_changed_report_fails_the_page_that_quotes_it(tmp_path):
     root = copy_tree(tmp_path, "README.md")
     report = root / "docs" / "semantic_fusion_report_main_3seeds.json"
     data = json.loads(report.read_text())
-    data["welch_ppl"]["p"] = 0.007  # the old 5-seed p-value
+    data["headline"]["recipe"]["p"] = 0.007  # the old 5-seed p-value
     report.write_text(json.dumps(data))
-    assert any("0.082 is written but" in str(m) and "welch_ppl/p = 0.007" in str(m) for m in figures.check_page(root / "README.md"))
+    assert any("0.079 is written but" in str(m) and "headline/recipe/p = 0.007" in str(m) for m in figures.check_page(root / "README.md"))
 
 
 def test_a_stale_generated_table_fails_and_write_regenerates_it(tmp_path):
     root = copy_tree(tmp_path, "docs/semantic_fusion.md")
     page = root / "docs" / "semantic_fusion.md"
     good = page.read_text(encoding="utf-8")
-    row = "| fusion | 5.3645 ± 0.0860 |"
+    row = "| fusion-fair | 3.8013 ± 0.0024 |"
     assert good.count(row) == 1
-    page.write_text(good.replace(row, "| fusion | 5.4172 ± 0.1396 |"), encoding="utf-8")
+    page.write_text(good.replace(row, "| fusion-fair | 3.9013 ± 0.0024 |"), encoding="utf-8")
     bad = figures.check_page(page)
     assert len(bad) == 1 and "semantic_fusion.format_report differs here" in str(bad[0]) and row in str(bad[0])
     assert bad[0].line == good[: good.index(row)].count("\n") + 1  # the line of the stale row

@@ -11,13 +11,23 @@ from scipy import stats
 
 from neurosym.cli.main import main
 from neurosym.errors import ConfigError, NeurosymError
-from neurosym.experiments.semantic_fusion import CONTROL, VARIANTS, format_report, recipe_config, reproduce, task
+from neurosym.experiments.semantic_fusion import CONTROL, VARIANTS, format_report, recipe_config, reproduce
 from neurosym.lm.config import load_config
 from neurosym.lm.fusion import LexicalOutput, control_from_features, control_names
+from neurosym.lm.task import SENTENCE_SEEDS, LMTask
 from neurosym.lm.train import seed_all
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "aux_hidden": 16}
+
+
+def task(config):
+    """The recipe's task: the built-in lm task of its config."""
+    return LMTask(config)
+
+
+def first_batch(t):
+    return next(iter(t.train_batches(0, torch.Generator().manual_seed(0))))
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -25,17 +35,34 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_shipped_config_loads_and_builds_the_task():
     cfg = load_config(ROOT / "configs" / "semantic_fusion.toml")
-    assert cfg.optim.batch_size == 64 and cfg.optim.epochs == 6 and cfg.model["d_model"] == 128
-    t = task(recipe_config("fusion", 0, train=300, valid=50))
+    assert cfg.run.task == "lm" and cfg.optim.batch_size == 64 and cfg.optim.epochs == 6 and cfg.model["d_model"] == 128
+    t = task(recipe_config("fusion", 0, train=300, valid=50, test=50))
     vocab = t.auto.vocab
     held = {vocab.id(w) for ws in t.holdout.values() for w in ws}
-    assert len(held) == 6 and not any(i in held for s in t.train_sentences for i in s)
-    assert any(i in held for s in t.valid_sentences for i in s)  # validation follows the full grammar
+    assert len(held) == 6 and not any(i in held for s in t.sentences("train") for i in s)
+    assert any(i in held for s in t.sentences("valid") for i in s)  # validation follows the full grammar
+    assert any(i in held for s in t.sentences("test") for i in s)  # and so does the test split
     assert t.floor() == pytest.approx(t.auto.entropy().ppl_floor_with_eos)
     model = t.build_model(None)
-    batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
-    loss, logs = t.loss(model, batch)
+    loss, logs = t.loss(model, first_batch(t))
     assert loss.requires_grad and set(logs) == {"ce", "aux", "uniformizer"}
+
+
+def test_the_test_split_is_sampled_with_its_own_seed_and_chooses_nothing():
+    """Validation and test follow the same (full) grammar with seeds data.seed + 10,007 and
+    + 20,014; the training evaluation (every choice) reads validation only."""
+    t = task(recipe_config("baseline", 0, train=64, valid=400, test=400))
+    assert SENTENCE_SEEDS == {"train": 0, "valid": 10_007, "test": 20_014}
+    valid, test = t.sentences("valid"), t.sentences("test")
+    assert valid != test and len(test) == 400
+    shared = sum(a == b for a, b in zip(valid, test))  # not the same draws in another order either
+    assert shared < 40
+    seen: list = []
+    real = t.sentences
+    t.sentences = lambda split: (seen.append(split), real(split))[1]
+    seed_all(0)
+    t.evaluate(t.build_model(None))
+    assert seen and set(seen) == {"valid"}
 
 
 def test_bad_recipe_keys_are_named():
@@ -47,8 +74,13 @@ def test_bad_recipe_keys_are_named():
 
 def test_reproduce_reports_every_variant_with_the_test_and_step_times(tmp_path):
     variants = ("baseline", "fusion", "fusion-no-aux")
-    r = reproduce(seeds=2, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=256, valid=64, variants=variants, threads=1)
+    r = reproduce(seeds=2, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=256, valid=64, test=64, variants=variants, threads=1)
     assert r["variants"] == list(variants)
+    assert r["splits"]["valid"]["seed"] == 10_007 and r["splits"]["test"]["seed"] == 20_014 and r["splits"]["test"]["sentences"] == 64
+    assert all(math.isfinite(run["test_ppl"]) and run["test_ppl"] >= r["floor_ppl"] for v in variants for run in r[v]["runs"])
+    head = r["headline"]["recipe"]
+    assert head["split"] == "test" and head["reference"] == "baseline" and head["variant"] == "fusion" and "fair" not in r["headline"]
+    assert head["diff"] == pytest.approx(r["fusion"]["test_ppl"] - r["baseline"]["test_ppl"])
     assert set(r["baseline"]) >= {"ppl", "seen_ppl", "focus_ce", "ppl_std", "params", "runs"}
     assert "sem_mse" in r["fusion"] and "sem_mse" not in r["baseline"] and "sem_mse" not in r["fusion-no-aux"]
     assert r["fusion-no-aux"]["params"] < r["fusion"]["params"]  # no auxiliary head is built
@@ -68,9 +100,21 @@ def test_both_models_get_the_same_language_model_losses():
     for variant, keys in (("baseline", {"ce", "uniformizer"}), ("fusion", {"ce", "uniformizer", "aux"}),
                           ("baseline-no-uniformizer", {"ce"}), ("fusion-no-aux", {"ce", "uniformizer"})):
         t = task(recipe_config(variant, 0, model=TINY, train=64, valid=16))
-        batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
-        _, logs = t.loss(t.build_model(None), batch)
+        _, logs = t.loss(t.build_model(None), first_batch(t))
         assert set(logs) == keys, variant
+
+
+def test_the_fair_pair_gives_the_baseline_every_loss_of_the_fusion_model():
+    """baseline-fair: the fusion model's losses (aux head and loss, per-class uniformizer)
+    on the plain model; the only difference left is the adapter (features in)."""
+    b, f = (task(recipe_config(v, 0, model=TINY, train=64, valid=16)) for v in ("baseline-fair", "fusion-fair"))
+    assert b.objective == f.objective and b.objective.aux is not None and b.objective.uniformizer.per_class
+    seed_all(0)
+    base = b.build_model(None)
+    assert base.adapter is None and "aux" in base.heads
+    _, logs = b.loss(base, first_batch(b))
+    assert set(logs) == {"ce", "uniformizer", "aux"}
+    assert "sem_mse" in b.evaluate(base)
 
 
 def test_training_split_differs_from_validation_only_in_the_held_out_words():
@@ -82,11 +126,11 @@ def test_training_split_differs_from_validation_only_in_the_held_out_words():
     def two_clauses(sentences):
         return sum(any(i in pronouns for i in s) for s in sentences) / len(sentences)
 
-    assert not any(i in held for s in t.train_sentences for i in s)
+    assert not any(i in held for s in t.sentences("train") for i in s)
     # P(second clause) = 0.6 in both (rejection sampling used to drop it to 0.375 in training)
     sd = math.sqrt(0.6 * 0.4 / 4000)
-    assert two_clauses(t.train_sentences) == pytest.approx(0.6, abs=5 * sd)
-    assert two_clauses(t.valid_sentences) == pytest.approx(0.6, abs=5 * sd)
+    assert two_clauses(t.sentences("train")) == pytest.approx(0.6, abs=5 * sd)
+    assert two_clauses(t.sentences("valid")) == pytest.approx(0.6, abs=5 * sd)
 
 
 def test_the_recipe_is_bit_identical_for_a_fixed_thread_count(tmp_path):
@@ -106,7 +150,8 @@ def test_fusion_beats_the_baseline_on_a_small_fixed_run(tmp_path):
 
 def test_train_command_and_plot(tmp_path):
     cfg = (ROOT / "configs" / "semantic_fusion.toml").read_text()
-    cfg = cfg.replace('out_dir = "runs"', f'out_dir = "{tmp_path.as_posix()}"').replace("train = 8000", "train = 128").replace("valid = 1200", "valid = 32")
+    cfg = cfg.replace('out_dir = "runs"', f'out_dir = "{tmp_path.as_posix()}"').replace("train_sentences = 8000", "train_sentences = 128")
+    cfg = cfg.replace("valid_sentences = 1200", "valid_sentences = 32")
     cfg = cfg.replace("epochs = 6", "epochs = 1").replace("d_model = 128", "d_model = 32").replace("n_layers = 4", "n_layers = 1").replace("d_ff = 256", "d_ff = 64")
     (tmp_path / "c.toml").write_text(cfg)
     runner = CliRunner()
@@ -141,26 +186,34 @@ def test_reproduce_says_what_is_happening_and_reuses_finished_runs(tmp_path, cap
 # ---------------------------------------------------------------------- issue 16: control and lexical output
 def test_shipped_config_trains_with_control_and_the_lexical_output():
     cfg = load_config(ROOT / "configs" / "semantic_fusion.toml")
-    assert cfg.model["kind"] == "fusion" and cfg.model["control"] is True and cfg.model["lexical_output"] is True
-    assert cfg.model["control_dropout"] == 0.1
-    assert all(cfg.model[k] == v for k, v in VARIANTS["fusion-lexical"].items())  # the variant reproduce runs
+    fusion = cfg.model["fusion"]
+    assert fusion["lexical_output"] is True and fusion["control"]["dropout"] == 0.1
+    assert tuple(fusion["control"]["max_prefixes"]) == CONTROL.max_prefixes and tuple(fusion["control"]["final"]) == CONTROL.final
+    # the variant reproduce runs: the same lm-task sections (paths aside)
+    shipped, ours = task(cfg), task(recipe_config("fusion-lexical", 0))
+    assert shipped.objective == ours.objective and shipped.data_cfg.holdout == ours.data_cfg.holdout
+    normal = lambda m: {**vars(m), "fusion": {**vars(m.fusion), "lexicon": None}}  # noqa: E731
+    assert normal(shipped.model_cfg) == normal(ours.model_cfg)
+    assert {k: v for k, v in vars(shipped.data_cfg).items() if k not in ("grammar", "lexicon")} == \
+        {k: v for k, v in vars(ours.data_cfg).items() if k not in ("grammar", "lexicon")}
     t = task(recipe_config("fusion-lexical", 0, model=TINY, train=64, valid=16))
     model = t.build_model(None)
     assert model.adapter.n_control == len(control_names(t.bank.names, CONTROL)) and model.adapter.control_dropout == 0.1
     assert isinstance(model.output, LexicalOutput) and model.output.W_o.shape == (len(t.bank.context_free_columns()), TINY["d_model"])
 
 
-@pytest.mark.parametrize("line, message", [
-    ("control_dropout = 1.5", "model.control_dropout: expected a number in [0, 1)"),
-    ("control_dropout = -0.1", "model.control_dropout: expected a number in [0, 1)"),
-    ('control = "yes"', "model.control: expected true or false"),
-    ("lexical_output = 1", "model.lexical_output: expected true or false"),
+@pytest.mark.parametrize("header, line, message", [
+    ("[model.fusion.control]", "dropout = 1.5", "model.fusion.control.dropout: expected a number in [0, 1)"),
+    ("[model.fusion.control]", "dropout = -0.1", "model.fusion.control.dropout: expected a number in [0, 1)"),
+    ("[model.fusion]", 'lexical_output = "yes"', "model.fusion.lexical_output: expected true or false"),
+    ("[model.fusion]", "lexical_output = 1", "model.fusion.lexical_output: expected true or false"),
 ])
-def test_bad_control_keys_are_positioned_config_errors(tmp_path, line, message):
+def test_bad_control_keys_are_positioned_config_errors(tmp_path, header, line, message):
     text = (ROOT / "configs" / "semantic_fusion.toml").read_text()
     key = line.split(" = ")[0]
     lines = text.splitlines()
-    at = next(i for i, s in enumerate(lines) if s.startswith(f"{key} = "))
+    start = next(i for i, s in enumerate(lines) if s.startswith(header))
+    at = next(i for i, s in enumerate(lines) if i > start and s.startswith(f"{key} = "))
     lines[at] = line
     (tmp_path / "c.toml").write_text("\n".join(lines))
     with pytest.raises(ConfigError) as err:
@@ -179,7 +232,7 @@ def test_training_feeds_the_gold_control_and_evaluation_none():
     t = task(recipe_config("fusion-control", 0, model=TINY, train=64, valid=300))
     model = t.build_model(None)
     seen = _controls_seen(model)
-    batch = t.train_batches(0, torch.Generator().manual_seed(0))[0]
+    batch = first_batch(t)
     gold = control_from_features(batch["features"], t.bank.names, CONTROL, batch["lengths"])
     assert gold.sum(-1).gt(0).all() and torch.equal(batch["control"], gold)
     model.train()
@@ -187,14 +240,15 @@ def test_training_feeds_the_gold_control_and_evaluation_none():
     assert torch.equal(seen[-1], gold)  # the model gets the gold control (it drops rows itself)
     seen.clear()
     t.evaluate(model)
-    assert len(seen) == len(t.valid_batches) == 2
-    assert all(c is not None and c.shape == (len(b["ids"]), t.n_control) and c.eq(0).all() for c, b in zip(seen, t.valid_batches))
+    valid = list(t.sentence_batches("valid"))
+    assert len(seen) == len(valid) == 2
+    assert all(c is not None and c.shape == (len(b["ids"]), t.n_control) and c.eq(0).all() for c, b in zip(seen, valid))
 
 
 def test_the_baseline_has_no_features_and_no_control_whatever_the_keys():
     plain = task(recipe_config("baseline", 0, model=TINY, train=64, valid=16))
     asked = task(recipe_config("baseline", 0, model={**TINY, "control": True, "lexical_output": True}, train=64, valid=16))
-    assert asked.n_control == 0 and "control" not in asked.train_data and all("control" not in b for b in asked.valid_batches)
+    assert asked.n_control == 0 and "control" not in asked.train_rows() and all("control" not in b for b in asked.sentence_batches("valid"))
     models = []
     for t in (plain, asked):
         seed_all(0)
@@ -202,7 +256,7 @@ def test_the_baseline_has_no_features_and_no_control_whatever_the_keys():
     assert all(m.adapter is None and m.output is None and len(m.heads) == 0 for m in models)
     a, b = (m.state_dict() for m in models)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    batch = asked.train_batches(0, torch.Generator().manual_seed(0))[0]
+    batch = first_batch(asked)
     for m in models:
         m.eval()
     assert torch.equal(plain.loss(models[0], batch)[0], asked.loss(models[1], batch)[0])
@@ -229,14 +283,14 @@ def _held_out_vs_unk(lexical_output: bool) -> torch.Tensor:
     vocab = t.auto.vocab
     held = [vocab.id(w) for ws in t.holdout.values() for w in ws]
     unk = vocab.id("<unk>")
-    trained = {i for s in t.train_sentences for i in s}
+    trained = {i for s in t.sentences("train") for i in s}
     assert not (set(held) | {unk}) & trained and not t.bank.table[unk].any()  # both unseen; <unk> has no description
     model.eval()
     gaps = []
     with torch.no_grad():
-        for b in t.valid_batches:  # control zero, as at evaluation
+        for b in t.sentence_batches("valid"):  # control zero, as at evaluation
             logp = model(b["ids"], features=b["features"], control=b["control"]).logits.log_softmax(-1)
-            at = torch.isin(b["targets"], t.adjective_ids)
+            at = torch.isin(b["targets"], t.focus_ids)
             gaps.append(logp[at][:, held] - logp[at][:, [unk]])
     return torch.cat(gaps).mean(0)
 
@@ -271,17 +325,18 @@ def test_the_uniformizer_per_class_is_the_sum_over_the_classes():
 
     joint = task(recipe_config("fusion", 0, model=TINY, train=64, valid=16))
     per = task(recipe_config("fusion-lexical-uniform", 0, model=TINY, train=64, valid=16))
-    assert per.model_cfg.uniformizer_classes == "per_class" and joint.model_cfg.uniformizer_classes == "joint"
-    assert sorted(torch.cat(per.class_ids).tolist()) == per.adjective_ids.tolist()  # the two polarity classes, disjoint
+    assert per.objective.uniformizer.per_class and not joint.objective.uniformizer.per_class
+    assert len(per.uniformizer_groups) == 2 and len(joint.uniformizer_groups) == 1
+    assert sorted(torch.cat(per.uniformizer_groups).tolist()) == per.focus_ids.tolist() == joint.uniformizer_groups[0].tolist()
     seed_all(0)
     net = per.build_model(recipe_config("fusion-lexical-uniform", 0, model=TINY, train=64, valid=16))
-    batch = per.train_batches(0, torch.Generator().manual_seed(0))[0]
+    batch = first_batch(per)
     net.eval()  # no dropout: both passes see the same logits
     _, logs = per.loss(net, batch)
     inputs = {k: batch[k] for k in ("features", "control") if k in batch}
     logits = net(batch["ids"], **inputs).logits
-    w = per.model_cfg.uniformizer_weight
-    expected = sum(float(class_uniformizer(logits, batch["targets"], ids, w).detach()) for ids in per.class_ids)
+    w = per.objective.uniformizer.weight
+    expected = sum(float(class_uniformizer(logits, batch["targets"], ids, w).detach()) for ids in per.uniformizer_groups)
     assert logs["uniformizer"] == pytest.approx(expected, rel=1e-5)
     with pytest.raises(ConfigError, match="uniformizer_classes"):
         task(recipe_config("fusion", 0, model={"uniformizer_classes": "both"}))
@@ -296,3 +351,26 @@ def test_the_verdict_follows_welchs_test_at_005():
     text = format_report(r)
     assert "fusion against the baseline: no difference detected (p = 0.082, not below 0.05)" in text
     assert "beats" not in text and "better (" not in text
+
+
+# ---------------------------------------------------------------------- issues 28 and 31: lm-task runs, a test split
+def test_a_recipe_variant_is_an_lm_run_that_eval_and_generate_read(tmp_path):
+    """Each variant is a config of the built-in lm task, saved in its run folder: `neurosym
+    eval RUN --json` gives the report's figures again (validation, and test, which the
+    report measured after training), and `neurosym generate` samples from it."""
+    r = reproduce(seeds=1, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=64, valid=32, test=48,
+                  variants=("baseline-fair", "fusion-fair"), threads=1, timing=False)
+    assert r["headline"]["fair"]["split"] == "test" and r["headline"]["fair"]["losses"] == "fair"
+    for v in ("baseline-fair", "fusion-fair"):
+        run = r[v]["runs"][0]
+        saved = json.loads((Path(run["run_dir"]) / "config.json").read_text())
+        assert saved["run"]["task"] == "lm" and saved["data"]["layout"] == "sentences" and "aux" in saved["objective"]
+        for split, key in (("valid", "ppl"), ("test", "test_ppl")):
+            out = CliRunner().invoke(main, ["eval", run["run_dir"], "--split", split, "--json"])
+            assert out.exit_code == 0, out.output
+            ev = json.loads(out.output)
+            assert ev["ppl"] == pytest.approx(run[key], rel=1e-12) and ev["floor_ppl"] == pytest.approx(r["floor_ppl"])
+            assert ev["tokens"] > 0 and "sem_mse" in ev  # both models have the aux head
+        gen = CliRunner().invoke(main, ["generate", run["run_dir"], "--grammar", "grammars/clause.fsg", "-n", "2", "--json"])
+        assert gen.exit_code == 0, gen.output
+        assert len(json.loads(gen.output)) == 2

@@ -392,7 +392,7 @@ def evaluate_run(
         raise NeurosymError(f"{run}: eval needs a semantic-fusion run (its task has no grammar, feature bank or held-out words)")
     held = [w for ws in holdout.values() for w in ws]
     spec = control_spec(auto, bank.lexicon, held)
-    words = getattr(getattr(task, "data_cfg", None), "max_len", 28) - 2
+    words = task.data_cfg.window - 1  # the sentences layout's longest sentence
     controls = request_controls(sample_sentences(auto, control_sentences, seed=0, max_words=words), auto, bank, CONTROL, spec)
     report: dict[str, Any] = {
         "run": str(run), "kind": "fusion" if loaded.model.adapter is not None else "baseline",

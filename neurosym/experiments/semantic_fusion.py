@@ -1,27 +1,36 @@
-"""The semantic-fusion recipe: a baseline and a fusion LM on the `clause.fsg` corpus.
+"""The semantic-fusion recipe: a baseline and a fusion LM on the `clause.fsg` corpus,
+each a config of the built-in ``lm`` task (:mod:`neurosym.lm.task`).
 
-The corpus is sampled from ``grammars/clause.fsg``; ``holdout`` of the five adjectives
-of each polarity never occur in training. Training sentences come from the same grammar
-compiled without the held-out words (each arc's probability shared among its remaining
-words), so only those words differ between the splits; validation follows the full
-grammar. Features come from ``lexicons/sentiment.lex`` with roles from the grammar.
+The corpus is sampled from ``grammars/clause.fsg`` (``[data] layout = "sentences"``: one
+padded row ``<bos> sentence <eos>`` per sentence); ``holdout`` of the five adjectives of
+each polarity never occur in training (``[data] holdout``): training sentences come from
+the same grammar compiled without the held-out words (each arc's probability shared among
+its remaining words), so only those words differ between the splits; validation and test
+follow the full grammar, sampled with other seeds (data seed + 10,007 and + 20,014).
+Features come from ``lexicons/sentiment.lex`` with roles from the grammar.
 
 Both models get the same language-model losses: label-smoothed CE plus the
 adjective-class uniformizer (which reads the held-out words' class, so neither model
 is favoured by it). The fusion model adds the gated feature adapter and the auxiliary
-BCE head (its own loss, on its own head). With ``[model] control = true`` the fusion
-model is trained with the gold sentence-level control :func:`control_from_features`
-reads off each sentence, each row's control zeroed with probability
-``control_dropout``; ``lexical_output = true`` gives it the :class:`~neurosym.lm.fusion.LexicalOutput`
-layer over the lexicon's context-free columns. :data:`VARIANTS` names the ablations.
+BCE head (its own loss, on its own head); the ``*-fair`` variants give the baseline that
+aux head and loss too, with the per-class uniformizer on both. With ``control`` the fusion
+model is trained with the gold sentence-level control :data:`CONTROL` reads off each
+sentence, each row's control zeroed with probability ``control_dropout``;
+``lexical_output`` gives it the :class:`~neurosym.lm.fusion.LexicalOutput` layer over the
+lexicon's context-free columns. :data:`VARIANTS` names the ablations.
 Everything is evaluated without any control input (a model with a control channel gets
 ``control = 0``), so perplexities are comparable with each other and with the exact
-floor of the validation generator (``exp(H / (E|X| + 1))``: every word and ``<eos>``
-predicted).
+floor of the generator (``exp(H / (E|X| + 1))``: every word and ``<eos>`` predicted).
 
-``task(config)`` is the :class:`~neurosym.lm.train.TrainingTask` behind ``neurosym train``;
-:func:`reproduce` runs the variants over several seeds and reports a table with
-Welch's t-test, and :func:`step_times` times their training steps side by side;
+Every choice (the variants shown, the uniformizer setting, the budget) is made on the
+validation sentences; the report gives each figure's split, and the headline PPLs are the
+test split's (``test_ppl``), measured once per finished run and used for nothing else.
+
+:func:`recipe_config` is one variant's ``lm``-task config (saved in each run folder, so
+``neurosym eval RUN`` and ``neurosym generate RUN`` read recipe runs like any other);
+:func:`reproduce` runs the variants over several seeds
+(:func:`~neurosym.experiments.harness.train_grid`) and reports a table with Welch's
+t-test, and :func:`step_times` times their training steps side by side;
 :func:`grammar_samples` samples each variant's first run under the corpus grammar.
 :data:`QUICK` (the README's first run: baseline and fusion, one seed, one thread) and
 :data:`FULL` (the published grid) are what ``neurosym reproduce semantic-fusion
@@ -32,221 +41,81 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
-import torch
-
-from neurosym.compile.fsg import load_fsg
-from neurosym.compile.lexicon import load_lexicon
-from neurosym.data import resolve_data_path
-from neurosym.data.corpora import choose_holdout, sample_sentences
 from neurosym.decode.run import format_samples as format_generated, generate_from_run
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.experiments import harness
+from neurosym.files import resolve_data_path
 from neurosym.lm.config import Config
-from neurosym.lm.fusion import ControlColumns, build_fusion_lm, control_names, lexical_descriptions, make_batch
-from neurosym.lm.losses import aux_bce, class_uniformizer, label_smoothed_ce
-from neurosym.lm.metrics import evaluate, floor_ppl
-from neurosym.lm.model import CausalLM, LMSection
+from neurosym.lm.fusion import ControlColumns
+from neurosym.lm.model import ARCHITECTURE_KEYS, LMSection
+from neurosym.lm.task import SENTENCE_SEEDS, LMTask
 
-# The published figures (their encoder had no causal mask; see DESIGN "Findings").
 # The sentence-level control of sentiment.lex: how positive, negative and intense the
 # strongest adjective is, and how the sentence ends.
 CONTROL = ControlColumns(max_prefixes=("pos_", "neg_", "str_"), final=("is_eos", "is_question", "is_exclaim"))
 
-
-MAX_SENTENCES = 1_000_000  # per split: the corpus and its features are held in memory
-MAX_MODEL_NUMBERS = 1e9  # weights and position tables of the recipe's model (about 4 GB in float32)
-
+# The published figures (their encoder had no causal mask; see DESIGN "Findings").
 PAPER = {"baseline": {"ppl": 2.249}, "fusion": {"ppl": 2.152}, "floor_ppl": 2.67, "causal": False}
 
-
-@dataclass
-class ModelSection(LMSection):
-    """``[model]``: the architecture (:class:`~neurosym.lm.model.LMSection`, its context
-    ``max_len`` 32 here) and the losses."""
-
-    max_len: int = 32
-    kind: Literal["baseline", "fusion"] = "fusion"
-    label_smoothing: float = 0.02
-    aux_weight: float = 0.5  # fusion only; 0 builds no auxiliary head
-    aux_hidden: int = 128  # fusion only
-    uniformizer_weight: float = 0.01  # both models (0 turns it off)
-    uniformizer_classes: Literal["joint", "per_class"] = "joint"  # one class of all held-out classes' words, or each class alone
-    control: bool = False  # fusion only: train with the gold sentence-level control (zeroed at evaluation)
-    control_dropout: float = 0.1  # fusion with control: the share of rows whose control is zeroed in training
-    lexical_output: bool = False  # fusion only: logit(v) = h . (E[v] + W_o f(v)), f the context-free lexicon columns
-
-    def __post_init__(self):
-        super().__post_init__()
-        _require(self.aux_hidden >= 1, "model.aux_hidden", "expected an integer >= 1", self.aux_hidden)
-        _require(0 <= self.label_smoothing < 1, "model.label_smoothing", "expected a number in [0, 1)", self.label_smoothing)
-        _require(0 <= self.control_dropout < 1, "model.control_dropout", "expected a number in [0, 1) (the share of rows trained without control)", self.control_dropout)
-        _require(self.uniformizer_classes in ("joint", "per_class"), "model.uniformizer_classes", 'expected "joint" or "per_class"', self.uniformizer_classes)
-        for key in ("aux_weight", "uniformizer_weight"):
-            value = getattr(self, key)
-            _require(math.isfinite(value) and value >= 0, f"model.{key}", "expected a finite number >= 0 (0 turns it off)", value)
-        d = self.d_model  # weights and position tables, roughly: refuse what cannot fit rather than crash allocating it
-        sizes = {"n_layers": self.n_layers * (4 * d * d + 2 * d * self.d_ff), "max_len": self.max_len * d, "aux_hidden": self.aux_hidden * 2 * d}
-        if sum(sizes.values()) > MAX_MODEL_NUMBERS:
-            key = max(("d_model", "n_layers", "d_ff", "max_len", "aux_hidden"), key=lambda k: getattr(self, k) / getattr(ModelSection, k))
-            _require(False, f"model.{key}", f"expected a model of at most {MAX_MODEL_NUMBERS:.0e} weights, but d_model {d}, n_layers {self.n_layers}, "
-                     f"d_ff {self.d_ff}, max_len {self.max_len} and aux_hidden {self.aux_hidden} give about {sum(sizes.values()):.2g}", getattr(self, key))
+# The recipe's knobs (``model=`` of :func:`recipe_config`), each turned into lm-task keys there.
+KNOBS: dict[str, Any] = {
+    "kind": "fusion",  # or "baseline": no adapter, no control, no lexical output
+    "label_smoothing": 0.02,  # objective.label_smoothing
+    "aux_weight": 0.5,  # objective.aux.weight (fusion, or with aux_baseline the baseline too); 0 builds no aux head
+    "aux_hidden": 128,  # the aux head's width
+    "aux_baseline": False,  # the baseline gets the aux head and loss as well (the fair comparison)
+    "uniformizer_weight": 0.01,  # objective.uniformizer.weight, both models (0 turns it off)
+    "uniformizer_classes": "joint",  # one class of all held-out classes' words, or "per_class"
+    "control": False,  # fusion only: model.fusion.control = CONTROL
+    "control_dropout": 0.1,
+    "lexical_output": False,  # fusion only: model.fusion.lexical_output
+}
+# The recipe's [data] (``**data`` of :func:`recipe_config`, in the recipe's own words).
+DATA: dict[str, Any] = {
+    "grammar": "grammars/clause.fsg", "lexicon": "lexicons/sentiment.lex", "train": 8000, "valid": 1200, "test": 1200,
+    "max_len": 28,  # tokens per sentence, <bos> and <eos> included (data.window = max_len - 1 inputs)
+    "holdout": 3, "holdout_classes": ["ADJ_POS", "ADJ_NEG"], "seed": 0,
+}
+ARCHITECTURE = {**{k: getattr(LMSection(), k) for k in ARCHITECTURE_KEYS}, "max_len": 32}  # the model's context: 32
 
 
-@dataclass
-class DataSection:
-    """``[data]``: the corpus. Paths are absolute, relative to the working folder, or
-    shipped files (``grammars/...``, ``lexicons/...``)."""
-
-    grammar: str = "grammars/clause.fsg"
-    lexicon: str = "lexicons/sentiment.lex"
-    train: int = 8000
-    valid: int = 1200
-    max_len: int = 28  # tokens per sentence, <bos> and <eos> included
-    holdout: int = 3  # adjectives of each class never seen in training
-    holdout_classes: list[str] = field(default_factory=lambda: ["ADJ_POS", "ADJ_NEG"])
-    seed: int = 0  # corpus seed (the same corpus for every model seed)
-
-    def __post_init__(self):
-        _require(Path(self.grammar).suffix == ".fsg", "data.grammar", "expected an .fsg grammar (the corpus is sampled from it)", self.grammar)
-        _require(Path(self.lexicon).suffix == ".lex", "data.lexicon", "expected a .lex lexicon (the features come from it)", self.lexicon)
-        # 0 training sentences: the trainer's "no training batches" error
-        _require(0 <= self.train <= MAX_SENTENCES, "data.train", f"expected 0 to {MAX_SENTENCES:,} sentences (held in memory)", self.train)
-        _require(1 <= self.valid <= MAX_SENTENCES, "data.valid", f"expected 1 to {MAX_SENTENCES:,} sentences (held in memory)", self.valid)
-        _require(self.max_len >= 3, "data.max_len", "expected at least 3 (<bos>, a word, <eos>)", self.max_len)
-        _require(self.holdout >= 0, "data.holdout", "expected a number of words >= 0", self.holdout)
-        classes = self.holdout_classes
-        _require(len(classes) >= 1 and len(set(classes)) == len(classes), "data.holdout_classes",
-                 "expected distinct word classes of the lexicon, at least one (the focus words)", classes)
-        _require(0 <= self.seed < 2**32, "data.seed", "expected an integer in [0, 2**32)", self.seed)
-
-
-def _require(ok: bool, key: str, expected: str, value) -> None:
-    """A ConfigError ``key: expected ..., got value`` unless ``ok`` (positioned by Config.section)."""
-    if not ok:
-        shown = f'"{value}"' if isinstance(value, str) else str(value).replace("True", "true").replace("False", "false")
-        raise ConfigError(f"{key}: {expected}, got {shown}")
-
-
-class SemanticFusionTask:
-    """Corpus, model and loss of the recipe (the trainer's task protocol)."""
-
-    def __init__(self, config: Config):
-        self.model_cfg = config.section("model", ModelSection)
-        self.data_cfg = d = config.section("data", DataSection)
-        self.batch_size = config.optim.batch_size
-        if self.model_cfg.max_len < d.max_len - 1:  # blame the key the file sets
-            if "max_len" in config.model:
-                raise config.error("model.max_len", f"expected at least data.max_len - 1 = {d.max_len - 1} (the longest input), got {self.model_cfg.max_len}")
-            raise config.error("data.max_len", f"expected at most model.max_len + 1 = {self.model_cfg.max_len + 1} (the model's context), got {d.max_len}")
-        grammar = _data_file(config, "data.grammar", d.grammar)
-        self.auto = load_fsg(grammar)
-        self.bank = load_lexicon(_data_file(config, "data.lexicon", d.lexicon), self.auto.vocab)
-        vocab = self.auto.vocab
-        lex = self.bank.lexicon
-        unknown = [c for c in d.holdout_classes if c not in lex.classes]
-        if unknown:
-            raise config.error("data.holdout_classes", f"{d.lexicon} has no class {', '.join(map(repr, unknown))}; its classes are {', '.join(lex.classes)}")
-        too_small = {c: len(lex.class_words(c)) for c in d.holdout_classes if len(lex.class_words(c)) < d.holdout}
-        if too_small:
-            sizes = ", ".join(f"{c} has {n}" for c, n in too_small.items())
-            raise config.error("data.holdout", f"cannot hold out {d.holdout} words of each class: {sizes}")
-        self.holdout = choose_holdout({c: lex.class_words(c) for c in d.holdout_classes}, d.holdout, d.seed)
-        held_words = [w for ws in self.holdout.values() for w in ws]
-        held = {vocab.id(w) for w in held_words}
-        self.adjective_ids = torch.tensor(sorted({vocab.id(w) for c in d.holdout_classes for w in lex.class_words(c)}))
-        self.class_ids = [torch.tensor(sorted({vocab.id(w) for w in lex.class_words(c)})) for c in d.holdout_classes]
-        self.seen_ids = torch.tensor([i for i in range(len(vocab)) if i not in held])
-        # the same grammar without the held-out words, renormalised within their arcs
-        self.train_auto = load_fsg(grammar, vocab, exclude=held_words)
-        words = d.max_len - 2
-        self.train_sentences = sample_sentences(self.train_auto, d.train, seed=d.seed, max_words=words)
-        self.valid_sentences = sample_sentences(self.auto, d.valid, seed=d.seed + 10_007, max_words=words)
-        fusion = self.model_cfg.kind == "fusion"
-        self.n_control = len(control_names(self.bank.names, CONTROL)) if fusion and self.model_cfg.control else 0
-        self.train_data = make_batch(self.train_sentences, self.auto, self.bank, control=CONTROL if self.n_control else None)
-        self.valid_batches = []
-        for i in range(0, len(self.valid_sentences), 256):
-            batch = make_batch(self.valid_sentences[i : i + 256], self.auto, self.bank)
-            if self.n_control:  # evaluated unconditioned: the control is absent (zero)
-                batch["control"] = torch.zeros(len(batch["ids"]), self.n_control)
-            self.valid_batches.append(batch)
-        self.pad_id = vocab.tokens.index("<pad>")
-
-    # ------------------------------------------------------------------ the task protocol
-    def build_model(self, config: Config) -> CausalLM:
-        m = self.model_cfg
-        lm = m.lm_config(len(self.auto.vocab), self.pad_id)
-        if m.kind == "baseline":
-            return CausalLM(lm)
-        return build_fusion_lm(
-            lm, len(self.bank.names), self.n_control, aux_hidden=m.aux_hidden if m.aux_weight > 0 else None,
-            control_dropout=m.control_dropout, descriptions=lexical_descriptions(self.bank) if m.lexical_output else None,
-        )
-
-    def steps_per_epoch(self) -> int:
-        return math.ceil(len(self.train_sentences) / self.batch_size)
-
-    def train_batches(self, epoch: int, generator: torch.Generator) -> list[dict[str, torch.Tensor]]:
-        order = torch.randperm(len(self.train_sentences), generator=generator)
-        out = []
-        for i in range(0, len(order), self.batch_size):
-            rows = order[i : i + self.batch_size]
-            batch = {k: v[rows] for k, v in self.train_data.items()}
-            width = int(batch["lengths"].max())  # trim the padding every row has
-            out.append({k: (v[:, :width] if v.dim() >= 2 and k != "control" else v) for k, v in batch.items()})
-        return out
-
-    def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
-        m = self.model_cfg
-        fusion = m.kind == "fusion"
-        inputs = {k: batch[k] for k in ("features", "control") if fusion and k in batch}
-        out = model(batch["ids"], **inputs)
-        ce = label_smoothed_ce(out.logits, batch["targets"], m.label_smoothing, self.pad_id)
-        logs = {"ce": float(ce.detach())}
-        total = ce
-        if m.uniformizer_weight > 0:  # the same for both models
-            groups = [self.adjective_ids] if m.uniformizer_classes == "joint" else self.class_ids
-            uni = sum(class_uniformizer(out.logits, batch["targets"], ids.to(out.logits.device), m.uniformizer_weight) for ids in groups)
-            total = total + uni
-            logs["uniformizer"] = float(uni.detach())
-        if fusion and m.aux_weight > 0:
-            mask = batch["targets"] != self.pad_id
-            aux = aux_bce(out.extras["aux"], batch["aux_targets"], mask, m.aux_weight)
-            total = total + aux
-            logs["aux"] = float(aux.detach())
-        return total, logs
-
-    def evaluate(self, model) -> dict[str, float]:
-        keys = ("features", "control") if self.model_cfg.kind == "fusion" else ()  # control: zero (see __init__)
-        return evaluate(model, self.valid_batches, seen_ids=self.seen_ids, focus_ids=self.adjective_ids, input_keys=keys)
-
-    # ------------------------------------------------------------------ facts about the corpus
-    def floor(self) -> float:
-        """The exact PPL floor of the validation generator (words and <eos> predicted)."""
-        return floor_ppl(self.auto, with_eos=True)
-
-
-def _data_file(config: Config, key: str, name: str) -> Path:
-    """The file a ``[data]`` key names (see :func:`~neurosym.data.resolve_data_path`); a
-    ConfigError at the key when it is missing or a folder."""
-    try:
-        path = resolve_data_path(name)
-    except NeurosymError as err:
-        raise config.error(key, str(err)) from None
-    if path.is_dir():
-        raise config.error(key, f"{name} is a folder, not a file")
-    if not path.is_file():
-        raise config.error(key, f"no such file {name} (relative paths are read from the working folder, or are shipped grammars/... and lexicons/... files)")
-    return path
-
-
-def task(config: Config) -> SemanticFusionTask:
-    """``run.task = "neurosym.experiments.semantic_fusion:task"``."""
-    return SemanticFusionTask(config)
+def lm_tables(model: dict | None = None, data: dict | None = None) -> dict[str, dict]:
+    """The ``[model]``, ``[data]`` and ``[objective]`` tables of the built-in ``lm`` task
+    for the recipe's knobs (:data:`KNOBS`, architecture keys) and data keys (:data:`DATA`);
+    an unknown key goes through to ``[model]`` or ``[data]``, where the task names it."""
+    knobs = {**KNOBS, **{k: v for k, v in (model or {}).items() if k in KNOBS}}
+    arch = {**ARCHITECTURE, **{k: v for k, v in (model or {}).items() if k not in KNOBS}}
+    d = {**DATA, **(data or {})}
+    own = {k: d.pop(k) for k in list(DATA) if k in d}
+    grammar, lexicon = (str(resolve_data_path(own[k]).resolve()) for k in ("grammar", "lexicon"))  # absolute: runs read from any folder
+    window = own["max_len"] - 1 if isinstance(own["max_len"], int) and not isinstance(own["max_len"], bool) else own["max_len"]
+    data_table = {
+        "grammar": grammar, "layout": "sentences", "lexicon": lexicon, "window": window, "seed": own["seed"],
+        "train_sentences": own["train"], "valid_sentences": own["valid"], "test_sentences": own["test"],
+        "holdout": {"classes": own["holdout_classes"], "words": own["holdout"]}, **d,
+    }
+    fusion = knobs["kind"] == "fusion"
+    if knobs["kind"] not in ("fusion", "baseline"):
+        raise ConfigError(f'model.kind: expected "fusion" or "baseline", got {knobs["kind"]!r}')
+    if fusion:
+        arch["fusion"] = {"lexicon": lexicon, "aux_hidden": knobs["aux_hidden"]}
+        if knobs["control"]:
+            arch["fusion"]["control"] = {"max_prefixes": list(CONTROL.max_prefixes), "final": list(CONTROL.final),
+                                         "dropout": knobs["control_dropout"]}
+        if knobs["lexical_output"]:
+            arch["fusion"]["lexical_output"] = True
+    objective: dict[str, Any] = {"label_smoothing": knobs["label_smoothing"]}
+    if knobs["uniformizer_weight"] > 0:
+        if knobs["uniformizer_classes"] not in ("joint", "per_class"):
+            raise ConfigError(f'model.uniformizer_classes: expected "joint" or "per_class", got {knobs["uniformizer_classes"]!r}')
+        objective["uniformizer"] = {"weight": knobs["uniformizer_weight"], "per_class": knobs["uniformizer_classes"] == "per_class"}
+    if knobs["aux_weight"] > 0 and (fusion or knobs["aux_baseline"]):
+        objective["aux"] = {"weight": knobs["aux_weight"], "hidden": knobs["aux_hidden"]}
+    return {"model": arch, "data": data_table, "objective": objective}
 
 
 # ---------------------------------------------------------------------- reproduce
@@ -267,10 +136,17 @@ VARIANTS: dict[str, dict] = {
     "baseline-uniform": {"kind": "baseline", "uniformizer_classes": "per_class", "uniformizer_weight": 0.1},
     "fusion-lexical-uniform": {"kind": "fusion", "control": True, "lexical_output": True, "uniformizer_classes": "per_class",
                                "uniformizer_weight": 0.1},
+    # the fair pair (issues 30 and 31): every loss of the fusion model on the baseline too (its own aux head and loss),
+    # with the per-class uniformizer (the setting chosen on validation sentences) on both
+    "baseline-fair": {"kind": "baseline", "aux_baseline": True, "uniformizer_classes": "per_class", "uniformizer_weight": 0.1},
+    "fusion-fair": {"kind": "fusion", "uniformizer_classes": "per_class", "uniformizer_weight": 0.1},
 }
+FAIR = ("baseline-fair", "fusion-fair")
 MAIN = ("baseline", "fusion", "fusion-control", "fusion-lexical")
 ABLATION = ("baseline-no-uniformizer", "baseline", "fusion", "fusion-no-uniformizer", "fusion-no-aux")
-METRICS = ("ppl", "seen_ppl", "focus_ce", "sem_mse")
+METRICS = ("ppl", "seen_ppl", "focus_ce", "sem_mse")  # validation split
+TEST_METRICS = ("test_ppl", "test_seen_ppl", "test_focus_ce")  # test split: measured once per finished run, chosen on nothing
+PAIRS = (("baseline", "fusion", ""), ("baseline-fair", "fusion-fair", "fair"))  # (reference, variant, key suffix) of the tests
 
 
 @dataclass(frozen=True)
@@ -294,9 +170,10 @@ def recipe_config(
     variant: str, seed: int, out_dir: str | Path = "runs", epochs: int | None = None, model: dict | None = None,
     threads: int | None = RECIPE_THREADS, progress_bar: bool = False, **data,
 ) -> Config:
-    """The shipped recipe (configs/semantic_fusion.toml) for one variant (a key of
-    :data:`VARIANTS`, or a bare model kind) and seed; ``model`` and ``data`` entries
-    override the recipe's."""
+    """One variant (a key of :data:`VARIANTS`) and seed of the recipe as a config of the
+    built-in ``lm`` task (:func:`lm_tables`; the ``fusion-lexical`` variant is
+    configs/semantic_fusion.toml); ``model`` (:data:`KNOBS`, architecture keys) and
+    ``data`` (:data:`DATA`) entries override the recipe's."""
     if variant not in VARIANTS:
         raise NeurosymError(f"unknown semantic-fusion variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     optim = dict(RECIPE_OPTIM)
@@ -304,10 +181,8 @@ def recipe_config(
         optim["epochs"] = epochs
     return Config.from_dict(
         {
-            "run": {"name": f"semantic-fusion-{variant}-seed{seed}", "out_dir": str(out_dir), "seed": seed, "threads": threads,
-                    "task": "neurosym.experiments.semantic_fusion:task"},
-            "model": {**(model or {}), **VARIANTS[variant]},
-            "data": data,
+            "run": {"name": f"semantic-fusion-{variant}-seed{seed}", "out_dir": str(out_dir), "seed": seed, "threads": threads, "task": "lm"},
+            **lm_tables({**(model or {}), **VARIANTS[variant]}, data),
             "optim": optim,
             "log": {"every": 50, "checkpoint_every": 200, "progress": progress_bar},
         }
@@ -320,7 +195,7 @@ def step_times(
 ) -> dict[str, dict[str, float]]:
     """Milliseconds per training step of each variant, interleaved in this process
     (:func:`~neurosym.experiments.harness.step_times`): ``{variant: {median_ms, min_ms, params}}``."""
-    return harness.step_times(variants, lambda v: recipe_config(v, 0, model=model, threads=threads, **data), task,
+    return harness.step_times(variants, lambda v: recipe_config(v, 0, model=model, threads=threads, **data), LMTask,
                               lr=RECIPE_OPTIM["lr"], weight_decay=RECIPE_OPTIM["weight_decay"], repeats=repeats, warmup=warmup, threads=threads)
 
 
@@ -336,33 +211,57 @@ def reproduce(
     timing: bool = True,
     **data,
 ) -> dict:
-    """Train each variant for ``seeds`` seeds (:func:`~neurosym.experiments.harness.train_grid`);
-    return the report dict, also written to ``out_dir/report.json``: ``floor_ppl``, per
-    variant the mean, spread and per-seed figures and ``params``, Welch's test of fusion
-    against baseline, step times (``timing``) and the paper's figures."""
+    """Train each variant for ``seeds`` seeds (:func:`~neurosym.experiments.harness.train_grid`),
+    then measure each finished run once on the test split; return the report dict, also
+    written to ``out_dir/report.json``: ``floor_ppl``, ``splits`` (each split's size and
+    seed), per variant the mean, spread and per-seed figures (:data:`METRICS` on
+    validation, :data:`TEST_METRICS` on test) and ``params``, Welch's test of fusion
+    against baseline on validation (``welch_ppl``), the ``headline`` comparisons on test
+    (each pair of :data:`PAIRS` present: the recipe's losses and the fair ones), step
+    times (``timing``) and the paper's figures."""
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or len(set(variants)) != len(variants):
         raise NeurosymError(f"variants: expected distinct names among {', '.join(VARIANTS)}, got {', '.join(variants)}")
+
+    def on_test(run: harness.Run) -> dict[str, float]:  # after training: the test split chooses nothing
+        figures = run.task.evaluate_split(run.model, "test")
+        return {f"test_{k}": float(figures[k]) for k in ("ppl", "seen_ppl", "focus_ce", "sem_mse") if k in figures}
+
     grid = harness.train_grid(  # one progress bar over every run's steps (not one per run)
         variants, seeds, lambda v, seed: recipe_config(v, seed, out_dir, epochs, model, threads, **data),
-        task, resume=resume, progress=harness.Progress(seeds * len(variants), progress, bar=progress is not None),
+        LMTask, resume=resume, progress=harness.Progress(seeds * len(variants), progress, bar=progress is not None),
+        measure=on_test,
         describe=lambda f: f"ppl {f['ppl']:.4f}, seen-only ppl {f.get('seen_ppl', math.nan):.4f}, {f['seconds']:.0f} s of training",
     )
     t = grid[variants[-1]][-1].task
     runs = {v: [r.figures for r in rs] for v, rs in grid.items()}
     floor = t.floor()
+    d = t.data_cfg
     report = {
         "floor_ppl": floor, "seeds": seeds, "variants": list(variants), "paper": PAPER, "holdout": t.holdout, "threads": threads,
-        "config": {"model": asdict(t.model_cfg), "data": asdict(t.data_cfg), "optim": RECIPE_OPTIM | ({"epochs": epochs} if epochs else {})},
+        "splits": {split: {"sentences": getattr(d, f"{split}_sentences"), "seed": d.seed + SENTENCE_SEEDS[split],
+                           "grammar": "without the held-out words" if split == "train" else "full"} for split in SENTENCE_SEEDS},
+        "config": {"data": {**DATA, **data}, "model": {**ARCHITECTURE, **KNOBS, **(model or {})}, "variants": {v: VARIANTS[v] for v in variants},
+                   "optim": RECIPE_OPTIM | ({"epochs": epochs} if epochs else {})},
     }
     for v, rows in runs.items():
-        report[v] = harness.summarise(rows, METRICS)
+        report[v] = harness.summarise(rows, METRICS + TEST_METRICS)
         report[v].update(params=grid[v][-1].params, runs=rows)
     if "baseline" in runs and "fusion" in runs:
         b, f = report["baseline"], report["fusion"]
         report["fusion_minus_baseline"] = {k: f[k] - b[k] for k in ("ppl", "seen_ppl") if k in f and k in b}
         report["welch_ppl"] = harness.welch([r["ppl"] for r in runs["fusion"]], [r["ppl"] for r in runs["baseline"]])
-    report["all_at_or_above_floor"] = all(r["ppl"] >= floor for rows in runs.values() for r in rows)
+    report["headline"] = {}
+    for ref, var, name in PAIRS:
+        if ref in runs and var in runs:
+            a, b = [r["test_ppl"] for r in runs[var]], [r["test_ppl"] for r in runs[ref]]
+            welch = harness.welch(a, b)
+            diff = report[var]["test_ppl"] - report[ref]["test_ppl"]
+            report["headline"][name or "recipe"] = {
+                "reference": ref, "variant": var, "split": "test", "losses": "fair" if name else "recipe", "diff": diff, **welch,
+                "verdict": harness.verdict(diff, welch["p"]),
+            }
+    report["all_at_or_above_floor"] = all(r[k] >= floor for rows in runs.values() for r in rows for k in ("ppl", "test_ppl") if k in r)
     if timing:
         report["step_times"] = step_times(variants, threads=threads, model=model, **data)
     harness.save_json(report, out_dir)
@@ -426,5 +325,23 @@ def format_report(r: dict) -> str:
             f"(combined spread {spread:.4f}; {test}), seen-only PPL {d.get('seen_ppl', math.nan):+.4f}. "
             f"\"better\" only when Welch's p < {harness.ALPHA:g}, else \"{harness.NO_DIFFERENCE}\"."
         )
+    if r.get("headline") is not None:
+        lines += ["", *format_test(r)]
     lines.append(f"every PPL at or above the floor: {'yes' if r['all_at_or_above_floor'] else 'NO'}.")
     return "\n".join(lines)
+
+
+def format_test(r: dict) -> list[str]:
+    """The test split's table and the headline sentences (reports with a test split)."""
+    s = r["splits"]
+    lines = [f"test split ({s['test']['sentences']:,} sentences of the full grammar, seed {s['test']['seed']}; the table above is "
+             f"the validation split, {s['valid']['sentences']:,} sentences, seed {s['valid']['seed']}, where every choice was made):", ""]
+    rows = [[v, *(harness.mean_std(r[v], k) for k in TEST_METRICS)] for v in r["variants"] if "test_ppl" in r[v]]
+    lines += harness.markdown_table(["model", "test PPL", "test seen-only PPL", "test focus CE (nats)"], rows)
+    lines.append("")
+    for name, h in r["headline"].items():
+        test = f"Welch's t = {h['t']:.2f}" if math.isfinite(h["p"]) else "one seed"
+        losses = "the same losses, the aux head and loss on both" if h["losses"] == "fair" else "the recipe's losses (aux on fusion only)"
+        lines.append(f"{h['variant']} against {h['reference']} on test ({losses}): {harness.verdict_sentence(h['diff'], h['p'])}; "
+                     f"PPL {r[h['variant']]['test_ppl']:.4f} against {r[h['reference']]['test_ppl']:.4f} ({h['diff']:+.4f}; {test}).")
+    return lines

@@ -274,6 +274,10 @@ class _Source:
 
     def error(self, table: str | None, key: str | None, message: str) -> ConfigError:
         where = self.locate(table, key)
+        parent = table
+        while where is None and parent and "." in parent:  # a key of an inline table: the line of the table's own key
+            parent, _, inner = parent.rpartition(".")
+            where = self.locate(parent, inner)
         prefix = ""
         if self.path is not None:
             prefix = f"{self.path}:{where[0]}:{where[1]}: " if where else f"{self.path}: "

@@ -230,13 +230,17 @@ def lexical_descriptions(bank: FeatureBank, columns: Sequence[str] | None = None
 # ---------------------------------------------------------------------- building
 def build_fusion_lm(
     config: LMConfig, n_features: int, n_control: int = 0, aux_hidden: int | None = 128, control_dropout: float = 0.0,
-    descriptions: Tensor | None = None,
+    descriptions: Tensor | None = None, output: nn.Module | None = None,
 ) -> CausalLM:
     """A :class:`CausalLM` with a :class:`GatedFusion` adapter (``n_control``,
     ``control_dropout``), unless ``aux_hidden`` is None an :class:`AuxHead` under
-    ``heads["aux"]``, and with ``descriptions`` (V, F') a :class:`LexicalOutput`."""
+    ``heads["aux"]``, and with ``descriptions`` (V, F') a :class:`LexicalOutput`, else
+    ``output`` (another output plug-in) if given. The modules are made in this order
+    (aux head, output layer, adapter, the LM), which fixes a seed's initial weights."""
+    if descriptions is not None and output is not None:
+        raise NeurosymError("build_fusion_lm: descriptions= (a LexicalOutput) and output= are both output layers; give one")
     heads = {} if aux_hidden is None else {"aux": AuxHead(config.d_model, n_features, aux_hidden)}
-    output = None if descriptions is None else LexicalOutput(descriptions, config.d_model)
+    output = output if descriptions is None else LexicalOutput(descriptions, config.d_model)
     return CausalLM(config, adapter=GatedFusion(n_features, config.d_model, n_control, control_dropout), heads=heads, output=output)
 
 

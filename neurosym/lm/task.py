@@ -6,12 +6,16 @@ your own text", is the reference for every key)::
     [data]       train / valid / test: a path or glob each (plain text, .gz, .conllu FORM
                  column, .jsonl with text_field); tokenizer word | bpe | tokenizer.json |
                  a tokenizer folder; min_freq, bpe_size, window; or grammar = "x.fsg"
-                 (sampled sentences in place of text, its exact perplexity floor reported)
+                 (sampled sentences in place of text, its exact perplexity floor reported;
+                 layout = "sentences": one padded row per sentence, with seed, holdout =
+                 { classes, words } and lexicon = "x.lex" for a model without fusion)
     [model]      the causal LM's architecture (LMSection: d_model, n_layers, n_heads, d_ff,
                  ...) or hf = DIR (a local transformers causal LM, lora = { r, alpha }:
-                 :mod:`neurosym.lm.hf_model`), fusion = { lexicon = "x.lex" },
+                 :mod:`neurosym.lm.hf_model`), fusion = { lexicon = "x.lex",
+                 control = { max_prefixes, final, dropout }, lexical_output },
                  idea = { weight = 1.0, ... }
-    [objective]  semantic_kl = { lambda, temperature, ... }, aux = { weight }
+    [objective]  semantic_kl = { lambda, temperature, ... }, aux = { weight, hidden },
+                 uniformizer = { weight, classes, per_class }, label_smoothing
 
 The pieces are the library's own: the text readers and vocabularies of
 :mod:`neurosym.data.text`, :class:`~neurosym.lm.model.CausalLM`, the fusion adapter and
@@ -27,7 +31,7 @@ target positions hold ``<pad>`` and every loss and metric leaves them out.
 
 The loss of a batch, each term logged on its own in ``metrics.jsonl``::
 
-    total = (1 - lambda) * ce + lambda * kl + idea.weight * idea_bce + aux.weight * aux
+    total = (1 - lambda) * ce + lambda * kl + idea.weight * idea_bce + uniformizer + aux.weight * aux
 
 ``ce`` is the cross-entropy of the model's distribution (the idea-gated one with
 ``idea``); ``kl`` the semantic KL of the ungated logits ``hidden @ W^T`` against the tied
@@ -62,15 +66,18 @@ from torch import Tensor, nn
 from neurosym.compile.fsg import load_fsg
 from neurosym.compile.lexicon import FeatureBank, load_lexicon
 from neurosym.compile.weighted import WeightedAutomaton
+from neurosym.data.corpora import choose_holdout, sample_sentences
 from neurosym.data.text import MIN_BPE_SIZE, SPECIALS, BpeVocab, WordVocab, lm_windows, majority_upos, parse_tagged, read_tagged, read_text
 from neurosym.errors import ConfigError, NeurosymError
-from neurosym.files import atomic_write_bytes
+from neurosym.files import atomic_write_bytes, resolve_data_path
 from neurosym.lm.checkpoint import LAST, load_checkpoint
 from neurosym.lm.config import Config
-from neurosym.lm.fusion import AuxHead, GatedFusion
+from neurosym.lm.fusion import (
+    AuxHead, ControlColumns, GatedFusion, build_fusion_lm, control_names, lexical_descriptions, make_batch,
+)
 from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_objective, idea_parameters, matched_d_ff, stop_word_ids
-from neurosym.lm.losses import aux_bce
-from neurosym.lm.metrics import embedding_health, expected_calibration_error, floor_ppl, same_pos_miss_rate
+from neurosym.lm.losses import aux_bce, class_uniformizer, label_smoothed_ce
+from neurosym.lm.metrics import embedding_health, evaluate as evaluate_batches, expected_calibration_error, floor_ppl, same_pos_miss_rate
 from neurosym.lm.hf_model import HFCausalLM, load_base
 from neurosym.lm.lora import LoraSettings, with_lora
 from neurosym.lm.model import ARCHITECTURE_KEYS, CausalLM, LMSection
@@ -84,6 +91,9 @@ TEXT_SUFFIXES = (".txt", ".tokens", ".raw", ".text", "")
 # the files a finished run folder holds besides the trainer's (checksums.json lists them)
 VOCAB_FILE, WEIGHTS_FILE, LEXICON_FILE, DATA_FILE, CHECKSUMS_FILE = (
     "vocab.json", "model.safetensors", "lexicon.lex", "data.json", "checksums.json")
+# data.grammar, sentences: each split's seed offset from data.seed (train 0 and valid 10,007 are the semantic-fusion recipe's)
+SENTENCE_SEEDS = {"train": 0, "valid": 10_007, "test": 20_014}
+EVAL_SENTENCES = 256  # sentences per evaluation batch (sentences layout)
 EOS_NAMES = ("<eos>", "</s>", "<|endoftext|>", "[SEP]")
 PAD_NAMES = ("<pad>", "[PAD]", "<|padding|>")
 
@@ -119,11 +129,14 @@ class DataSection:
     valid_seed: int = 1
     test_seed: int = 2
     max_words: int | None = None  # grammar: longer sampled sentences are redrawn (None: no limit)
-    layout: Literal["windows", "documents"] = "windows"  # documents: one row per document (<bos> doc -> doc <eos>), right-padded
+    layout: Literal["windows", "documents", "sentences"] = "windows"  # documents: one row per document (<bos> doc -> doc <eos>), right-padded; sentences (grammar): one padded row per sentence
     bos: bool = True  # word / bpe: each document starts with <bos> (false: the stream is doc <eos> doc <eos> ..., no <bos> token)
     format: Literal["auto", "lines", "tagged", "jsonl"] = "auto"  # how files are read (auto: by suffix; tagged: CoNLL-U or FORM<TAB>UPOS)
     pos: str | None = None  # a tagged file (CoNLL-U or FORM<TAB>UPOS): every evaluation adds its same-POS miss rate
     pos_tags: str | None = None  # the tagged file whose majority UPOS tags the words (default: data.pos itself)
+    seed: int = 0  # grammar, sentences: the corpus seed (split seeds data.seed + 0, 10007, 20014)
+    lexicon: str | None = None  # the lexicon of word classes (holdout, uniformizer) and aux targets; default model.fusion's
+    holdout: HoldoutSection | None = None  # grammar, sentences: lexicon words never sampled for training
 
     def __post_init__(self):
         if self.grammar is None and self.train is None:
@@ -154,6 +167,32 @@ class DataSection:
                 _require(Path(value).is_file(), f"data.{key}", "expected a tagged file (CoNLL-U or FORM<TAB>UPOS)", value)
         _require(self.pos_tags is None or self.pos is not None, "data.pos_tags", "tags the words of data.pos; expected data.pos too",
                  self.pos_tags)
+        _require(self.layout in ("windows", "documents", "sentences"), "data.layout", 'expected "windows", "documents" or "sentences"', self.layout)
+        if self.layout == "sentences":
+            _require(self.grammar is not None, "data.layout", 'the sentences layout lays out sampled sentences; it needs data.grammar', self.layout)
+            _require(self.window >= 2, "data.window", "expected at least 2 with the sentences layout (<bos> and a word)", self.window)
+        _require(0 <= self.seed < 2**32, "data.seed", "expected an integer in [0, 2**32)", self.seed)
+        if self.holdout is not None:
+            _require(self.layout == "sentences", "data.holdout", 'held-out words need data.layout = "sentences" (a grammar\'s sentences)', self.layout)
+        if self.lexicon is not None:
+            _require(Path(self.lexicon).suffix == ".lex", "data.lexicon", "expected a .lex lexicon", self.lexicon)
+
+
+@dataclass
+class HoldoutSection:
+    """``[data] holdout = { classes, words }``: ``words`` words of each lexicon class in
+    ``classes``, drawn with ``data.seed``, never occur in training (the training grammar is
+    the same grammar without them, each arc's probability shared among its remaining words);
+    evaluation adds ``seen_ppl`` (targets seen in training) and ``focus_ce`` (targets in
+    those classes)."""
+
+    classes: list[str]
+    words: int = 3
+
+    def __post_init__(self):
+        _require(len(self.classes) >= 1 and len(set(self.classes)) == len(self.classes), "data.holdout.classes",
+                 "expected distinct word classes of the lexicon, at least one", self.classes)
+        _require(self.words >= 0, "data.holdout.words", "expected a number of words >= 0", self.words)
 
 
 @dataclass
@@ -163,9 +202,29 @@ class FusionSection:
     lexicon: str
     ignore_case: bool = False  # match vocabulary words to lexicon words case-insensitively
     aux_hidden: int = 128  # the aux head's width (used with [objective] aux)
+    control: ControlSection | None = None  # sentences layout: a sentence-level control read off each sentence's features
+    lexical_output: bool = False  # logit(v) = h . (E[v] + W_o f(v)), f the lexicon's context-free columns
 
     def __post_init__(self):
         _require(self.aux_hidden >= 1, "model.fusion.aux_hidden", "expected an integer >= 1", self.aux_hidden)
+
+
+@dataclass
+class ControlSection:
+    """``[model] fusion.control = { max_prefixes, final, dropout }``: the gold control
+    (:func:`~neurosym.lm.fusion.control_from_features`) fed to the fusion adapter in
+    training, each row's zeroed with probability ``dropout``; zero at evaluation."""
+
+    max_prefixes: list[str]
+    final: list[str]
+    dropout: float = 0.1
+
+    def __post_init__(self):
+        _require(0 <= self.dropout < 1, "model.fusion.control.dropout", "expected a number in [0, 1) (the share of rows trained without control)",
+                 self.dropout)
+
+    def columns(self) -> ControlColumns:
+        return ControlColumns(max_prefixes=tuple(self.max_prefixes), final=tuple(self.final))
 
 
 @dataclass
@@ -240,17 +299,40 @@ class AuxSection:
     """``[objective] aux = { weight }``: the fusion aux head predicts the next token's features."""
 
     weight: float = 0.5
+    hidden: int = 128  # the aux head's width on a model without fusion (with fusion: model.fusion.aux_hidden)
 
     def __post_init__(self):
         _require(math.isfinite(self.weight) and self.weight >= 0, "objective.aux.weight", "expected a finite number >= 0", self.weight)
+        _require(self.hidden >= 1, "objective.aux.hidden", "expected an integer >= 1", self.hidden)
+
+
+@dataclass
+class UniformizerSection:
+    """``[objective] uniformizer = { weight, classes, per_class }``: ``weight`` times the KL
+    of the model's distribution within a word class from uniform, at the positions whose
+    target is in the class (:func:`~neurosym.lm.losses.class_uniformizer`); one class of
+    all ``classes``' words, or (``per_class``) each class on its own."""
+
+    weight: float = 0.01
+    classes: list[str] | None = None  # lexicon classes; None: data.holdout.classes
+    per_class: bool = False
+
+    def __post_init__(self):
+        _require(math.isfinite(self.weight) and self.weight >= 0, "objective.uniformizer.weight", "expected a finite number >= 0", self.weight)
 
 
 @dataclass
 class ObjectiveSection:
-    """``[objective]``: cross-entropy always; semantic KL and the aux loss when given."""
+    """``[objective]``: cross-entropy always (label-smoothed with ``label_smoothing``);
+    semantic KL, the aux loss and the uniformizer when given."""
 
     semantic_kl: SemanticKLSection | None = None
     aux: AuxSection | None = None
+    uniformizer: UniformizerSection | None = None
+    label_smoothing: float = 0.0  # the cross-entropy's smoothing mass, spread over the vocabulary (plain CE only)
+
+    def __post_init__(self):
+        _require(0 <= self.label_smoothing < 1, "objective.label_smoothing", "expected a number in [0, 1)", self.label_smoothing)
 
 
 def objective_section(config: Config) -> ObjectiveSection:
@@ -429,8 +511,19 @@ class LMTask:
         self.batch_size = config.optim.batch_size
         if m.max_len is not None and m.max_len < d.window and d.layout == "windows":
             raise config.error("model.max_len", f"expected at least data.window = {d.window} (the longest input), got {m.max_len}")
-        if o.aux is not None and m.fusion is None:
-            raise config.error("objective.aux", "the aux loss predicts lexicon features: it needs [model] fusion = { lexicon = ... }")
+        if o.aux is not None and m.fusion is None and d.lexicon is None:
+            raise config.error("objective.aux", "the aux loss predicts lexicon features: it needs [model] fusion = { lexicon = ... } "
+                               "or data.lexicon")
+        if o.label_smoothing > 0 and (o.semantic_kl is not None or m.idea is not None):
+            raise config.error("objective.label_smoothing", "smooths the plain cross-entropy only; leave it out with semantic_kl or idea")
+        if m.fusion is not None and d.lexicon is not None and m.fusion.lexicon != d.lexicon:
+            raise config.error("data.lexicon", f"the task reads one lexicon; model.fusion.lexicon is {m.fusion.lexicon!r}, data.lexicon {d.lexicon!r}")
+        if m.fusion is not None and (m.fusion.control is not None or m.fusion.lexical_output):
+            key = "model.fusion.control" if m.fusion.control is not None else "model.fusion.lexical_output"
+            if d.layout != "sentences":
+                raise config.error(key, 'needs data.layout = "sentences" (a grammar\'s sentences, one per row)')
+            if m.hf is not None or m.idea is not None:
+                raise config.error(key, "native models without the idea gate only (the idea gate is an output layer too)")
         if o.semantic_kl is not None and m.idea is not None and o.semantic_kl.lambda_ >= 1:
             raise config.error("objective.semantic_kl", "lambda = 1 leaves no cross-entropy for the idea gate to train; use lambda < 1")
         if m.hf is not None:
@@ -461,7 +554,7 @@ class LMTask:
             self.auto = self._grammar() if self.grammar_path is not None else None
             if self.auto is not None:
                 self.vocab = self.auto.vocab
-                self.train_docs = self.sample("train")
+                self.train_docs = self.sample("train") if d.layout != "sentences" else None
             else:
                 self.train_docs = [doc for f in self.files["train"] for doc in read_documents(f, d.text_field, d.format)]
                 if not self.train_docs:
@@ -480,54 +573,124 @@ class LMTask:
             if positions is not None and d.window > positions:
                 raise config.error("data.window", f"expected at most the model's {positions} positions, got {d.window}")
         self.pad_id, self.eos_id, self.bos_id = special_ids(self.vocab)
-        self.bank = self._bank(m.fusion, trained) if m.fusion is not None else None
+        lexicon = m.fusion.lexicon if m.fusion is not None else d.lexicon
+        key = "model.fusion" if m.fusion is not None else "data.lexicon"
+        self.bank = self._bank(lexicon, m.fusion is not None and m.fusion.ignore_case, key, trained) if lexicon is not None else None
+        self.holdout: dict[str, list[str]] | None = None  # sentences layout with data.holdout: {class: held-out words}
+        self.seen_ids = self.focus_ids = None
+        self.control = m.fusion.control.columns() if m.fusion is not None and m.fusion.control is not None else None
+        self.n_control = len(control_names(self.bank.names, self.control)) if self.control is not None else 0
         self._train: tuple[Tensor, Tensor] | None = None
         self._eval: dict[str, tuple[Tensor, Tensor]] = {}
         self._pos: dict[tuple[str, str | None], tuple[list[str | None], Tensor, Tensor]] = {}
-        if not trained:  # data too short for one window is refused now, before the trainer writes the run folder
+        self._sentences: dict[str, list[list[int]]] = {}
+        self._train_rows: dict[str, Tensor] | None = None
+        if d.layout == "sentences":
+            self._holdout()
+        self.uniformizer_groups = self._uniformizer_groups() if o.uniformizer is not None else []
+        if d.layout == "sentences":
+            if not trained:  # sampled now, so a grammar that cannot give them is refused before the run folder exists
+                self.train_rows()
+                self.sentences("valid")
+        elif not trained:  # data too short for one window is refused now, before the trainer writes the run folder
             self.train_windows()
             if self.has_split("valid") and len(self.eval_windows("valid")[0]) == 0:
                 raise config.error("data.valid", f"the validation text is shorter than one window of {d.window} tokens")
 
     def _grammar(self) -> WeightedAutomaton:
-        """The ``data.grammar`` FSG, compiled over its own words."""
+        """The ``data.grammar`` FSG (a path, or a shipped ``grammars/...`` file), compiled over its own words."""
         path = self.grammar_path
         if path.suffix != ".fsg":
             raise self.config.error("data.grammar", f"expected an .fsg grammar, got {str(path)!r}")
+        try:
+            path = self.grammar_path = resolve_data_path(path)
+        except NeurosymError as err:
+            raise self.config.error("data.grammar", str(err)) from None
         if not path.is_file():
             raise self.config.error("data.grammar", f"no such file {str(path)!r}")
         try:
             auto = load_fsg(path)
         except NeurosymError as err:
             raise self.config.error("data.grammar", str(err)) from None
-        if "<eos>" not in auto.vocab or "<pad>" not in auto.vocab:
-            raise self.config.error("data.grammar", f"{path}: its vocabulary has no <eos> or <pad> token")
+        needed = ("<eos>", "<pad>", BOS) if self.data_cfg.layout == "sentences" else ("<eos>", "<pad>")
+        if any(t not in auto.vocab for t in needed):
+            raise self.config.error("data.grammar", f"{path}: its vocabulary lacks one of {', '.join(needed)}")
         return auto
 
     def floor(self) -> float | None:
         """With ``data.grammar``: the grammar's exact perplexity floor (every word and
         ``<eos>`` predicted, :func:`neurosym.lm.metrics.floor_ppl`); None for text."""
-        return None if self.auto is None else floor_ppl(self.auto, with_eos=True)
+        if self.auto is None:
+            return None
+        if getattr(self, "_floor", None) is None:
+            self._floor = floor_ppl(self.auto, with_eos=True)
+        return self._floor
 
-    def _bank(self, fusion: FusionSection, trained: bool) -> FeatureBank:
+    def _bank(self, lexicon: str, ignore_case: bool, key: str, trained: bool) -> FeatureBank:
+        """The lexicon's feature bank over the vocabulary (``key`` names the config key in errors)."""
         copy = self.run_dir / LEXICON_FILE
-        path = copy if trained and copy.is_file() else Path(fusion.lexicon)
+        try:
+            path = copy if trained and copy.is_file() else resolve_data_path(lexicon)
+        except NeurosymError as err:
+            raise self.config.error(key, f"lexicon: {err}") from None
         if not path.is_file():
-            raise self.config.error("model.fusion", f"lexicon: no such file {fusion.lexicon!r}")
+            raise self.config.error(key, f"lexicon: no such file {lexicon!r}")
         self.lexicon_path = path
         try:
-            bank = load_lexicon(path, self.vocab, ignore_case=fusion.ignore_case)
+            bank = load_lexicon(path, self.vocab, ignore_case=ignore_case)
         except NeurosymError as err:
-            raise self.config.error("model.fusion", f"lexicon: {err}") from None
-        if bank.roles:
-            raise self.config.error("model.fusion", f"lexicon {fusion.lexicon}: its rules read role(s) {', '.join(bank.roles)}, "
-                                    "which plain text does not mark; use a lexicon without role(...) rules")
+            raise self.config.error(key, f"lexicon: {err}") from None
+        if bank.roles and self.data_cfg.layout != "sentences":
+            raise self.config.error(key, f"lexicon {lexicon}: its rules read role(s) {', '.join(bank.roles)}, "
+                                    'which plain text does not mark; use a lexicon without role(...) rules (or a grammar with data.layout = "sentences")')
         covered = int((bank.table != 0).any(-1).sum())
         if covered == 0:
-            raise self.config.error("model.fusion", f"lexicon {fusion.lexicon} does not cover the vocabulary: none of its "
+            raise self.config.error(key, f"lexicon {lexicon} does not cover the vocabulary: none of its "
                                     f"{len(self.vocab):,} tokens has a feature (check the words' spelling and case, or ignore_case = true)")
         self.coverage = covered
         return bank
+
+    def _class_ids(self, classes: list[str], key: str) -> list[Tensor]:
+        """The sorted vocabulary ids of each lexicon class's words; a ConfigError at ``key`` for an unknown class."""
+        if self.bank is None:
+            raise self.config.error(key, "word classes come from a lexicon: set data.lexicon (or model.fusion)")
+        lex = self.bank.lexicon
+        unknown = [c for c in classes if c not in lex.classes]
+        if unknown:
+            raise self.config.error(key, f"the lexicon has no class {', '.join(map(repr, unknown))}; its classes are {', '.join(lex.classes)}")
+        return [torch.tensor(sorted({self.vocab.id(w) for w in lex.class_words(c) if w in self.vocab}), dtype=torch.long) for c in classes]
+
+    def _uniformizer_groups(self) -> list[Tensor]:
+        """``[objective] uniformizer``'s classes as id tensors: one of all their words, or one per class."""
+        u, holdout = self.objective.uniformizer, self.data_cfg.holdout
+        classes = u.classes if u.classes is not None else holdout.classes if holdout is not None else None
+        if not classes:
+            raise self.config.error("objective.uniformizer", "expected classes = [...] (lexicon word classes), or data.holdout's classes")
+        groups = self._class_ids(classes, "objective.uniformizer")
+        return groups if u.per_class else [torch.cat(groups).unique()]
+
+    def _holdout(self) -> None:
+        """Sentences layout: the held-out words (``data.holdout``), the training grammar
+        without them, and the ids behind ``seen_ppl`` and ``focus_ce``."""
+        h, vocab = self.data_cfg.holdout, self.vocab
+        self.train_auto = self.auto
+        if h is None:
+            return
+        classes = self._class_ids(h.classes, "data.holdout")
+        lex = self.bank.lexicon
+        small = {c: len(lex.class_words(c)) for c in h.classes if len(lex.class_words(c)) < h.words}
+        if small:
+            raise self.config.error("data.holdout", f"cannot hold out {h.words} words of each class: "
+                                    + ", ".join(f"{c} has {n}" for c, n in small.items()))
+        self.holdout = choose_holdout({c: lex.class_words(c) for c in h.classes}, h.words, self.data_cfg.seed)
+        held_words = [w for ws in self.holdout.values() for w in ws]
+        held = {vocab.id(w) for w in held_words}
+        self.focus_ids = torch.cat(classes).unique()
+        self.seen_ids = torch.tensor([i for i in range(len(vocab)) if i not in held], dtype=torch.long)
+        try:  # the same grammar without the held-out words, each arc's probability shared among its remaining words
+            self.train_auto = load_fsg(self.grammar_path, self.auto.vocab, exclude=held_words)
+        except NeurosymError as err:
+            raise self.config.error("data.holdout", str(err)) from None
 
     # ------------------------------------------------------------------ data
     def train_windows(self) -> tuple[Tensor, Tensor]:
@@ -575,6 +738,37 @@ class LMTask:
             return (ids[:limit], targets[:limit]) if limit is not None else (ids, targets)
         return windows(self.vocab, docs, self.data_cfg.window, limit)
 
+    def sentences(self, split: str) -> list[list[int]]:
+        """Sentences layout: ``split``'s sentences (token ids, no specials), at most
+        ``data.window - 1`` words each, sampled with the seed ``data.seed +``
+        :data:`SENTENCE_SEEDS` ``[split]`` (training from the grammar without the held-out words)."""
+        if split not in self._sentences:
+            d = self.data_cfg
+            auto = self.train_auto if split == "train" else self.auto
+            try:
+                self._sentences[split] = sample_sentences(auto, getattr(d, f"{split}_sentences"), seed=d.seed + SENTENCE_SEEDS[split],
+                                                          max_words=d.window - 1)
+            except NeurosymError as err:
+                raise self.config.error("data.holdout" if d.holdout is not None else "data.grammar", str(err)) from None
+        return self._sentences[split]
+
+    def train_rows(self) -> dict[str, Tensor]:
+        """Sentences layout: every training sentence as one padded row
+        (:func:`~neurosym.lm.fusion.make_batch`, with the control columns when set)."""
+        if self._train_rows is None:
+            self._train_rows = make_batch(self.sentences("train"), self.auto, self.bank, control=self.control)
+        return self._train_rows
+
+    def sentence_batches(self, split: str) -> Iterator[dict[str, Tensor]]:
+        """Sentences layout: ``split``'s sentences in batches of :data:`EVAL_SENTENCES` rows,
+        the control (if any) zero: every model is evaluated unconditioned."""
+        sentences = self.sentences(split)
+        for i in range(0, len(sentences), EVAL_SENTENCES):
+            batch = make_batch(sentences[i : i + EVAL_SENTENCES], self.auto, self.bank)
+            if self.n_control:
+                batch["control"] = torch.zeros(len(batch["ids"]), self.n_control)
+            yield batch
+
     def inputs(self, ids: Tensor, targets: Tensor) -> dict[str, Tensor]:
         """The batch of windows ids, targets (B, L): with fusion also ``features`` (B, L, F)
         of the inputs and ``aux_targets`` (B, L, F) of the next tokens (one causal pass over
@@ -588,21 +782,21 @@ class LMTask:
 
     # ------------------------------------------------------------------ the task protocol
     def build_model(self, config: Config) -> CausalLM | HFCausalLM:
-        m, V = self.model_cfg, len(self.vocab)
+        m, V, aux = self.model_cfg, len(self.vocab), self.objective.aux
         if self.base is not None:
             return self._build_hf(m)
         lm = m.lm_config(V, self.pad_id, max_len=m.max_len or self.data_cfg.window)
         if m.match_idea is not None:
             extra = idea_parameters(lm.d_model, V, m.match_idea, True)
             lm = dataclasses.replace(lm, d_ff=matched_d_ff(lm.d_model, lm.n_layers, lm.d_ff, extra))
-        adapter = heads = output = None
+        output = IdeaOutput(lm.d_model, V, self.idea_config()) if m.idea is not None else None
         if m.fusion is not None:
-            adapter = GatedFusion(len(self.bank), lm.d_model)
-            if self.objective.aux is not None:
-                heads = {"aux": AuxHead(lm.d_model, len(self.bank), m.fusion.aux_hidden)}
-        if m.idea is not None:
-            output = IdeaOutput(lm.d_model, V, self.idea_config())
-        return CausalLM(lm, adapter=adapter, heads=heads, output=output)
+            f = m.fusion
+            return build_fusion_lm(lm, len(self.bank), self.n_control, aux_hidden=f.aux_hidden if aux is not None else None,
+                                   control_dropout=f.control.dropout if f.control is not None else 0.0,
+                                   descriptions=lexical_descriptions(self.bank) if f.lexical_output else None, output=output)
+        heads = {"aux": AuxHead(lm.d_model, len(self.bank), aux.hidden)} if aux is not None else None
+        return CausalLM(lm, heads=heads, output=output)
 
     def idea_config(self) -> IdeaConfig:
         """``[model] idea``, with ``ramp`` (a share of the training steps) made ``ramp_steps``."""
@@ -622,14 +816,25 @@ class LMTask:
         D = base.get_input_embeddings().embedding_dim
         rows = base.get_output_embeddings().weight.shape[0]
         adapter = GatedFusion(len(self.bank), D) if m.fusion is not None else None
-        heads = {"aux": AuxHead(D, len(self.bank), m.fusion.aux_hidden)} if m.fusion is not None and self.objective.aux is not None else None
+        aux = self.objective.aux
+        heads = {"aux": AuxHead(D, len(self.bank), m.fusion.aux_hidden if m.fusion is not None else aux.hidden)} if aux is not None else None
         output = IdeaOutput(D, rows, self.idea_config()) if m.idea is not None else None
         return HFCausalLM(base, adapter=adapter, heads=heads, output=output)
 
     def steps_per_epoch(self) -> int:
+        if self.data_cfg.layout == "sentences":
+            return math.ceil(len(self.sentences("train")) / self.batch_size)
         return math.ceil(len(self.train_windows()[0]) / self.batch_size)
 
     def train_batches(self, epoch: int, generator: torch.Generator) -> Iterator[dict[str, Tensor]]:
+        if self.data_cfg.layout == "sentences":  # shuffled sentences, each batch cut to its longest row
+            data = self.train_rows()
+            order = torch.randperm(len(data["ids"]), generator=generator)
+            for i in range(0, len(order), self.batch_size):
+                batch = {k: v[order[i : i + self.batch_size]] for k, v in data.items()}
+                width = int(batch["lengths"].max())
+                yield {k: (v[:, :width] if v.dim() >= 2 and k != "control" else v) for k, v in batch.items()}
+            return
         ids, targets = self.train_windows()
         order = torch.randperm(len(ids), generator=generator)
         for i in range(0, len(order), self.batch_size):
@@ -647,7 +852,7 @@ class LMTask:
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         core = unwrap(model)
         ids, y = batch["ids"], batch["targets"]
-        inputs = {"features": batch["features"]} if self.bank is not None else {}
+        inputs = {k: batch[k] for k in ("features", "control") if k in batch} if self.model_cfg.fusion is not None else {}
         lam = self.kl.lambda_ if self.kl is not None else 0.0
         idea = core.output if isinstance(core.output, IdeaOutput) else None
         logs: dict[str, float] = {}
@@ -675,10 +880,18 @@ class LMTask:
             logs.update(kl=float(kl.detach()), temperature=float(self.temperature))
             if idea is None:
                 logs["ce"] = float(ce_plain.detach())
+        elif idea is None and self.objective.label_smoothing > 0:
+            total = label_smoothed_ce(out.logits, y, self.objective.label_smoothing, self.pad_id)
+            logs["ce"] = float(total.detach())
         elif idea is None:
             V = out.logits.shape[-1]
             total = F.cross_entropy(out.logits.reshape(-1, V).float(), y.reshape(-1), ignore_index=self.pad_id)
             logs["ce"] = float(total.detach())
+        if self.uniformizer_groups:
+            weight = self.objective.uniformizer.weight
+            uni = sum(class_uniformizer(out.logits, y, c.to(out.logits.device), weight) for c in self.uniformizer_groups)
+            total = total + uni
+            logs["uniformizer"] = float(uni.detach())
         if self.objective.aux is not None:
             aux = aux_bce(out.extras["aux"], batch["aux_targets"], y != self.pad_id, self.objective.aux.weight)
             total = total + aux
@@ -711,7 +924,14 @@ class LMTask:
     def evaluate_split(self, model: nn.Module, split: str, files: list[Path] | None = None, batch_size: int = 64) -> dict[str, float]:
         """PPL, top-1 accuracy and ECE of the model's distribution over ``split``'s windows
         (every target but ``<pad>``, ``<eos>`` included); with the idea gate also
-        ``ppl_ungated``."""
+        ``ppl_ungated``. Sentences layout: :func:`neurosym.lm.metrics.evaluate` over the
+        split's sentences (``ppl``, ``nll``, ``tokens``; ``seen_ppl`` and ``focus_ce`` with
+        held-out words; ``sem_mse`` with an aux head), and ``floor_ppl``."""
+        if self.data_cfg.layout == "sentences":
+            keys = ("features", "control") if self.model_cfg.fusion is not None else ()
+            result = evaluate_batches(model, self.sentence_batches(split), seen_ids=self.seen_ids, focus_ids=self.focus_ids,
+                                      input_keys=keys, pad_id=self.pad_id)
+            return {**result, "floor_ppl": self.floor()}
         ids, targets = self.eval_windows(split, files)
         if len(ids) == 0:
             raise NeurosymError(f"data.{split}: no evaluation window of {self.data_cfg.window} tokens")
@@ -723,7 +943,7 @@ class LMTask:
         try:
             for i in range(0, len(ids), batch_size):
                 batch = self.inputs(ids[i : i + batch_size], targets[i : i + batch_size])
-                inputs = {"features": batch["features"].to(device)} if "features" in batch else {}
+                inputs = {"features": batch["features"].to(device)} if "features" in batch and self.model_cfg.fusion is not None else {}
                 out = model(batch["ids"].to(device), **inputs)
                 y = batch["targets"].to(device)
                 keep = y != self.pad_id
