@@ -509,7 +509,7 @@ class LMTask:
         self.model_cfg = m = config.section("model", ModelSection)
         self.objective = o = objective_section(config)
         self.batch_size = config.optim.batch_size
-        if m.max_len is not None and m.max_len < d.window and d.layout == "windows":
+        if m.max_len is not None and m.max_len < d.window and d.layout != "documents":
             raise config.error("model.max_len", f"expected at least data.window = {d.window} (the longest input), got {m.max_len}")
         if o.aux is not None and m.fusion is None and d.lexicon is None:
             raise config.error("objective.aux", "the aux loss predicts lexicon features: it needs [model] fusion = { lexicon = ... } "

@@ -42,7 +42,7 @@ def test_recipe_defaults_and_checks_are_kept():
         config.section("model", lm_task.ModelSection)
     config = Config.from_dict({"run": {"name": "x"}, "model": {"positions": "learned"}})
     with pytest.raises(ConfigError, match="model.positions: expected one of"):
-        config.section("model", idea_gating.ModelSection)
+        config.section("model", lm_task.ModelSection)
 
 
 def test_semantic_kl_context_follows_the_window_unless_set(tmp_path):
