@@ -69,6 +69,15 @@ def test_masks_and_ends_equal_xgrammars_at_every_recorded_step(fx, model):
     assert bad == [] and walk_steps >= 2000 and steps > 4000
 
 
+def test_the_mask_model_equals_xgrammars_at_every_recorded_step(fx):
+    """The model SpelledMask builds alone (support=True: the Earley recogniser, not the
+    exact chart) against XGrammar's record, every one of its steps, in the default suite."""
+    mask_model = StringPrefixModel(load_spelled(F.GRAMMAR, F.fixture_vocabulary(fx)), support=True)
+    bad, steps = neurosym_mismatches(fx, mask_model, fx["sequences"])
+    walk_steps = sum(len(s["tokens"]) + 1 for s in fx["sequences"] if s["source"] == "xgrammar-walk")
+    assert bad == [] and walk_steps >= 2000 and steps > 4000
+
+
 def test_the_record_is_what_it_claims(fx):
     """Every recorded decision agrees with the independent judge (the regex package's
     partial matching of the grammar): the end bit at every step, and at every step the

@@ -204,9 +204,10 @@ class TransformersCFGEngine(Engine):
 
 class NeurosymEngine(Engine):
     """neurosym's string-level runtime (:class:`~neurosym.decode.tokenized.StringPrefixModel`
-    over :func:`~neurosym.compile.spelling.load_spelled`, one row): the mask is the set
-    of tokens with ``P(x + t is a prefix) > 0``, as :class:`SpelledMask` uses it, and the
-    end is allowed where ``P(x is a sentence) > 0``."""
+    over :func:`~neurosym.compile.spelling.load_spelled`, one row, ``support=True`` as
+    :class:`SpelledMask` alone builds it: a ``.pcfg``'s Earley recogniser): the mask is
+    the set of tokens with ``P(x + t is a prefix) > 0``, and the end is allowed where
+    ``P(x is a sentence) > 0``."""
 
     name = "neurosym"
 
@@ -216,7 +217,7 @@ class NeurosymEngine(Engine):
 
         rss = peak_rss_bytes()
         t0 = time.perf_counter()
-        self.model = StringPrefixModel(load_spelled(path, vocab))
+        self.model = StringPrefixModel(load_spelled(path, vocab), support=True)
         self.compile_seconds = time.perf_counter() - t0
         self.memory_bytes = peak_rss_bytes() - rss
         self.eos = eos
