@@ -1,12 +1,16 @@
 """Issue 29's sampling Must-show: a randomly initialised GPT-2 over a byte-level BPE trained
 here (no download), constrained by ``GrammarLogitsProcessor("grammars/json.pcfg", ...)``
-and ``arith.pcfg``: every finished sample is accepted by an independent reference
-(``json.loads``; lark's Earley parser of the same grammar) and every unfinished one is a
-viable prefix (the ``regex`` package's partial match of the grammar)."""
+``arith.pcfg`` and ``clause.fsg``: every finished sample is accepted by an independent
+reference (``json.loads``; lark's Earley parser of the same grammar; the FSG's word-level
+automaton, which never sees the string runtime, after splitting the text by the default
+separator policy) and every unfinished one is a viable prefix (the ``regex`` package's
+partial match of the grammar; for the FSG, its complete words are a viable word prefix
+and the partial last word begins a word that can follow)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  #
 
 from neurosym.bench.cfg_convert import PrefixJudge, to_lark  # noqa: E402
 from neurosym.bench.decode_cfg import json_documents  # noqa: E402
+from neurosym.compile.fsg import load_fsg  # noqa: E402
+from neurosym.decode.run import membership  # noqa: E402
 from neurosym.dsl.pcfg import read_pcfg  # noqa: E402
 from neurosym.hf import GrammarLogitsProcessor, continuations  # noqa: E402
 
@@ -94,3 +100,36 @@ def test_arith_samples_parse(model, tokenizer):
             parser.parse(text)
         except LarkError as err:
             raise AssertionError(f"{text!r}: {err}") from None
+
+
+def test_clause_samples_are_sentences_of_the_fsg(model, tokenizer):
+    auto = load_fsg(ROOT / "grammars" / "clause.fsg")
+    words = [w for w in auto.vocab.tokens if not w.startswith("<")]
+    drawn = samples(model, tokenizer, str(ROOT / "grammars" / "clause.fsg"))
+    done = [t for t, f in drawn if f]
+    print(f"clause.fsg: {len(done)} of {len(drawn)} samples finished")
+    assert len(drawn) == SAMPLES and len(done) > 0
+
+    def ids(text: str) -> list[int] | None:  # the default policy: words apart by one space, . ! ? attached
+        parts = re.findall(r"[^ .!?]+|[.!?]", text)
+        if " ".join(parts).replace(" .", ".").replace(" !", "!").replace(" ?", "?") != text:
+            return None  # not written by the policy (a double space, a leading space, ...)
+        return [auto.vocab.id(w) if w in auto.vocab else -1 for w in parts]
+
+    for text in done:
+        row = ids(text)
+        assert row is not None and -1 not in row, text
+        sentence, _ = membership(auto, [row])
+        assert bool(sentence[0]), text
+    for text, f in drawn:
+        if f:
+            continue
+        complete, partial = (text, "") if text.endswith((" ", ".", "!", "?")) or not text else text.rsplit(" ", 1) if " " in text else ("", text)
+        if partial and partial[-1] in ".!?":  # a word then its attached mark: both complete
+            complete, partial = text, ""
+        row = ids(complete.rstrip(" ")) if complete.strip() else []
+        assert row is not None and -1 not in row, text
+        heads = [w for w in words if w.startswith(partial)] if partial else [None]
+        rows = [row + ([auto.vocab.id(w)] if w is not None else []) for w in heads]
+        _, viable = membership(auto, rows)
+        assert bool(viable.any()), text
