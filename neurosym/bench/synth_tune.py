@@ -44,8 +44,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from neurosym.bench.regel_split import split_of
-from neurosym.bench.synth_problems import binary_strings, load_regel, load_tomita
-from neurosym.bench.synth_score import equivalent, f1_score
+from neurosym.bench.synth_problems import load_regel, load_tomita
+from neurosym.bench.synth_score import equivalent
 from neurosym.compile.regex import pattern_dfa
 from neurosym.errors import NeurosymError
 from neurosym.synth import beam, clock

@@ -233,7 +233,6 @@ def expected_calibration_error(confidence: Tensor, correct: Tensor, bins: int = 
     if n == 0:
         return float("nan")
     idx = (torch.ceil(c * bins).long() - 1).clamp(0, bins - 1)
-    count = torch.bincount(idx, minlength=bins).double()
     conf = torch.zeros(bins, dtype=torch.float64).index_add_(0, idx, c)
     acc = torch.zeros(bins, dtype=torch.float64).index_add_(0, idx, ok)
     return float((conf - acc).abs().sum() / n)

@@ -315,7 +315,7 @@ AGREEMENT_FILE = "grammars/agreement.pcfg"
 def agreement_example(tree: Tree) -> tuple[list[str], int]:
     """(the words before the main verb, 0 singular / 1 plural) of a derivation
     ``S -> NP_x VP_x '.'``."""
-    np_, vp = tree.children[0], tree.children[1]
+    np_ = tree.children[0]
     if not isinstance(np_, Tree) or np_.label not in ("NP_sg", "NP_pl"):
         raise NeurosymError(f"agreement: unexpected derivation {tree}")
     return np_.leaves(), int(np_.label == "NP_pl")
