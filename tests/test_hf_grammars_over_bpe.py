@@ -4,7 +4,7 @@ here (no download), constrained by ``GrammarLogitsProcessor("grammars/json.pcfg"
 reference (``json.loads``; lark's Earley parser of the same grammar; the FSG's word-level
 automaton, which never sees the string runtime, after splitting the text by the default
 separator policy) and every unfinished one is a viable prefix (the ``regex`` package's
-partial match of the grammar; for the FSG, its complete words are a viable word prefix
+partial match of the grammar; for arith, written by the policy and completable; for the FSG, its complete words are a viable word prefix
 and the partial last word begins a word that can follow)."""
 
 from __future__ import annotations
@@ -100,6 +100,41 @@ def test_arith_samples_parse(model, tokenizer):
             parser.parse(text)
         except LarkError as err:
             raise AssertionError(f"{text!r}: {err}") from None
+    for text, f in drawn:  # unfinished: written by the separator policy, and completable
+        if not f:
+            assert arith_viable(text, parser), text
+
+
+def arith_join(words: list[str]) -> str:
+    """The default separator policy on arith's words, written out independently: one space
+    between words, none after ``(`` and none before ``)``."""
+    out = words[0] if words else ""
+    for prev, w in zip(words, words[1:]):
+        out += w if prev == "(" or w == ")" else " " + w
+    return out
+
+
+def arith_viable(text: str, parser) -> bool:
+    """Is ``text`` a prefix of some sentence of arith.pcfg under the default policy? Its
+    words must be written by the policy (a trailing separator allowed where a word may
+    follow), and the canonical completion must parse: a number after an operator, ``(``
+    or nothing, then ``)`` for each open bracket. A last word that could be cut (``1``
+    of ``10``) is a whole number here too, so the completion covers it."""
+    words = re.findall(r"[0-9]+|[-+*/()]", text)
+    if "".join(words) != text.replace(" ", ""):
+        return False
+    join = arith_join(words)
+    if text not in (join, join + " ") or (text.endswith(" ") and words and words[-1] == "("):
+        return False
+    done = list(words)
+    if not done or done[-1] in "+-*/(":
+        done.append("1")
+    done += [")"] * (words.count("(") - words.count(")"))
+    try:
+        parser.parse(arith_join(done))
+    except LarkError:
+        return False
+    return True
 
 
 def test_clause_samples_are_sentences_of_the_fsg(model, tokenizer):
