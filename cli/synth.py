@@ -92,6 +92,7 @@ def synth(
     With --corpus, one regex per class of a labelled corpus, each checked on every example."""
     from neurosym.files import check_output  # lazy: --help must not load torch and every subsystem
     from neurosym.synth import synthesize, write_to_bank  # lazy: --help must not load torch and every subsystem
+    from neurosym.synth.bank import check_name  # lazy: as above
     from neurosym.synth.methods import get_method, method_names  # lazy: as above
     if old_time_budget is not None:
         if corpus_file is None:
@@ -112,6 +113,7 @@ def synth(
     if (output is None) != (name is None):
         raise NeurosymError("-o/--output and --name go together")
     if output is not None:  # an existing bank is appended to (write_to_bank keeps every pattern it has)
+        check_name(name)  # before the search, not after it
         check_output(output, [f for f in (pos_file, neg_file) if f is not None], "bank", suffixes=(".regex",), ours=None)
     pos, neg = _read_examples(pos_file), _read_examples(neg_file)
     with_select = [m for m in method_names() if "select" in get_method(m).options]

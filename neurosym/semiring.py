@@ -299,6 +299,16 @@ class SoftMinSemiring:
         n = a.shape[-1]
         eye = torch.full_like(a, self.zero)
         eye.diagonal(dim1=-2, dim2=-1).fill_(0.0)
+        if self.temperature == 0 and bool((a >= 0).all()):
+            # (min, +) with non-negative costs: a path of n or more steps holds a cycle that
+            # costs >= 0, so squaring (I ⊕ a) ceil(log2 n) times gives the same minima in
+            # O(n^3 log n) instead of the n - 1 products' O(n^4)
+            r = self.plus(eye, a)
+            steps = 1
+            while steps < n - 1:
+                r = self.matmul(r, r)
+                steps *= 2
+            return r
         r = eye
         for _ in range(n - 1):
             r = self.plus(eye, self.matmul(r, a))

@@ -261,3 +261,27 @@ def test_log_matmul_keeps_exact_minus_inf_without_the_slow_path(monkeypatch):
     assert torch.equal(torch.isinf(c), torch.isinf(expected))
     assert torch.allclose(c[torch.isfinite(c)].double(), expected[torch.isfinite(expected)], atol=1e-5)
     assert recomputed == []
+
+
+def _star_by_products(a: torch.Tensor) -> torch.Tensor:
+    """The definition, I ⊕ a ⊕ ... ⊕ a^(n-1) by n - 1 products (the reference)."""
+    n = a.shape[-1]
+    eye = torch.full_like(a, MIN_PLUS.zero)
+    eye.diagonal().fill_(0.0)
+    r = eye
+    for _ in range(n - 1):
+        r = MIN_PLUS.plus(eye, MIN_PLUS.matmul(r, a))
+    return r
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_min_plus_star_by_squaring_equals_the_products(seed):
+    """(min, +) with costs >= 0 squares (I ⊕ a) instead of n - 1 products: exact on integer
+    costs (edit distances), equal to rounding on real ones, unreachable pairs kept at zero."""
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(1, 16, (), generator=g))
+    a = torch.rand(n, n, generator=g, dtype=torch.float64) * 5
+    a = torch.where(torch.rand(n, n, generator=g) < seed / 40, torch.full_like(a, MIN_PLUS.zero), a)
+    ints = a.round().where(a < MIN_PLUS.zero, a)
+    assert torch.equal(MIN_PLUS.star(ints), _star_by_products(ints))
+    torch.testing.assert_close(MIN_PLUS.star(a), _star_by_products(a), rtol=1e-12, atol=0)

@@ -14,10 +14,16 @@ NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _RULE = re.compile(r"^\s*([A-Z_][A-Z0-9_]*)\s*(?:\[[^\]]*\])?\s*:", re.M)
 
 
-def bank_entry(name: str, pattern: str) -> str:
-    """The bank line ``NAME: /pattern/`` (slashes in the pattern written ``\\/``)."""
+def check_name(name: str) -> str:
+    """``name`` if it can name a bank pattern (``[A-Z_][A-Z0-9_]*``), else a NeurosymError."""
     if not NAME.fullmatch(name):
         raise NeurosymError(f"bad pattern name {name!r}: bank names are UPPERCASE, [A-Z_][A-Z0-9_]*")
+    return name
+
+
+def bank_entry(name: str, pattern: str) -> str:
+    """The bank line ``NAME: /pattern/`` (slashes in the pattern written ``\\/``)."""
+    check_name(name)
     if "\n" in pattern or "\r" in pattern:
         raise NeurosymError("a bank pattern must fit on one line (write \\n for a newline)")
     body = re.sub(r"(?<!\\)((?:\\\\)*)/", r"\1\\/", pattern)
@@ -47,4 +53,4 @@ def write_to_bank(path: str | Path, name: str, pattern: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-__all__ = ["bank_entry", "write_to_bank"]
+__all__ = ["bank_entry", "check_name", "write_to_bank"]
