@@ -20,7 +20,6 @@ Regenerate (needs ``pip install 'neurosym[bench]'``)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from pathlib import Path
@@ -29,9 +28,8 @@ import numpy as np
 
 from neurosym.bench.cfg_convert import to_gbnf
 from neurosym.bench.decode_cfg import END_PROB, json_documents
-from neurosym.bench.decode_fixture import fixture_vocab, pack, train_surfaces
+from neurosym.bench.decode_fixture import fixture_vocab, pack, train_surfaces, write_record
 from neurosym.dsl.pcfg import read_pcfg
-from neurosym.files import atomic_write_bytes
 from neurosym.vocab import Vocab
 
 GRAMMAR = Path(__file__).resolve().parents[2] / "grammars" / "json.pcfg"
@@ -128,11 +126,7 @@ def fixture_vocabulary(fx: dict) -> Vocab:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neurosym.bench.decode_cfg_fixture", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", required=True, metavar="PATH", help="where to write the record (JSON)")
-    args = parser.parse_args(argv)
-    atomic_write_bytes(Path(args.write), (json.dumps(build_fixture(), indent=0) + "\n").encode())
-    return 0
+    return write_record("python -m neurosym.bench.decode_cfg_fixture", __doc__.split("\n\n")[0], build_fixture, argv)
 
 
 if __name__ == "__main__":

@@ -309,12 +309,18 @@ def neurosym_allowed(pattern: str, prefix: list[str], tokens: list[str] = OUTLIN
     return sorted(tokens[i] for i in torch.nonzero(allowed).flatten().tolist()), bool(auto.final[q])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neurosym.bench.decode_fixture", description=__doc__.split("\n\n")[0])
+def write_record(prog: str, description: str, build, argv: list[str] | None = None) -> int:
+    """The command line of a record writer: ``prog --write PATH`` writes ``build()`` there
+    as JSON (atomically)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--write", required=True, metavar="PATH", help="where to write the record (JSON)")
     args = parser.parse_args(argv)
-    atomic_write_bytes(Path(args.write), (json.dumps(build_fixture(), indent=0) + "\n").encode())
+    atomic_write_bytes(Path(args.write), (json.dumps(build(), indent=0) + "\n").encode())
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return write_record("python -m neurosym.bench.decode_fixture", __doc__.split("\n\n")[0], build_fixture, argv)
 
 
 if __name__ == "__main__":

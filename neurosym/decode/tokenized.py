@@ -32,6 +32,7 @@ terminal model at run time (one ``advance`` per terminal and step, cached).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Protocol
@@ -649,7 +650,7 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- processors
-class _StringProcessor(LogitsProcessor):
+class _StringProcessor(LogitsProcessor, ABC):
     """Shared state of the processors over a :class:`SpelledGrammar`."""
 
     masks_only = False  # a processor that reads only the support builds its own model on support_model
@@ -689,9 +690,9 @@ class _StringProcessor(LogitsProcessor):
         if not self._started:
             raise NeurosymError(f"{type(self).__name__}: call reset(batch_size) before using the processor")
 
+    @abstractmethod
     def _probs(self) -> tuple[np.ndarray, np.ndarray]:
         """The model's ``(B, V)`` and ``(B,)`` probabilities this processor reads."""
-        raise NotImplementedError
 
     def log_probs(self) -> Tensor:
         """(B, V) float64 log-probabilities (:meth:`_probs`), the end at ``eos_id``."""
