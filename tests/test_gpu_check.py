@@ -35,7 +35,7 @@ def test_gpu_check_tiny_cpu_mode_writes_one_json_with_every_part(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["mode"] == "cpu tiny" and r["device"] == "cpu" and r["torch"] and r["wall_s"] > 0
-    assert list(r["parts"]) == ["semantic-kl", "idea-gating", "structured-suite", "bench-train", "bench-inside", "decode"]
+    assert list(r["parts"]) == ["bench-train", "bench-inside", "semantic-kl", "idea-gating", "decode", "structured-suite"]
     for name, part in r["parts"].items():
         assert part["ok"] and part["wall_s"] > 0 and part["result"]["gpu_command"].startswith("neurosym "), name
     # json.loads accepts NaN / Infinity: none may be there (the script writes them as strings)

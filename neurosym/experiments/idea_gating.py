@@ -289,10 +289,11 @@ VARIANTS = ("baseline", "idea", "idea-untied")
 def recipe_config(
     dataset: str, variant: str, seed: int, out_dir: str | Path = "runs/idea-gating", threads: int | None = RECIPE_THREADS,
     gpu: bool = False, progress_bar: bool = False, overrides: dict | None = None, data_dir: str | Path | None = None,
-    budget: str = "quick",
+    budget: str = "quick", device: str | None = None,
 ) -> Config:
     """The ``lm``-task config of one dataset, variant and seed (``overrides``: {table: {key:
-    value}} over the recipe's ``model``, ``idea``, ``data`` and ``optim`` tables)."""
+    value}} over the recipe's ``model``, ``idea``, ``data`` and ``optim`` tables; ``device``:
+    where it trains, by default CUDA with ``gpu`` and the CPU without)."""
     if dataset not in RECIPE:
         raise NeurosymError(f"unknown idea-gating dataset {dataset!r}; expected one of {', '.join(RECIPE)}")
     if variant not in VARIANTS:
@@ -316,7 +317,7 @@ def recipe_config(
         tables["model"]["idea"] = {**idea, "tied": variant == "idea"}
     return Config.from_dict({
         "run": {"name": f"idea-gating-{dataset}-{variant}-seed{seed}", "out_dir": str(out_dir), "seed": seed, "threads": threads,
-                "device": "cuda" if gpu else "cpu", "task": "lm"},
+                "device": device or ("cuda" if gpu else "cpu"), "task": "lm"},
         **tables,
         "log": {"every": 50, "checkpoint_every": 500, "progress": progress_bar},
     })
@@ -332,7 +333,7 @@ def reproduce(
     seeds: int = 3, out_dir: str | Path = "runs/idea-gating", datasets: Sequence[str] = DATASETS,
     variants: Sequence[str] = VARIANTS, progress: Callable[[str], None] | None = print, resume: bool = False,
     threads: int | None = RECIPE_THREADS, gpu: bool = False, samples: int = 400, overrides: dict | None = None,
-    plots: bool = True, data_dir: str | Path | None = None, budget: str = "quick",
+    plots: bool = True, data_dir: str | Path | None = None, budget: str = "quick", device: str | None = None,
 ) -> dict:
     """Train every variant on every dataset for ``seeds`` seeds and measure them; the
     report dict (see :func:`format_report`, :func:`json_report`)."""
@@ -349,7 +350,8 @@ def reproduce(
         measured: dict = {}  # the drift corpus or the domain text, built once
 
         def config(v: str, seed: int) -> Config:
-            return recipe_config(dataset, v, seed, out_dir, threads, gpu, overrides=overrides, data_dir=data_dir, budget=budget)  # noqa: B023
+            return recipe_config(dataset, v, seed, out_dir, threads, gpu, overrides=overrides, data_dir=data_dir, budget=budget,  # noqa: B023
+                                 device=device)
 
         def measure(run: harness.Run) -> dict:
             """Drift (drift corpus) or stickiness (WikiText-2) of the run's model, on this
