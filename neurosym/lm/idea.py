@@ -129,10 +129,10 @@ def stop_word_ids(ids: Tensor | Iterable[Sequence[int]], n: int, vocab_size: int
     flat = ids.reshape(-1).long() if isinstance(ids, Tensor) else torch.tensor([t for row in ids for t in row], dtype=torch.long)
     counts = torch.bincount(flat[(flat >= 0) & (flat < vocab_size)], minlength=vocab_size).double()
     if len(exclude):
-        counts[torch.as_tensor(list(exclude), dtype=torch.long)] = -1.0
+        counts[torch.as_tensor(list(exclude), dtype=torch.long, device=counts.device)] = -1.0
     n = min(n, int((counts > 0).sum()))
     # stable order: larger count first, then the lower id
-    order = torch.argsort(-counts * (vocab_size + 1) + torch.arange(vocab_size, dtype=torch.float64))
+    order = torch.argsort(-counts * (vocab_size + 1) + torch.arange(vocab_size, dtype=torch.float64, device=counts.device))
     return order[:n].sort().values
 
 
