@@ -66,6 +66,38 @@ def test_gpu_check_refuses_bad_input(tmp_path):
     assert missing.returncode != 0 and "--data" in missing.stderr and "no such folder" in missing.stderr and "Traceback" not in missing.stderr
     no_out = run("--cpu", "--tiny")
     assert no_out.returncode == 2 and "$OUT" in no_out.stderr
+    for limit in ("warp-drive=3", "decode=0", "decode=soon", "decode"):
+        bad_limit = run(str(tmp_path / "x.json"), "--cpu", "--tiny", "--limit", limit)
+        assert bad_limit.returncode == 2 and f"--limit {limit}: expected PART=SECONDS" in bad_limit.stderr, limit
+    bad_deadline = run(str(tmp_path / "x.json"), "--cpu", "--tiny", "--deadline", "-5")
+    assert bad_deadline.returncode == 2 and "--deadline: expected a positive number" in bad_deadline.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.slow
+def test_gpu_check_grids_report_each_seed_and_keep_partial_results_at_the_deadline(tmp_path):
+    """The 3-seed grids (tiny: 2 seeds) write a report per finished seed; a part stopped by
+    --deadline keeps the seeds it finished, and a part with no time left is recorded, not run."""
+    out = tmp_path / "grid.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(out), "--cpu", "--tiny", "--parts", "kl-grid,idea-grid"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parts = json.loads(out.read_text())["parts"]
+    kl = parts["kl-grid"]["result"]
+    assert kl["seeds_done"] == 2 and [r["seed"] for r in kl["report"]["wikitext-2"]["baseline"]["runs"]] == [0, 1]
+    assert kl["report"]["wikitext-2"]["welch"]["kl-T0.1"]["ppl"]["p"] >= 0
+    idea = parts["idea-grid"]["result"]
+    assert idea["seeds_done"] == 2 and idea["report"]["datasets"]["wikitext-2"]["variant"]["ppl"] > 1
+    # a deadline that stops the first grid after its first seed and leaves nothing for the second
+    first_seed = 1.5 * parts["kl-grid"]["wall_s"] / 2
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(out), "--cpu", "--tiny", "--parts", "kl-grid,idea-grid",
+                           "--deadline", f"{first_seed:.1f}"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 1
+    parts = json.loads(out.read_text())["parts"]
+    assert not parts["kl-grid"]["ok"] and "timed out" in parts["kl-grid"]["error"]
+    assert parts["kl-grid"].get("partial", {}).get("seeds_done") in (1, None)  # None only if seed 0 itself ran past the limit
+    assert parts["idea-grid"] == {"ok": False, "error": parts["idea-grid"]["error"], "wall_s": 0.0}
+    assert "--deadline" in parts["idea-grid"]["error"]
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
