@@ -79,10 +79,11 @@ def reproduce_semantic_kl(seeds: int, datasets: str, variants: str | None, epoch
             for r in report[d][v]["runs"]:
                 r["plot"] = str(plot_run(r["run_dir"]))
     report["curves"] = str(recipe.plot_curves(report, out_dir / "curves.png"))
+    report["reliability_plot"] = str(recipe.plot_reliability(report, out_dir / "reliability.png"))
     if as_json:
-        click.echo(json.dumps(recipe.json_report(report) | {"curves": report["curves"]}, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(recipe.json_report(report) | {k: report[k] for k in ("curves", "reliability_plot")}, indent=2, ensure_ascii=False))
     else:
-        click.echo(recipe.format_report(report) + f"\n\ntraining curves: {report['curves']}")
+        click.echo(recipe.format_report(report) + f"\n\ntraining curves: {report['curves']}\nreliability diagrams: {report['reliability_plot']}")
 
 
 @reproduce.command(

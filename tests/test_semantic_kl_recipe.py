@@ -74,6 +74,18 @@ def test_report_shape_and_metrics(tmp_path):
         recipe.reproduce(seeds=1, out_dir=tmp_path, datasets=("ud-english-ewt",), variants=("baseline",), progress=None,
                          model=TINY_MODEL, data=TINY_DATA, optim=TINY_OPTIM)
     assert recipe.plot_curves(report, tmp_path / "curves.png").stat().st_size > 0
+    # reliability diagrams: each seed's test bins, pooled per variant, their ECE the reported one
+    from neurosym.lm.metrics import ece_of_bins
+
+    for v in ("baseline", "kl-cos-0.3-to-0.05"):
+        runs = section[v]["runs"]
+        for r in runs:
+            assert ece_of_bins(r["reliability"]) == pytest.approx(r["ece"], abs=1e-12) and sum(r["reliability"]["count"]) == r["tokens"]
+        assert section[v]["reliability"]["count"] == [a + b for a, b in zip(*(r["reliability"]["count"] for r in runs))]
+    assert recipe.plot_reliability(report, tmp_path / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(NeurosymError, match="no reliability bins"):
+        recipe.plot_reliability({**report, "ud-english-ewt": {**report["ud-english-ewt"], "baseline": {"runs": []}, "kl-cos-0.3-to-0.05": {}}},
+                                tmp_path / "none.png")
 
 
 def test_ud_data_and_same_pos_equal_the_recipe_reading():

@@ -47,6 +47,7 @@ from neurosym.errors import NeurosymError
 from neurosym.experiments import harness
 from neurosym.lm.config import Config
 from neurosym.lm.task import LMTask
+from neurosym.lm.metrics import pool_reliability
 
 DATASETS = ("wikitext-2", "ud-english-ewt")
 STANDARD, FALLBACK = "train", "valid (fallback)"  # the "train_split" of WikiText-2's two modes
@@ -154,7 +155,7 @@ def measure(run: harness.Run) -> dict:
     """The reported figures of a trained run: its test split (:meth:`LMTask.figures`), with
     the last validation figures kept as ``valid_*``."""
     valid = {f"valid_{k}": v for k, v in run.figures.items() if k in ("ppl", "nll", "top1", "ece", "same_pos_miss")}
-    return {**run.task.figures(run.model, "test"), **valid}
+    return {**run.task.figures(run.model, "test", reliability=True), **valid}
 
 
 def reproduce(
@@ -212,6 +213,8 @@ def reproduce(
         for v, rows in runs.items():
             section[v] = harness.summarise(rows, METRICS)
             section[v].update(params=grid[v][-1].params, overrides=VARIANTS[v], runs=rows)
+            if all("reliability" in r for r in rows):  # the test tokens of every seed in one diagram
+                section[v]["reliability"] = pool_reliability([r["reliability"] for r in rows])
         base = runs["baseline"]
         section["welch"] = {
             v: {k: harness.welch([r[k] for r in runs[v]], [r[k] for r in base]) for k in ("ppl", "same_pos_miss")}
@@ -275,6 +278,38 @@ def plot_curves(report: dict, out: str | Path) -> Path:
     splits = {d: report[d]["data"]["train_split"] for d in report["datasets"]}
     return harness.plot_curves(panels, out, title="semantic KL vs CE (" + "; ".join(f"{d}: trained on {s}" for d, s in splits.items()) + ")",
                                eval_titles={d: f"{d}: validation PPL at each epoch end" for d in report["datasets"]})
+
+
+def plot_reliability(report: dict, out: str | Path) -> Path:
+    """Reliability diagrams of the report's variants: per dataset, the test tokens' top-1
+    accuracy against their mean top-1 probability in each confidence bin (every seed's
+    tokens pooled; :func:`~neurosym.lm.metrics.reliability_bins`), the diagonal being perfect
+    calibration, and the share of tokens per bin; written to ``out`` as a PNG."""
+    from matplotlib.figure import Figure  # lazy: matplotlib is slow to import and only plots need it
+
+    sets = [d for d in report["datasets"] if any("reliability" in report[d][v] for v in report["variants"])]
+    if not sets:
+        raise NeurosymError("plot_reliability: the report has no reliability bins (runs measured before they were recorded)")
+    fig = Figure(figsize=(9.0, 3.4 * len(sets)), layout="constrained")
+    for row, d in enumerate(sets):
+        ax, ax_n = fig.add_subplot(len(sets), 2, 2 * row + 1), fig.add_subplot(len(sets), 2, 2 * row + 2)
+        ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="calibrated")
+        for v in report["variants"]:
+            r = report[d][v].get("reliability")
+            if r is None:
+                continue
+            kept = [b for b, k in enumerate(r["count"]) if k > 0]
+            ece = harness.mean_std(report[d][v], "ece", ".4f")
+            ax.plot([r["confidence"][b] for b in kept], [r["accuracy"][b] for b in kept], marker="o", label=f"{v} (ECE {ece})")
+            total = sum(r["count"])
+            ax_n.plot([(r["edges"][b] + r["edges"][b + 1]) / 2 for b in kept], [r["count"][b] / total for b in kept], marker=".", label=v)
+        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean top-1 probability in the bin", ylabel="top-1 accuracy",
+               title=f"{d}: reliability ({report[d]['data']['eval_split']} split, {report['seeds']} seed(s) pooled)")
+        ax_n.set(xlim=(0, 1), yscale="log", xlabel="top-1 probability (bin centre)", ylabel="share of tokens", title=f"{d}: tokens per bin")
+        for a in (ax, ax_n):
+            a.grid(alpha=0.3)
+            a.legend(fontsize="x-small")
+    return harness.save_png(fig, out)
 
 
 def json_report(report: dict) -> dict:

@@ -221,24 +221,61 @@ def embedding_health(W: Tensor) -> dict[str, float]:
     return {"mean_cosine": mean_cos, "effective_rank": eff}
 
 
-def expected_calibration_error(confidence: Tensor, correct: Tensor, bins: int = 15) -> float:
-    """ECE of top-1 probabilities: ``sum_b |B_b| / n * |accuracy(B_b) - mean confidence(B_b)|``
-    over ``bins`` equal-width bins of (0, 1] (bin b holds ``b/M < c <= (b+1)/M``; c = 0
-    goes to the first). confidence (...) in [0, 1], correct (...) bool -> float (NaN if empty)."""
+def reliability_bins(confidence: Tensor, correct: Tensor, bins: int = 15) -> dict[str, list[float]]:
+    """A reliability diagram's data: top-1 probabilities in ``bins`` equal-width bins of
+    (0, 1] (bin b holds ``e_b < c <= e_(b+1)`` for the float64 edges ``e_b = b / M``; c = 0
+    goes to the first), per bin the
+    ``count``, the mean ``confidence`` and the ``accuracy`` (both NaN for an empty bin),
+    and the bins' ``edges`` (M + 1). confidence (...) in [0, 1], correct (...) bool."""
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise NeurosymError(f"expected_calibration_error: bins must be an integer >= 1, got {bins!r}")
+        raise NeurosymError(f"reliability bins must be an integer >= 1, got {bins!r}")
     c = confidence.reshape(-1).double().cpu()
     ok = correct.reshape(-1).double().cpu()
-    n = c.numel()
-    if n == 0:
-        return float("nan")
-    idx = (torch.ceil(c * bins).long() - 1).clamp(0, bins - 1)
+    edges = torch.tensor([b / bins for b in range(bins + 1)], dtype=torch.float64)
+    idx = (torch.searchsorted(edges, c) - 1).clamp(0, bins - 1)  # e_(i-1) < c <= e_i: bin i - 1, exactly at the edges
+    count = torch.zeros(bins, dtype=torch.float64).index_add_(0, idx, torch.ones_like(c))
     conf = torch.zeros(bins, dtype=torch.float64).index_add_(0, idx, c)
     acc = torch.zeros(bins, dtype=torch.float64).index_add_(0, idx, ok)
-    return float((conf - acc).abs().sum() / n)
+    nan = torch.full_like(count, float("nan"))
+    return {"edges": edges.tolist(), "count": count.tolist(),
+            "confidence": torch.where(count > 0, conf / count.clamp_min(1), nan).tolist(),
+            "accuracy": torch.where(count > 0, acc / count.clamp_min(1), nan).tolist()}
+
+
+def expected_calibration_error(confidence: Tensor, correct: Tensor, bins: int = 15) -> float:
+    """ECE of top-1 probabilities: ``sum_b |B_b| / n * |accuracy(B_b) - mean confidence(B_b)|``
+    over the bins of :func:`reliability_bins`. confidence (...) in [0, 1], correct (...)
+    bool -> float (NaN if empty)."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise NeurosymError(f"expected_calibration_error: bins must be an integer >= 1, got {bins!r}")
+    if confidence.numel() == 0:
+        return float("nan")
+    return ece_of_bins(reliability_bins(confidence, correct, bins))
+
+
+def ece_of_bins(r: dict[str, list[float]]) -> float:
+    """The ECE of :func:`reliability_bins`' data (several runs' bins may be pooled first
+    with :func:`pool_reliability`); NaN when every bin is empty."""
+    n = sum(r["count"])
+    if n == 0:
+        return float("nan")
+    return sum(k * abs(a - c) for k, a, c in zip(r["count"], r["accuracy"], r["confidence"]) if k > 0) / n
+
+
+def pool_reliability(runs: Sequence[dict[str, list[float]]]) -> dict[str, list[float]]:
+    """Several runs' :func:`reliability_bins` (the same edges) as one: counts added, the
+    means weighted by count."""
+    if not runs or any(r["edges"] != runs[0]["edges"] for r in runs):
+        raise NeurosymError("pool_reliability: expected one or more reliability diagrams with the same bins")
+    count = [sum(r["count"][b] for r in runs) for b in range(len(runs[0]["count"]))]
+    def mean(key: str) -> list[float]:
+        return [sum(r["count"][b] * r[key][b] for r in runs if r["count"][b] > 0) / count[b] if count[b] > 0 else float("nan")
+                for b in range(len(count))]
+    return {"edges": list(runs[0]["edges"]), "count": count, "confidence": mean("confidence"), "accuracy": mean("accuracy")}
 
 
 __all__ = [
+    "ece_of_bins",
     "embedding_health",
     "evaluate",
     "expected_calibration_error",
@@ -246,7 +283,9 @@ __all__ = [
     "focus_token_ce",
     "oracle_logits",
     "perplexity",
+    "pool_reliability",
     "ppl_from_nll",
+    "reliability_bins",
     "same_pos_miss_rate",
     "semantic_mse",
     "seen_only_ppl",

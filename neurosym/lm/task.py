@@ -77,7 +77,7 @@ from neurosym.lm.fusion import (
 )
 from neurosym.lm.idea import IdeaConfig, IdeaOutput, idea_objective, idea_parameters, matched_d_ff, stop_word_ids
 from neurosym.lm.losses import aux_bce, class_uniformizer, label_smoothed_ce
-from neurosym.lm.metrics import embedding_health, evaluate as evaluate_batches, expected_calibration_error, floor_ppl, same_pos_miss_rate
+from neurosym.lm.metrics import embedding_health, evaluate as evaluate_batches, expected_calibration_error, floor_ppl, reliability_bins, same_pos_miss_rate
 from neurosym.lm.hf_model import HFCausalLM, load_base
 from neurosym.lm.lora import LoraSettings, with_lora
 from neurosym.lm.model import ARCHITECTURE_KEYS, CausalLM, LMSection
@@ -907,11 +907,12 @@ class LMTask:
             return {}
         return self.figures(model, "valid")
 
-    def figures(self, model: nn.Module, split: str, files: list[Path] | None = None) -> dict[str, float]:
-        """Every figure of ``split`` (:meth:`evaluate_split`), the output embedding's health
+    def figures(self, model: nn.Module, split: str, files: list[Path] | None = None, reliability: bool = False) -> dict[str, Any]:
+        """Every figure of ``split`` (:meth:`evaluate_split`, with its reliability diagram's
+        bins when asked), the output embedding's health
         (:func:`~neurosym.lm.metrics.embedding_health` of its word rows, the specials left
         out) and, with ``data.pos``, the same-POS miss rate (:meth:`same_pos`)."""
-        out = self.evaluate_split(model, split, files)
+        out = self.evaluate_split(model, split, files, reliability=reliability)
         specials = sum(s is None for s in self.vocab.surfaces[: len(self.vocab)]) if self.vocab.kind == "word" else 0
         out.update(embedding_health(unwrap(model).lm_head.weight[specials : len(self.vocab)]))
         d = self.data_cfg
@@ -921,10 +922,12 @@ class LMTask:
         return out
 
     @torch.no_grad()
-    def evaluate_split(self, model: nn.Module, split: str, files: list[Path] | None = None, batch_size: int = 64) -> dict[str, float]:
+    def evaluate_split(self, model: nn.Module, split: str, files: list[Path] | None = None, batch_size: int = 64,
+                       reliability: bool = False) -> dict[str, Any]:
         """PPL, top-1 accuracy and ECE of the model's distribution over ``split``'s windows
-        (every target but ``<pad>``, ``<eos>`` included); with the idea gate also
-        ``ppl_ungated``. Sentences layout: :func:`neurosym.lm.metrics.evaluate` over the
+        (every target but ``<pad>``, ``<eos>`` included; ``reliability``: also the
+        reliability diagram's bins, :func:`~neurosym.lm.metrics.reliability_bins`, under
+        ``"reliability"``); with the idea gate also ``ppl_ungated``. Sentences layout: :func:`neurosym.lm.metrics.evaluate` over the
         split's sentences (``ppl``, ``nll``, ``tokens``; ``seen_ppl`` and ``focus_ce`` with
         held-out words; ``sem_mse`` with an aux head), and ``floor_ppl``."""
         if self.data_cfg.layout == "sentences":
@@ -963,6 +966,8 @@ class LMTask:
         conf_t, hit_t = torch.cat(conf), torch.cat(hit)
         result = {"ppl": math.exp(nll["ppl"] / n), "nll": nll["ppl"] / n, "tokens": n,
                   "top1": float(hit_t.double().mean()), "ece": expected_calibration_error(conf_t, hit_t)}
+        if reliability:
+            result["reliability"] = reliability_bins(conf_t, hit_t)
         if isinstance(unwrap(model).output, IdeaOutput):
             result["ppl_ungated"] = math.exp(nll["ppl_ungated"] / n)
         if self.auto is not None:

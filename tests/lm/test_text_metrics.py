@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neurosym.errors import NeurosymError
-from neurosym.lm.metrics import embedding_health, expected_calibration_error, same_pos_miss_rate
+from neurosym.lm.metrics import ece_of_bins, embedding_health, expected_calibration_error, pool_reliability, reliability_bins, same_pos_miss_rate
 
 
 def test_same_pos_miss_rate_by_hand():
@@ -63,3 +63,49 @@ def test_ece_by_hand():
     assert math.isnan(expected_calibration_error(torch.tensor([]), torch.tensor([], dtype=torch.bool)))
     with pytest.raises(NeurosymError, match="bins"):
         expected_calibration_error(conf, correct, bins=0)
+
+
+def _bins_by_loop(conf: list[float], correct: list[bool], bins: int) -> tuple[list[int], list[float], list[float]]:
+    """The reference: each value put in its bin one by one (edges b / bins, c in (e_b, e_b+1])."""
+    members: list[list[int]] = [[] for _ in range(bins)]
+    for i, c in enumerate(conf):
+        b = 0
+        while b < bins - 1 and c > (b + 1) / bins:
+            b += 1
+        members[b].append(i)
+    count = [len(m) for m in members]
+    mean_c = [sum(conf[i] for i in m) / len(m) if m else math.nan for m in members]
+    acc = [sum(correct[i] for i in m) / len(m) if m else math.nan for m in members]
+    return count, mean_c, acc
+
+
+@given(st.lists(st.tuples(st.one_of(st.sampled_from([0.0, 0.1, 0.2, 0.5, 1 / 3, 0.9, 1.0]), st.floats(0, 1)), st.booleans()),
+                min_size=1, max_size=40),
+       st.integers(1, 12))
+@settings(max_examples=150, deadline=None)
+def test_reliability_bins_match_a_loop_and_give_the_ece(pairs, bins):
+    conf = [c for c, _ in pairs]
+    correct = [k for _, k in pairs]
+    r = reliability_bins(torch.tensor(conf, dtype=torch.float64), torch.tensor(correct), bins)
+    count, mean_c, acc = _bins_by_loop(conf, correct, bins)
+    assert r["count"] == count and len(r["edges"]) == bins + 1 and r["edges"][0] == 0 and r["edges"][-1] == 1
+    for got, want in ((r["confidence"], mean_c), (r["accuracy"], acc)):
+        assert all((math.isnan(g) and math.isnan(w)) or g == pytest.approx(w, abs=1e-12) for g, w in zip(got, want))
+    n = len(conf)
+    ece = sum(k / n * abs(a - c) for k, a, c in zip(count, acc, mean_c) if k)
+    assert expected_calibration_error(torch.tensor(conf, dtype=torch.float64), torch.tensor(correct), bins) == pytest.approx(ece, abs=1e-12)
+
+
+def test_pooled_reliability_equals_the_bins_of_all_tokens_together():
+    g = torch.Generator().manual_seed(0)
+    parts = [(torch.rand(n, generator=g), torch.rand(n, generator=g) < 0.4) for n in (50, 7, 300)]
+    pooled = pool_reliability([reliability_bins(c, k, 10) for c, k in parts])
+    whole = reliability_bins(torch.cat([c for c, _ in parts]), torch.cat([k for _, k in parts]), 10)
+    assert pooled["count"] == whole["count"] and pooled["edges"] == whole["edges"]
+    for key in ("confidence", "accuracy"):
+        assert all((math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-12) for a, b in zip(pooled[key], whole[key]))
+    assert ece_of_bins(pooled) == pytest.approx(ece_of_bins(whole), abs=1e-12)
+    with pytest.raises(NeurosymError, match="same bins"):
+        pool_reliability([reliability_bins(*parts[0], 10), reliability_bins(*parts[1], 5)])
+    with pytest.raises(NeurosymError, match="bins"):
+        reliability_bins(*parts[0], 0)
