@@ -245,15 +245,18 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
 @click.option("--device", default="cpu", show_default=True, help='Torch device: "cpu", "cuda" or "cuda:N" (CUDA: wall time between synchronisations).')
 @click.option("--gpu-shape", is_flag=True, help="The semantic-KL recipe's --gpu shape (d_model 512, 6 layers, windows of 256) instead of its CPU shape.")
 @click.option("--launches", is_flag=True, help="Also count one step's kernel launches with torch.profiler (on the CPU: leaf operators, a proxy; docs/gpu.md).")
+@click.option("--split", default="valid", show_default=True, type=click.Choice(["valid", "train"]),
+              help="The WikiText-2 file of the vocabulary and the batch: valid (shipped) or train (the standard train.txt of the shared data: the recipes' vocabulary).")
 @json_option()
-def bench_train(repeats: int, threads: int, batch: int, device: str, gpu_shape: bool, launches: bool, as_json: bool) -> None:
+def bench_train(repeats: int, threads: int, batch: int, device: str, gpu_shape: bool, launches: bool, split: str, as_json: bool) -> None:
     """Time per training step of the baseline LM, the semantic-fusion model, semantic KL and
     idea gating at the same size on one batch of WikiText-2 windows, in process CPU time
     (on CUDA in synchronised wall time), as ratios to the baseline (docs/semantic_kl.md,
     docs/gpu.md)."""
     from neurosym.bench import train as bench_train_module  # lazy: --help must not load torch and every subsystem
 
-    results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch, device=device, gpu_shape=gpu_shape, launches=launches)
+    results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch, device=device, gpu_shape=gpu_shape, launches=launches,
+                                         split=split)
     click.echo(json.dumps(results, indent=2) if as_json else bench_train_module.format_results(results))
 
 

@@ -50,3 +50,21 @@ def test_bench_train_refuses_a_missing_device():
         run(repeats=1, device="cuda:7" if __import__("torch").cuda.is_available() else "cuda")
     with pytest.raises(NeurosymError, match="--device"):
         run(repeats=1, device="tpu")
+
+
+def test_bench_train_on_the_standard_train_split_vocabulary(tmp_path, monkeypatch):
+    """--split train reads the vocabulary and the batch from train.txt (the recipes' now);
+    without any train.txt it says so instead of falling back silently."""
+    folder = tmp_path / "wikitext-2"
+    folder.mkdir()
+    words = [f"w{i}" for i in range(40)]
+    (folder / "train.txt").write_text("\n".join(" ".join(words[(j + k) % 40] for k in range(12)) for j in range(30)) + "\n")
+    tiny = {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}
+    r = run(variants=("baseline",), repeats=1, warmup=1, batch_size=2, window=8, min_freq=1, model=tiny, split="train", data_dir=tmp_path)
+    assert r["setup"]["dataset"].startswith("WikiText-2 train.txt") and r["setup"]["vocab_size"] == 40 + 3  # + pad, unk, eos
+    with pytest.raises(NeurosymError, match="--split"):
+        run(repeats=1, split="test")
+    monkeypatch.setenv("NEUROSYM_SHARED_DATA", str(tmp_path / "nowhere"))
+    monkeypatch.setattr("neurosym.data.CHECKOUT_SHARED_DATA", tmp_path / "nowhere")
+    with pytest.raises(NeurosymError, match="train.txt"):
+        run(repeats=1, split="train")

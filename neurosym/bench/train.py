@@ -1,7 +1,8 @@
 """``neurosym bench train``: time per training step of the LM variants at the same size.
 
 All variants share the semantic-KL recipe's architecture (:data:`~neurosym.experiments.semantic_kl.RECIPE_MODEL`
-defaults) and one batch of WikiText-2 windows (trained-on split: valid.txt), so only what a
+defaults) and one batch of WikiText-2 windows (the vocabulary of valid.txt by default, of
+the standard train.txt with ``split="train"``, as the recipes now train), so only what a
 variant adds is timed:
 
 * ``baseline``: :class:`~neurosym.lm.model.CausalLM`, fused cross-entropy;
@@ -35,13 +36,14 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from neurosym.bench.inside import check_device
 from neurosym.compile.lexicon import load_lexicon
-from neurosym.data import shipped_file
+from neurosym.data import shared_data_dir, shipped_file
 from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
 from neurosym.errors import NeurosymError
 from neurosym.experiments.semantic_kl import GPU_DATA, GPU_MODEL, RECIPE_DATA, RECIPE_MODEL, RECIPE_OPTIM
@@ -129,13 +131,17 @@ def run(
     variants: Sequence[str] = VARIANTS, repeats: int = 20, warmup: int = 3, threads: int | None = 1,
     batch_size: int = RECIPE_OPTIM["batch_size"], window: int | None = None, min_freq: int | None = None,
     model: dict | None = None, device: str = "cpu", gpu_shape: bool = False, launches: bool = False,
+    split: str = "valid", data_dir: str | Path | None = None,
 ) -> dict:
     """Time ``repeats`` interleaved training steps of each variant after ``warmup`` steps on
     ``device``; with ``launches``, count one step's kernel launches (:func:`count_launches`).
 
     ``window`` and ``min_freq`` default to the recipe's (its ``--gpu`` shape's with
     ``gpu_shape``, which also takes :data:`~neurosym.experiments.semantic_kl.GPU_MODEL` under
-    ``model``). Returns ``{"setup": {...}, "<variant>": {"best_ms", "median_ms", "params",
+    ``model``). ``split``: the WikiText-2 file the vocabulary and the batch come from,
+    ``valid`` (the shipped copy; V = 13,778 at the ``--gpu`` shape) or ``train`` (the
+    standard train.txt of ``data_dir`` or the shared data: V = 33,279 at min_freq 1, the
+    recipes' vocabulary). Returns ``{"setup": {...}, "<variant>": {"best_ms", "median_ms", "params",
     "ratio_best", "ratio_median"[, "launches", "launch_ratio"]}}`` (ratios to the baseline's
     best / median / launches; the baseline is always timed)."""
     if "baseline" not in variants:
@@ -144,6 +150,12 @@ def run(
     if unknown:
         raise NeurosymError(f"unknown variant(s) {', '.join(unknown)}; expected some of {', '.join(VARIANTS)}")
     check_device(device)
+    if split not in ("valid", "train"):
+        raise NeurosymError(f"--split: expected valid or train, got {split!r}")
+    if split == "train" and data_dir is None:
+        data_dir = shared_data_dir()
+        if data_dir is None:
+            raise NeurosymError("--split train: WikiText-2's train.txt is not in the shipped copy; no shared data folder was found")
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     data = GPU_DATA if gpu_shape else RECIPE_DATA
@@ -154,7 +166,8 @@ def run(
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        lines = read_lines(corpus_path("wikitext-2", "valid"))
+        source = corpus_path("wikitext-2", split, data_dir if split == "train" else None)
+        lines = read_lines(source)
         vocab = WordVocab.build(lines, min_freq=min_freq)
         ids, targets = lm_windows(vocab.encode_lines(lines), window)
         ids, targets = ids[:batch_size].to(dev), targets[:batch_size].to(dev)
@@ -207,7 +220,7 @@ def run(
                 del net, loss, opt
     finally:
         torch.set_num_threads(before)
-    out: dict = {"setup": {"dataset": "WikiText-2 valid.txt (the split the recipe trains on)", "batch": batch_size, "window": window,
+    out: dict = {"setup": {"dataset": f"WikiText-2 {source.name} (its vocabulary at min_freq {min_freq})", "batch": batch_size, "window": window,
                            "vocab_size": len(vocab), "threads": threads, "repeats": repeats, "device": str(dev),
                            "card": torch.cuda.get_device_name(dev) if cuda else None, "torch": torch.__version__,
                            "shape": "the semantic-KL recipe's --gpu shape" if gpu_shape else "the semantic-KL recipe's CPU shape",
