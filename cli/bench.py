@@ -66,6 +66,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
         "neurosym bench synth --suites regel --regel-limit 50 --time-budget 5 -o regel.json",
         "neurosym bench synth --methods beam,beam-posterior --json > results.json",
         "neurosym bench synth --suites corpus",
+        "neurosym bench synth --suites formats --clock cpu -o formats.json",
         "neurosym bench synth --suites regel --regel-split test --methods beam --time-budget 5",
         "neurosym bench synth --suites alpharegex --methods beam,beam-alphaleaves --clock cpu",
     ),
@@ -74,7 +75,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
 @click.option("--time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds per problem.")
 @click.option("--regel-time-budget", default=None, type=click.FloatRange(min=0, min_open=True), help="Seconds per Regel problem (default: --time-budget).")
 @click.option("--regel-limit", default=None, type=click.IntRange(min=1), help="Only the first N Regel problems.")
-@click.option("--suites", "--suite", "suites", default="alpharegex,regel", show_default=True, help="Comma-separated problem sets: alpharegex, regel, corpus (UD English-EWT token classes).")
+@click.option("--suites", "--suite", "suites", default="alpharegex,regel", show_default=True, help="Comma-separated problem sets: alpharegex, regel, corpus (UD English-EWT token classes), formats (ZIP code, ISO date, hex colour).")
 @click.option("--regel-split", default="all", show_default=True, type=click.Choice(["all", "dev", "test"]), help="Regel: the development half (for tuning), the test half (to report), or all.")
 @click.option("--corpus-time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="corpus: seconds for all its classes together.")
 @click.option("--corpus-test", default="test", show_default=True, type=click.Choice(["dev", "test"]), help="corpus: the EWT split scored (dev for tuning).")
