@@ -26,5 +26,15 @@ def test_token_index_rows_count_what_they_say():
         assert row["allowed_arcs"] == int(auto.mask(torch.arange(Q)).sum())  # every allowed (state, token) pair, from the packed masks
         assert row["mask_bool_bytes"] == Q * V and row["mask_bitset_bytes"] == Q * ((V + 7) // 8)
     assert "index" in bench_compile.format_results({"word_list": {"words": 1, "trie_seconds": 1.0, "trie_states": 2, "interegular_seconds": None,
-                                                                   "interegular_states": None, "interegular_timeout": 5.0, "speedup": None},
+                                                                   "interegular_states": None, "interegular_timeout": 5.0, "speedup": None, "trie_cpu_seconds": 0.5},
                                                     "token_index": r})
+
+
+@needs_data
+def test_word_list_part_times_both_in_wall_and_cpu_seconds():
+    w = bench_compile.bench_words(40, reference_timeout=120)
+    assert w["words"] == 40 and w["interegular_timeout"] is None
+    assert w["trie_states"] <= w["interegular_states"]  # ours is minimal; interegular's need not be
+    assert w["trie_cpu_seconds"] >= 0 and w["interegular_cpu_seconds"] > 0
+    assert w["speedup"] == w["interegular_seconds"] / w["trie_seconds"]
+    assert w["speedup_cpu"] is None if w["trie_cpu_seconds"] == 0 else w["speedup_cpu"] == w["interegular_cpu_seconds"] / w["trie_cpu_seconds"]
