@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from neurosym.experiments import harness
 from neurosym.layers.encoders import LSTMEncoder, StackEncoder
 from neurosym.tasks.dyck import Dyck, Recognition
 
@@ -71,8 +72,10 @@ def max_depths(dyck: Dyck, data: Recognition, kind: str | None = None) -> list[i
 
 
 def run(seeds: Sequence[int] = (0, 1), threads: int = 1, settings: dict = SETTINGS) -> dict:
-    """Both encoders from each seed: accuracies, parameters, CPU seconds, and how much
-    deeper the balanced test words nest than any training word."""
+    """Both encoders from each seed: accuracies, parameters, CPU seconds, how much
+    deeper the balanced test words nest than any training word, and the stack encoder
+    against the LSTM on test accuracy (Welch's test over seeds; the verdict says
+    "better" only when p < 0.05)."""
     torch.set_num_threads(threads)
     dyck = Dyck(2)
     s = settings
@@ -82,12 +85,19 @@ def run(seeds: Sequence[int] = (0, 1), threads: int = 1, settings: dict = SETTIN
     train_deepest = max(max_depths(dyck, train))
     test_depths = max_depths(dyck, test, "balanced")
     runs = {name: {str(seed): train_and_test(name, train, test, len(dyck.vocab), seed, val, s) for seed in seeds} for name in MODELS}
+    accs = {name: [r["acc"] for r in runs[name].values()] for name in MODELS}
+    diff = statistics.mean(accs["stack"]) - statistics.mean(accs["lstm"])
+    test = harness.welch(accs["stack"], accs["lstm"])
     return {
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in s.items()}, "seeds": list(seeds), "threads": threads,
         "depths": {"train_max": train_deepest, "test_balanced_median": statistics.median(test_depths), "test_balanced_max": max(test_depths),
                    "test_balanced_deeper_than_train": sum(d > train_deepest for d in test_depths) / len(test_depths)},
         "runs": runs,
         "mean_acc": {name: statistics.mean(r["acc"] for r in runs[name].values()) for name in MODELS},
+        "stack_minus_lstm": diff,
+        "welch": test,
+        "stack_ahead_on_seeds": sum(runs["stack"][k]["acc"] > runs["lstm"][k]["acc"] for k in runs["stack"]),
+        "verdict": harness.verdict_sentence(diff, test["p"], lower_is_better=False),  # the stack encoder against the LSTM, on test accuracy
     }
 
 
@@ -102,6 +112,7 @@ def format_results(r: dict) -> str:
         val = " / ".join(f"{x['val_acc']:.3f}" for x in runs.values())
         acc = " / ".join(f"{x['acc']:.3f}" for x in runs.values())
         lines.append(f"  {name:6s} {first['params']:>6,} parameters  held-out {val}  test {acc}  mean {r['mean_acc'][name]:.3f}")
+    lines.append(f"  stack - lstm {r['stack_minus_lstm']:+.3f} (stack ahead on {r['stack_ahead_on_seeds']} of {len(r['seeds'])} seeds): {r['verdict']}")
     return "\n".join(lines)
 
 

@@ -232,19 +232,23 @@ def test_nondeterministic_gradients_match_finite_differences():
 
 
 @pytest.mark.slow
-def test_stack_rnn_beats_lstm_on_longer_dyck2():
+def test_stack_rnn_vs_lstm_on_longer_dyck2():
     """Dyck-2 recognition (negatives: retype / delete / insert one bracket), trained on
     lengths 2..40 and tested on 42..80; ``depth_bias`` 1.1 makes the test words nest
     deeper (median maximum depth 25, up to 38) than the training words (at most 19). Same
-    hidden size (16) for both; two fixed initialisation and batch-order seeds each,
-    compared on mean accuracy (``neurosym bench dyck``, docs/encoders.md)."""
+    hidden size (16) for both, five initialisation and batch-order seeds each
+    (``neurosym bench dyck --seeds 5``, docs/encoders.md). What holds: both fit the
+    training lengths, the stack encoder stays above 0.85 on the deeper strings from every
+    seed and is ahead of the LSTM on the mean and on at least 4 of the 5 seeds; Welch's
+    test does not find the difference at 0.05 (the LSTM fails on some seeds only)."""
     from neurosym.bench import dyck as bench_dyck
 
-    r = bench_dyck.run(seeds=(0, 1))
+    r = bench_dyck.run(seeds=range(5))
     print("\n" + bench_dyck.format_results(r))
     assert r["depths"] == {"train_max": 19, "test_balanced_median": 25, "test_balanced_max": 38, "test_balanced_deeper_than_train": 0.788}
-    assert all(x["acc"] > 0.9 for x in r["runs"]["stack"].values()), r["runs"]
-    assert r["mean_acc"]["stack"] > r["mean_acc"]["lstm"], r["runs"]
+    assert all(x["val_acc"] >= 0.99 and x["acc"] > 0.85 for x in r["runs"]["stack"].values()), r["runs"]
+    assert r["mean_acc"]["stack"] > r["mean_acc"]["lstm"] and r["stack_ahead_on_seeds"] >= 4, r["runs"]
+    assert r["verdict"].startswith("no difference detected") == (r["welch"]["p"] >= 0.05)
 
 
 def test_dyck_bench_runs_and_reports_a_short_setting():
