@@ -66,6 +66,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
         "neurosym bench synth --suites regel --regel-limit 50 --time-budget 5 -o regel.json",
         "neurosym bench synth --methods beam,beam-posterior --json > results.json",
         "neurosym bench synth --suites corpus",
+        "neurosym bench synth --suites formats --clock cpu -o formats.json",
         "neurosym bench synth --suites regel --regel-split test --methods beam --time-budget 5",
         "neurosym bench synth --suites alpharegex --methods beam,beam-alphaleaves --clock cpu",
     ),
@@ -74,7 +75,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
 @click.option("--time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds per problem.")
 @click.option("--regel-time-budget", default=None, type=click.FloatRange(min=0, min_open=True), help="Seconds per Regel problem (default: --time-budget).")
 @click.option("--regel-limit", default=None, type=click.IntRange(min=1), help="Only the first N Regel problems.")
-@click.option("--suites", "--suite", "suites", default="alpharegex,regel", show_default=True, help="Comma-separated problem sets: alpharegex, regel, corpus (UD English-EWT token classes).")
+@click.option("--suites", "--suite", "suites", default="alpharegex,regel", show_default=True, help="Comma-separated problem sets: alpharegex, regel, corpus (UD English-EWT token classes), formats (ZIP code, ISO date, hex colour).")
 @click.option("--regel-split", default="all", show_default=True, type=click.Choice(["all", "dev", "test"]), help="Regel: the development half (for tuning), the test half (to report), or all.")
 @click.option("--corpus-time-budget", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="corpus: seconds for all its classes together.")
 @click.option("--corpus-test", default="test", show_default=True, type=click.Choice(["dev", "test"]), help="corpus: the EWT split scored (dev for tuning).")
@@ -237,6 +238,20 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
         click.echo("\n\n".join(parts))
 
 
+@bench.command(name="dyck", epilog=examples("neurosym bench dyck", "neurosym bench dyck --threads 1 --json > docs/encoders_dyck2.json"))
+@click.option("--seeds", default=2, show_default=True, type=click.IntRange(min=1), help="Initialisation and batch-order seeds per encoder (0, 1, ...).")
+@threads_option(1)
+@json_option()
+def bench_dyck(seeds: int, threads: int, as_json: bool) -> None:
+    """A stack RNN against an LSTM of the same hidden size on Dyck-2 recognition: trained
+    on lengths up to 40, tested on lengths 42-80 that nest deeper (docs/encoders.md);
+    accuracy per seed, parameters, CPU seconds."""
+    from neurosym.bench import dyck as bench_dyck_module  # lazy: --help must not load torch and every subsystem
+
+    results = bench_dyck_module.run(seeds=tuple(range(seeds)), threads=threads)
+    click.echo(json.dumps(results, indent=2) if as_json else bench_dyck_module.format_results(results))
+
+
 @bench.command(name="train", epilog=examples("neurosym bench train", "neurosym bench train --repeats 40 --threads 2 --json",
                                              "neurosym bench train --device cuda --gpu-shape --launches"))
 @click.option("--repeats", default=20, show_default=True, type=click.IntRange(min=1), help="Timed steps per variant (interleaved; best and median reported).")
@@ -260,4 +275,4 @@ def bench_train(repeats: int, threads: int, batch: int, device: str, gpu_shape: 
     click.echo(json.dumps(results, indent=2) if as_json else bench_train_module.format_results(results))
 
 
-__all__ = ["bench", "bench_compile", "bench_decode", "bench_inside", "bench_synth", "bench_train", "bench_wfsa"]
+__all__ = ["bench", "bench_compile", "bench_decode", "bench_dyck", "bench_inside", "bench_synth", "bench_train", "bench_wfsa"]

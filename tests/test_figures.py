@@ -14,7 +14,8 @@ from neurosym.experiments import figures
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # the pages whose run figures are checked, and at least how many markers each holds
-CHECKED = {"README.md": 3, "semantic_fusion.md": 10, "semantic_kl.md": 2, "structured_suite.md": 20, "idea_gating.md": 14}
+CHECKED = {"README.md": 3, "semantic_fusion.md": 10, "semantic_kl.md": 20, "structured_suite.md": 20, "idea_gating.md": 14, "decode.md": 80,
+           "synth.md": 30, "automata.md": 6, "pcfg.md": 3, "strings.md": 11, "encoders.md": 2}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
@@ -108,3 +109,18 @@ def test_a_marker_with_the_wrong_count_or_path_is_reported(tmp_path):
                    "1 numbers written (1.25) but 2 paths named",
                    "1.4 is written but docs/r.json gives x = 1.25",
                    "docs/r.json: no 'z' in the report (stopped at 'z')"]
+
+
+def test_a_quoted_path_reaches_a_key_with_spaces(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "r.json").write_text(json.dumps({"patterns": {"5000 words": {"1": {"us": [51.6, 90.0]}}, "5000": {"us": 2.0}}}))
+    assert figures.marker_paths("a/'5000 words'/b  \"x y\"/z - c*100") == ["a/5000 words/b", "x y/z", "-", "c*100"]
+    page = tmp_path / "docs" / "p.md"
+    page.write_text("| 5,000 words | 51.6 <!-- figures docs/r.json: - patterns/'5000 words'/1/us/0 --> |\n"
+                    "| 5,000 words | 52.6 <!-- figures docs/r.json: - patterns/'5000 words'/1/us/0 --> |\n"
+                    "| 5,000 words | 51.6 <!-- figures docs/r.json: - patterns/5000 words/1/us/0 --> |\n"
+                    "| 5,000 words | 51.6 <!-- figures docs/r.json: - patterns/'5000 words/1/us/0 --> |\n")
+    got = [str(m).split(": ", 1)[1] for m in figures.check_page(page)]
+    assert got == ["52.6 is written but docs/r.json gives patterns/5000 words/1/us/0 = 51.6",  # the quoted key is read
+                   "2 numbers written (5,000, 51.6) but 3 paths named",  # unquoted, the key splits in two
+                   "cannot read the paths of the marker: No closing quotation"]

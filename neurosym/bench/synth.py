@@ -8,6 +8,9 @@ and the tables are :mod:`neurosym.bench.synth_report`.
 * **AlphaRegex**: a problem is *solved* when the regex accepts every positive and no
   negative. Reported per method: solved count, equivalence to the paper's regex, F1 on
   every short string, seconds per problem (median, max).
+* **Everyday formats** (:data:`~neurosym.bench.synth_problems.EVERYDAY_FORMATS`): per
+  format, the regex ``synthesize`` returns, its wall and CPU seconds, and how many fresh
+  valid strings it accepts and near misses it rejects.
 * **Regel**: consistent count (every example right), *equivalent* count (the
   synthesised DFA equals the ground truth's DFA exactly — Regel's notion of success),
   and the mean F1 on fresh strings labelled by the ground truth.
@@ -21,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import re
 import statistics
+import time
 from collections.abc import Sequence
 
 from neurosym.bench.regel_split import split_of
 from neurosym.bench.synth_corpus import run_corpus
-from neurosym.bench.synth_problems import ALPHAREGEX_LEAVES, binary_strings, load_alpharegex, load_alpharegex_reference, load_regel
+from neurosym.bench.synth_problems import ALPHAREGEX_LEAVES, EVERYDAY_FORMATS, binary_strings, load_alpharegex, load_alpharegex_reference, load_regel
 from neurosym.bench.synth_score import equivalent, f1_score, fresh_strings
 from neurosym.compile.regex import pattern_dfa
 from neurosym.data import shared_data, shared_data_dir
@@ -108,6 +112,28 @@ def run_alpharegex(methods=("beam", "evolve", "reinforce"), time_budget: float =
     return out
 
 
+def run_formats(time_budget: float = 60.0, seed: int = 0, formats: dict | None = None, log=None) -> dict:
+    """The everyday formats (or ``formats``: name -> positives, negatives, fresh valid
+    strings, near misses) through ``synthesize`` (method ``beam``, format induction on):
+    per format the regex, the phase that found it, wall and process CPU seconds, and
+    fresh strings accepted and near misses rejected by ``re.fullmatch``."""
+    out = {}
+    for name, (pos, neg, fresh, near) in (formats if formats is not None else EVERYDAY_FORMATS).items():
+        w0, c0 = time.perf_counter(), time.process_time()
+        res = synthesize(pos, neg, time_budget=time_budget, seed=seed)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        rx = re.compile(res.pattern) if res.pattern is not None else None
+        out[name] = {
+            "positives": len(pos), "negatives": len(neg), "pattern": res.pattern, "solved": res.solved, "phase": res.info.get("phase"),
+            "wall_seconds": wall, "cpu_seconds": cpu,
+            "fresh": len(fresh), "fresh_accepted": sum(bool(rx and rx.fullmatch(s)) for s in fresh),
+            "near_misses": len(near), "near_misses_rejected": sum(not (rx and rx.fullmatch(s)) for s in near),
+        }
+        if log:
+            log(f"formats {name}: /{res.pattern}/ {wall:.2f} s")
+    return out
+
+
 REGEL_SPLITS = ("all", "dev", "test")
 
 
@@ -186,13 +212,14 @@ def run(
     clock_kind: str = "wall",
 ) -> dict:
     """Run the benchmarks; returns a dict ``{"alpharegex": {method: ...}, "regel": {...},
-    "corpus": {...}}`` (the corpus suite: :func:`run_corpus`, ``corpus_time_budget``
+    "formats": {...}, "corpus": {...}}`` (the formats suite: :func:`run_formats`, at
+    ``time_budget`` seconds per format; the corpus suite: :func:`run_corpus`, ``corpus_time_budget``
     seconds for all its classes, scored on ``corpus_test``). ``clock_kind="cpu"``
     measures every budget and time in process CPU seconds
     (:func:`neurosym.synth.clock.cpu_clock`), so a loaded machine buys the same search.
 
     Raises :class:`NeurosymError` with a clear message when the shared data is absent."""
-    if shared_data_dir() is None:
+    if shared_data_dir() is None and set(suites) - {"formats"}:  # the formats suite needs no data set
         raise NeurosymError(
             "neurosym bench synth needs the shared data sets (../shared/data/alpharegex and ../shared/data/regel, "
             "or $NEUROSYM_SHARED_DATA); they are not available here"
@@ -213,6 +240,8 @@ def _run(methods, time_budget, regel_time_budget, seed, suites, regel_limit, pro
         out["alpharegex"] = run_alpharegex(methods, time_budget, seed, progress=progress, log=log)
     if "regel" in suites:
         out["regel"] = run_regel(methods, regel_time_budget or time_budget, seed, limit=regel_limit, progress=progress, log=log, split=regel_split)
+    if "formats" in suites:
+        out["formats"] = run_formats(time_budget, seed, log=log)
     if "corpus" in suites:
         out["corpus"] = run_corpus(time_budget=corpus_time_budget, test_split=corpus_test, log=log)
     out["seconds"] = clock.now() - t0
@@ -224,6 +253,7 @@ BENCH_SUITES = {
     "alpharegex": (("alpharegex", "benchmarks"),),
     "regel": (("regel", "so"), ("regel", "deepregex")),
     "corpus": (("ud-english-ewt",),),
+    "formats": (),
 }
 
 
@@ -272,4 +302,4 @@ def bench_synth_command(
     )
 
 
-__all__ = ["BENCH_SUITES", "CLOCKS", "REGEL_SPLITS", "VARIANTS", "bench_methods", "bench_synth_command", "run", "run_alpharegex", "run_regel"]
+__all__ = ["BENCH_SUITES", "CLOCKS", "REGEL_SPLITS", "VARIANTS", "bench_methods", "bench_synth_command", "run", "run_alpharegex", "run_formats", "run_regel"]

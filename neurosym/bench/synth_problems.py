@@ -14,6 +14,10 @@
   ``<m1>``, ... are the quoted strings of the description, in order). The fixed
   development / test halves are :mod:`neurosym.bench.regel_split`.
 
+* **Everyday formats** (:data:`EVERYDAY_FORMATS`, written here, no data set): a US ZIP
+  code, an ISO date and a hex colour, each with positives, negatives, fresh valid
+  strings and near misses, the test of format induction as a new user would try it.
+
 Each problem is a dict ``name, description, positives, negatives`` (AlphaRegex:
 ``has_x``; usable Regel problems: ``gt`` and ``regex``, skipped ones a ``reason``).
 """
@@ -97,6 +101,33 @@ def binary_strings(max_len: int = 10) -> list[str]:
 
 
 ALPHAREGEX_LEAVES = (ra.Chars("0"), ra.Chars("1"))
+
+
+# ---------------------------------------------------------------------- everyday formats
+
+# name -> (positives, negatives, fresh valid strings, near misses). The near misses are
+# format errors; calendar errors such as 2024-13-45 are not among them: six positives
+# do not show that months stop at 12 (docs/synth.md says so).
+EVERYDAY_FORMATS: dict[str, tuple[list[str], list[str], list[str], list[str]]] = {
+    "US ZIP": (
+        ["12345", "90210", "02139", "60601", "10001", "12345-6789", "94105-1234", "30301-0042"],
+        ["1234", "123456", "12345-678", "1-23", "123", "abcde", "12345-"],
+        ["55555", "00000", "98765-4321", "11111-0000"],
+        ["5555", "555555", "55555-", "55555-44444", "5555-55555", "a5555", "55555 1234"],
+    ),
+    "ISO date": (
+        ["2024-01-15", "1999-12-31", "2003-07-04", "2020-02-29", "1987-10-09", "2011-11-11"],
+        ["2024-1-15", "24-01-15", "2024/01/15", "20240115", "2024-01-5"],
+        ["2000-06-30", "1850-03-03", "2099-12-01"],
+        ["2000-6-30", "200-06-30", "2000-06-300", "2000.06.30", "2000-06", "2000-06-30-01", "20000630"],
+    ),
+    "hex colour": (
+        ["#a3f", "#FFF", "#09c", "#1a2B3c", "#ffffff", "#00ff7F", "#c0ffee", "#abc"],
+        ["#ab", "#abcd", "a3f", "#ggg", "#12345", "#1234567", "##abc"],
+        ["#123", "#fAb", "#deadbe", "#A0B1C2"],
+        ["#12", "#1234", "#12345", "#1234567", "123456", "#xyz", "#12g", "# 123"],
+    ),
+}
 
 
 # ---------------------------------------------------------------------- Tomita
@@ -297,6 +328,7 @@ def load_regel(folder: str | Path | None = None, suites: Sequence[str] = ("so", 
 
 __all__ = [
     "ALPHAREGEX_LEAVES",
+    "EVERYDAY_FORMATS",
     "TOMITA_EXAMPLES",
     "REGEL_CLASSES",
     "UNSUPPORTED",

@@ -1,5 +1,6 @@
 """The plain-text tables of ``neurosym bench synth``: :func:`format_results` for a whole run
-(AlphaRegex, Regel and the corpus suite) and :func:`format_corpus` for the corpus suite."""
+(AlphaRegex, Regel, the everyday formats and the corpus suite), :func:`format_formats` for the
+formats and :func:`format_corpus` for the corpus suite."""
 
 from __future__ import annotations
 
@@ -47,10 +48,21 @@ def format_results(results: dict) -> str:
                     f"    {suite:12s} {b['solved']:>5d}/{b['problems']:<5d} {b['equivalent']:>5d}/{b['problems']:<5d} "
                     f"{100 * b['equivalent'] / max(b['problems'], 1):7.1f}% {b['mean_f1']:8.3f}"
                 )
+    if "formats" in results:
+        lines.append(format_formats(results["formats"]))
     if "corpus" in results:
         lines.append(format_corpus(results["corpus"]))
     if "seconds" in results:
         lines.append(f"total {results['seconds']:.0f} s")
+    return "\n".join(lines)
+
+
+def format_formats(res: dict) -> str:
+    """The everyday formats: the regex, seconds, fresh valid strings accepted and near misses rejected."""
+    lines = ["everyday formats (format induction as a new user would try it): regex, wall s (CPU s), fresh valid accepted, near misses rejected"]
+    for name, r in res.items():
+        lines.append(f"  {name:12s} {r['positives']:>2d} + / {r['negatives']:>2d} -  /{r['pattern']}/  {r['wall_seconds']:.2f} ({r['cpu_seconds']:.2f}) s  "
+                     f"{r['fresh_accepted']}/{r['fresh']}  {r['near_misses_rejected']}/{r['near_misses']}  (phase {r['phase']})")
     return "\n".join(lines)
 
 
@@ -81,4 +93,4 @@ def format_corpus(res: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["format_corpus", "format_results"]
+__all__ = ["format_corpus", "format_formats", "format_results"]

@@ -9,7 +9,9 @@ of two ways (HTML comments: they do not show when the page is rendered):
   line, list item or table row, in order (numbers inside backticks and link targets are not counted; ``-``
   skips a number that is not a figure, such as "3 seeds" written as prose). A path
   walks the report with ``/`` (``wikitext-2/kl-T0.1/ppl``, ``fusion/runs/0/ppl``) and may
-  end in ``*100`` (a share written as a percentage). A number matches when the value,
+  end in ``*100`` (a share written as a percentage). A key holding spaces is quoted, as
+  in a shell: ``patterns/'5000 words'/1/cpu/ratio_p50`` (the paths are split by
+  :func:`shlex.split`; a quote that does not close is reported). A number matches when the value,
   rounded to the digits written, gives it: ``5.36`` stands for anything in
   [5.355, 5.365]; ``577,047`` must be exact; ``3e-9`` is read to its one significant
   digit.
@@ -31,6 +33,7 @@ import argparse
 import json
 import math
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -133,6 +136,12 @@ def numbers_in(text: str) -> list[str]:
     return NUMBER.findall(HIDDEN.sub(" ", text))
 
 
+def marker_paths(text: str) -> list[str]:
+    """The JSON paths of a checked sentence's marker, split on blanks; a key with blanks
+    in it is quoted (``a/'5000 words'/b`` is one path). ValueError on an unclosed quote."""
+    return shlex.split(text)
+
+
 def _load(root: Path, name: str, cache: dict[Path, Any]) -> Any:
     path = (root / name).resolve()
     if path not in cache:
@@ -154,7 +163,11 @@ def check_sentences(page: Path, text: str, root: Path, cache: dict[Path, Any]) -
         if before:
             start = before[-1].end()
         written = numbers_in(text[start : m.start()])
-        paths = m["paths"].split()
+        try:
+            paths = marker_paths(m["paths"])
+        except ValueError as err:
+            out.append(Mismatch(page, line, f"cannot read the paths of the marker: {err}"))
+            continue
         try:
             report = _load(root, m["file"], cache)
         except (OSError, json.JSONDecodeError) as err:

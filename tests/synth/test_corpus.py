@@ -164,29 +164,7 @@ def test_corpus_errors():
 # ---------------------------------------------------------------------- everyday formats
 
 
-# name: (positives, negatives, fresh valid strings, near misses). The near misses are
-# format errors; calendar errors such as 2024-13-45 are not among them: six positives
-# do not show that months stop at 12 (docs/synth.md says so).
-HELD_OUT = {
-    "zip": (
-        ["12345", "90210", "02139", "60601", "10001", "12345-6789", "94105-1234", "30301-0042"],
-        ["1234", "123456", "12345-678", "1-23", "123", "abcde", "12345-"],
-        ["55555", "00000", "98765-4321", "11111-0000"],
-        ["5555", "555555", "55555-", "55555-44444", "5555-55555", "a5555", "55555 1234"],
-    ),
-    "iso date": (
-        ["2024-01-15", "1999-12-31", "2003-07-04", "2020-02-29", "1987-10-09", "2011-11-11"],
-        ["2024-1-15", "24-01-15", "2024/01/15", "20240115", "2024-01-5"],
-        ["2000-06-30", "1850-03-03", "2099-12-01"],
-        ["2000-6-30", "200-06-30", "2000-06-300", "2000.06.30", "2000-06", "2000-06-30-01", "20000630"],
-    ),
-    "hex colour": (
-        ["#a3f", "#FFF", "#09c", "#1a2B3c", "#ffffff", "#00ff7F", "#c0ffee", "#abc"],
-        ["#ab", "#abcd", "a3f", "#ggg", "#12345", "#1234567", "##abc"],
-        ["#123", "#fAb", "#deadbe", "#A0B1C2"],
-        ["#12", "#1234", "#12345", "#1234567", "123456", "#xyz", "#12g", "# 123"],
-    ),
-}
+HELD_OUT = problems.EVERYDAY_FORMATS  # the examples live beside the other problem sets; `bench synth --suites formats` runs them
 
 
 @pytest.mark.parametrize("name", list(HELD_OUT))
@@ -199,6 +177,21 @@ def test_everyday_formats_generalise(name):
     assert all(rx.fullmatch(s) for s in fresh), res.pattern
     assert not any(rx.fullmatch(s) for s in near), res.pattern
     assert res.info["phase"] == "format"
+
+
+def test_the_formats_suite_reports_what_the_test_checks():
+    """`neurosym bench synth --suites formats` (docs/synth.md's table) counts what the
+    test above asserts, here on one format and on a made-up one it cannot fit."""
+    one = {"ISO date": HELD_OUT["ISO date"], "two words": (["ab", "cd"], ["a", "abc"], ["ef", "x"], ["e", "efg"])}
+    got = bench.run_formats(time_budget=5, formats=one)
+    date = got["ISO date"]
+    assert (date["positives"], date["negatives"], date["fresh"], date["near_misses"]) == (6, 5, 3, 7)
+    assert date["fresh_accepted"] == 3 and date["near_misses_rejected"] == 7 and date["phase"] == "format" and date["solved"]
+    assert 0 < date["cpu_seconds"] and 0 < date["wall_seconds"] < 5
+    rx = re.compile(got["two words"]["pattern"])
+    assert got["two words"]["fresh_accepted"] == sum(bool(rx.fullmatch(s)) for s in ["ef", "x"])
+    assert got["two words"]["near_misses_rejected"] == sum(not rx.fullmatch(s) for s in ["e", "efg"])
+    assert "ISO date" in report.format_formats(got) and "3/3  7/7" in report.format_formats(got)
 
 
 def test_counts_are_learnt_from_the_data():
