@@ -17,7 +17,9 @@ aux head and loss too, with the per-class uniformizer on both. With ``control`` 
 model is trained with the gold sentence-level control :data:`CONTROL` reads off each
 sentence, each row's control zeroed with probability ``control_dropout``;
 ``lexical_output`` gives it the :class:`~neurosym.lm.fusion.LexicalOutput` layer over the
-lexicon's context-free columns. :data:`VARIANTS` names the ablations.
+lexicon's context-free columns. :data:`VARIANTS` names the ablations; ``baseline-ctl`` and
+``fusion-ctl`` are the control-target pair (issue 30 point 5: no label smoothing, the held-out
+words read as blank inputs, seen adjectives blanked in training at 0.1, the same losses for both).
 Everything is evaluated without any control input (a model with a control channel gets
 ``control = 0``), so perplexities are comparable with each other and with the exact
 floor of the generator (``exp(H / (E|X| + 1))``: every word and ``<eos>`` predicted).
