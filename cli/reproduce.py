@@ -122,7 +122,9 @@ def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, ep
     soft + grammar mask, hard, the paper's sampler): control accuracy, grammaticality
     and held-out adjective hit rates; and a few samples of each model under the grammar.
     By default a quick run (--quick); --full is the published grid."""
-    from neurosym.experiments.control import PaperSampler, evaluate_recipe, format_control  # lazy: --help must not load torch and every subsystem
+    from neurosym.experiments.control import (  # lazy: --help must not load torch and every subsystem
+        PaperSampler, control_targets, evaluate_recipe, format_control, format_targets,
+    )
     from neurosym.experiments import semantic_fusion as recipe  # lazy: as above
     from neurosym.lm.plot import plot_run  # lazy: matplotlib is slow to import and only plots need it
     import torch  # lazy: as above
@@ -147,6 +149,8 @@ def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, ep
                 r["plot"] = str(plot_run(r["run_dir"]))
         if control_samples:
             evaluate_recipe(report, samples=control_samples, paper=PaperSampler(alpha=alpha), progress=say, resume=resume)
+            baselines = [v for v in report["variants"] if recipe.VARIANTS[v]["kind"] == "baseline"]
+            control_targets(report, reference=baselines[0] if baselines else None)  # issue 30 point 5, against the first baseline
         if n:
             recipe.grammar_samples(report, n=n)
     finally:
@@ -156,7 +160,7 @@ def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, ep
         return
     parts = [recipe.format_report(report)]
     if control_samples:
-        parts.append(format_control(report))
+        parts += [format_control(report), format_targets(report)]
     if n:
         parts.append(recipe.format_samples(report))
     if quick and seeds == 1 and variants is None and not ablation:

@@ -363,3 +363,98 @@ def test_reproduce_cli_chooses_variants_and_refuses_bad_ones(tmp_path):
     assert bad.exit_code != 0 and "bogus" in bad.output and "fusion-lexical" in bad.output and "Traceback" not in bad.output
     both = CliRunner().invoke(main, ["reproduce", "semantic-fusion", "--variants", "fusion", "--ablation", "--out-dir", str(tmp_path)])
     assert both.exit_code == 2 and "--variants" in both.output
+
+
+# ---------------------------------------------------------------------- control targets and the grammar leak (issue 30 point 5)
+def fake_report(values: dict[str, list[tuple]]) -> dict:
+    """A decoded reproduce report with only what control_targets reads: per variant, per
+    seed (ppl, soft polarity, soft punct, soft grammatical, held-out pos rate, neg rate)."""
+    report = {"floor_ppl": 4.0, "variants": list(values)}
+    for v, rows in values.items():
+        report[v] = {"runs": [{"ppl": ppl, "control": {"settings": {"soft": {
+            "polarity_acc": pol, "punct_acc": pun, "grammatical": gr,
+            "ood_hit": {"pos": {"rate": hp}, "neg": {"rate": hn}}}}}} for ppl, pol, pun, gr, hp, hn in rows]}
+    return report
+
+
+def test_control_targets_by_hand():
+    from scipy import stats
+
+    from neurosym.experiments.control import TARGETS, control_targets, format_targets
+
+    report = fake_report({
+        "b": [(4.4, 0.3, 0.2, 0.95, 0.1, None), (4.2, 0.4, 0.3, 0.99, 0.2, 0.1), (4.3, 0.35, 0.25, 0.97, 0.3, 0.2)],
+        "f": [(4.1, 0.96, 0.99, 0.995, 0.6, 0.5), (4.15, 0.95, 0.97, 0.99, 0.55, 0.7), (4.19, 0.97, 0.94, 1.0, 0.5, 0.49)],
+    })
+    t = control_targets(report, reference="b")
+    assert report["targets"] is t and t["targets"] == TARGETS
+    f, b = t["variants"]["f"], t["variants"]["b"]
+    assert f["ppl_over_floor"]["runs"] == pytest.approx([0.025, 0.0375, 0.0475]) and f["ppl_over_floor"]["met"]
+    assert not b["ppl_over_floor"]["met"]
+    assert f["soft_polarity"]["met"] and f["soft_polarity"]["mean"] == pytest.approx(0.96)
+    assert f["soft_polarity"]["std"] == pytest.approx(0.01)
+    assert not f["soft_punct"]["met"]  # one seed at 0.94
+    assert f["soft_grammatical"]["met"] and not b["soft_grammatical"]["met"]
+    assert f["held_out_pos"]["met"] and not f["held_out_neg"]["met"]  # 0.49 < 0.5
+    assert b["held_out_neg"]["runs"] == [None, 0.1, 0.2] and not b["held_out_neg"]["met"] and b["held_out_neg"]["mean"] == pytest.approx(0.15)
+    expected = stats.ttest_ind([0.96, 0.95, 0.97], [0.3, 0.4, 0.35], equal_var=False)
+    assert f["soft_polarity"]["welch"]["p"] == pytest.approx(expected.pvalue) and "welch" not in b["soft_polarity"]
+    table = format_targets(report)
+    assert "| f | soft polarity | 0.960 / 0.950 / 0.970 | 0.960 ± 0.010 | ≥ 0.95 | yes |" in table
+    assert "| f | soft punctuation | 0.990 / 0.970 / 0.940 |" in table and "| b | held-out adjectives, model alone, neg | — / 0.100 / 0.200 |" in table
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("variant", ["baseline-ctl", "fusion-ctl"])
+def test_off_grammar_mass_equals_a_position_by_position_reference(variant):
+    """The vectorised leak equals a loop over sentences and positions that asks the
+    automaton token by token (one forward pass per prefix), on a tiny random model."""
+    from neurosym.experiments.control import off_grammar_mass
+    from neurosym.experiments.semantic_fusion import recipe_config
+    from neurosym.lm.task import LMTask
+
+    tiny = {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "aux_hidden": 16}
+    task = LMTask(recipe_config(variant, 0, model=tiny, threads=1, train=32, valid=24, test=8))
+    torch.manual_seed(0)
+    model = task.build_model(None).eval()
+    got = off_grammar_mass(model, task)
+    auto, vocab = task.auto, task.auto.vocab
+    eos, bos = vocab.id("<eos>"), vocab.id("<bos>")
+    held = {vocab.id(w) for ws in task.holdout.values() for w in ws}
+    sums = {"after_held_out": [0.0, 0], "elsewhere": [0.0, 0]}
+    clean = []
+    for sentence in task.sentences("valid"):
+        batch = next(iter(type(task).sentence_batches(_OneSentence(task, sentence), "valid")))
+        path = 1.0
+        state = auto.start
+        for t in range(len(sentence) + 1):
+            prefix = {k: v[:, : t + 1] for k, v in batch.items() if k in ("ids", "features")}
+            inputs = {k: v for k, v in prefix.items() if k != "ids" and model.adapter is not None}
+            if "control" in batch and model.adapter is not None:
+                inputs["control"] = batch["control"]
+            with torch.no_grad():
+                p = model(prefix["ids"], **inputs).logits[0, -1].double().softmax(-1)
+            allowed = [tok for tok in range(len(vocab)) if tok != eos and state >= 0 and auto.next_state(state, tok) >= 0]
+            if state >= 0 and bool(auto.final[state]):
+                allowed.append(eos)
+            off = 1.0 - float(p[allowed].sum())
+            previous = bos if t == 0 else sentence[t - 1]
+            sums["after_held_out" if previous in held else "elsewhere"][0] += off
+            sums["after_held_out" if previous in held else "elsewhere"][1] += 1
+            path *= 1 - off
+            if t < len(sentence):
+                state = auto.next_state(state, sentence[t])
+        clean.append(path)
+    for k, (total, n) in sums.items():
+        assert got[k]["positions"] == n
+        assert got[k]["mass"] == pytest.approx(total / n, abs=1e-5) if n else got[k]["mass"] is None
+    assert got["clean_path"] == pytest.approx(sum(clean) / len(clean), abs=1e-5)
+    assert got["elsewhere"]["positions"] > 0 and 0 < got["elsewhere"]["mass"] < 1
+
+
+class _OneSentence:
+    """A task whose valid split is one sentence (to reuse the task's own batching in the reference)."""
+
+    def __init__(self, task, sentence):
+        self.__dict__.update(task.__dict__)
+        self.sentences = lambda split: [sentence]

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neurosym.experiments import harness, semantic_fusion, semantic_kl
+from neurosym.experiments import control, harness, semantic_fusion, semantic_kl
 
 SENTENCE = re.compile(r"<!--\s*figures\s+(?P<file>[^\s:]+):(?P<paths>[^>]*?)-->")
 BEGIN = re.compile(r"<!--\s*figures-begin\s+(?P<file>\S+)\s+(?P<renderer>\S+)\s*-->")
@@ -79,7 +79,9 @@ def _control_tables(report: dict) -> str:
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "semantic_fusion.format_report": semantic_fusion.format_report,
-    "semantic_fusion.control_tables": _control_tables,
+    "semantic_fusion.control_tables": _control_tables,  # the transcribed reports' control section
+    "control.format_control": control.format_control,  # a recipe report's own control tables (reproduce --json)
+    "control.format_targets": control.format_targets,  # its control targets (issue 30 point 5)
     "semantic_kl.format_report": _kl_tables,
 }
 

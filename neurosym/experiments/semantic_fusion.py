@@ -17,7 +17,9 @@ aux head and loss too, with the per-class uniformizer on both. With ``control`` 
 model is trained with the gold sentence-level control :data:`CONTROL` reads off each
 sentence, each row's control zeroed with probability ``control_dropout``;
 ``lexical_output`` gives it the :class:`~neurosym.lm.fusion.LexicalOutput` layer over the
-lexicon's context-free columns. :data:`VARIANTS` names the ablations.
+lexicon's context-free columns. :data:`VARIANTS` names the ablations; ``baseline-ctl`` and
+``fusion-ctl`` are the control-target pair (issue 30 point 5: no label smoothing, the held-out
+words read as blank inputs, seen adjectives blanked in training at 0.1, the same losses for both).
 Everything is evaluated without any control input (a model with a control channel gets
 ``control = 0``), so perplexities are comparable with each other and with the exact
 floor of the generator (``exp(H / (E|X| + 1))``: every word and ``<eos>`` predicted).
@@ -73,6 +75,8 @@ KNOBS: dict[str, Any] = {
     "control": False,  # fusion only: model.fusion.control = CONTROL
     "control_dropout": 0.1,
     "lexical_output": False,  # fusion only: model.fusion.lexical_output
+    "blank_input": False,  # data.holdout.blank_input: the held-out words' input embedding is zero (both models)
+    "blank_dropout": 0.0,  # data.holdout.blank_dropout: seen adjectives read as a blank input in training with this probability
 }
 # The recipe's [data] (``**data`` of :func:`recipe_config`, in the recipe's own words).
 DATA: dict[str, Any] = {
@@ -96,7 +100,9 @@ def lm_tables(model: dict | None = None, data: dict | None = None) -> dict[str, 
     data_table = {
         "grammar": grammar, "layout": "sentences", "lexicon": lexicon, "window": window, "seed": own["seed"],
         "train_sentences": own["train"], "valid_sentences": own["valid"], "test_sentences": own["test"],
-        "holdout": {"classes": own["holdout_classes"], "words": own["holdout"]}, **d,
+        "holdout": {"classes": own["holdout_classes"], "words": own["holdout"],
+                    **({"blank_input": True} if knobs["blank_input"] else {}),
+                    **({"blank_dropout": knobs["blank_dropout"]} if knobs["blank_dropout"] else {})}, **d,
     }
     fusion = knobs["kind"] == "fusion"
     if knobs["kind"] not in ("fusion", "baseline"):
@@ -140,6 +146,13 @@ VARIANTS: dict[str, dict] = {
     # with the per-class uniformizer (the setting chosen on validation sentences) on both
     "baseline-fair": {"kind": "baseline", "aux_baseline": True, "uniformizer_classes": "per_class", "uniformizer_weight": 0.1},
     "fusion-fair": {"kind": "fusion", "uniformizer_classes": "per_class", "uniformizer_weight": 0.1},
+    # the control targets (issue 30 point 5): fusion-lexical-uniform without label smoothing (its 0.02 spread over the
+    # vocabulary is ~0.017 off-grammar mass per token), the held-out words read as blank inputs (their embeddings were
+    # never trained as inputs) and seen adjectives blanked in training at 0.1; the baseline gets the same losses and inputs
+    "baseline-ctl": {"kind": "baseline", "aux_baseline": True, "uniformizer_classes": "per_class", "uniformizer_weight": 0.1,
+                     "label_smoothing": 0.0, "blank_input": True, "blank_dropout": 0.1},
+    "fusion-ctl": {"kind": "fusion", "control": True, "lexical_output": True, "uniformizer_classes": "per_class",
+                   "uniformizer_weight": 0.1, "label_smoothing": 0.0, "blank_input": True, "blank_dropout": 0.1},
 }
 FAIR = ("baseline-fair", "fusion-fair")
 MAIN = ("baseline", "fusion", "fusion-control", "fusion-lexical")

@@ -10,6 +10,10 @@ One readable file, nanoGPT-style:
   is tok_emb.weight``). Embeddings are drawn with std ``D**-0.5`` and multiplied by
   ``sqrt(D)`` (Vaswani et al.), so ``e`` has entries of order 1, comparable to the
   sinusoidal positions, while the tied logits ``hidden @ W^T`` start with std ~1.
+* Blank inputs (:meth:`CausalLM.blank_inputs`): chosen tokens are read as a zero
+  embedding (words never seen in training, whose rows were trained only as outputs), and
+  in training other chosen tokens are blanked at random, so the model learns to read a
+  blank word through its other inputs (a fusion adapter's features). Off by default.
 * Positions: ``"sinusoidal"`` adds the fixed sin/cos table to the (adapted) embeddings;
   ``"rotary"`` adds nothing and rotates queries and keys inside every attention layer.
   Either way the adapter sees position-free token embeddings.
@@ -47,7 +51,7 @@ forward's (tests/lm/test_model.py checks it to 1e-5).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, Literal
 
@@ -328,6 +332,10 @@ class CausalLM(nn.Module):
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
         self._init_weights()
+        # blank inputs (blank_inputs): none by default; not part of the state dict (the task rebuilds them)
+        self.register_buffer("blank", None, persistent=False)  # (V,) bool: read as a zero embedding
+        self.register_buffer("blank_drop", None, persistent=False)  # (V,) bool: blanked at random in training
+        self.blank_dropout = 0.0
         # plug-ins keep their own initialisation
         self.adapter = adapter
         self.heads = nn.ModuleDict(dict(heads or {}))
@@ -356,8 +364,34 @@ class CausalLM(nn.Module):
         return self.config.max_len
 
     def embed(self, ids: Tensor) -> Tensor:
-        """Scaled token embeddings: ids (B, L) -> (B, L, D)."""
-        return self.tok_emb(ids) * math.sqrt(self.config.d_model)
+        """Scaled token embeddings: ids (B, L) -> (B, L, D), zero at blank tokens (:meth:`blank_inputs`)."""
+        e = self.tok_emb(ids)
+        if self.blank is not None:
+            blank = self.blank[ids]  # (B, L)
+            if self.training and self.blank_dropout > 0:
+                blank = blank | (self.blank_drop[ids] & (torch.rand(ids.shape, device=ids.device) < self.blank_dropout))
+            e = e.masked_fill(blank.unsqueeze(-1), 0.0)
+        return e * math.sqrt(self.config.d_model)
+
+    def blank_inputs(self, ids: Sequence[int], dropout_ids: Sequence[int] = (), dropout: float = 0.0) -> None:
+        """Read the tokens ``ids`` as a zero input embedding, always (words never seen in
+        training: their tied rows were trained only as outputs, so as inputs they carry
+        noise); in training mode, read each occurrence of a token of ``dropout_ids`` as
+        zero too with probability ``dropout`` (drawn per position from torch's generator),
+        so the model learns to read a blank word through its other inputs. The output
+        side (the tied projection) is unchanged."""
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"CausalLM.blank_inputs: dropout must be a number in [0, 1), got {dropout!r}")
+        V = self.config.vocab_size
+        bad = [i for i in [*ids, *dropout_ids] if not 0 <= int(i) < V]
+        if bad:
+            raise ConfigError(f"CausalLM.blank_inputs: token ids out of range [0, {V}): {bad}")
+        device = self.tok_emb.weight.device
+        self.blank = torch.zeros(V, dtype=torch.bool, device=device)
+        self.blank[list(map(int, ids))] = True
+        self.blank_drop = torch.zeros(V, dtype=torch.bool, device=device)
+        self.blank_drop[list(map(int, dropout_ids))] = True
+        self.blank_dropout = float(dropout)
 
     def new_cache(self, batch_size: int, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> KVCache:
         """An empty :class:`KVCache` for ``batch_size`` rows, with room for ``max_len`` positions."""

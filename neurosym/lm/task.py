@@ -188,11 +188,15 @@ class HoldoutSection:
 
     classes: list[str]
     words: int = 3
+    blank_input: bool = False  # the held-out words' input embedding is zero (CausalLM.blank_inputs): never trained as inputs
+    blank_dropout: float = 0.0  # in training, the seen words of these classes are read as zero with this probability
 
     def __post_init__(self):
         _require(len(self.classes) >= 1 and len(set(self.classes)) == len(self.classes), "data.holdout.classes",
                  "expected distinct word classes of the lexicon, at least one", self.classes)
         _require(self.words >= 0, "data.holdout.words", "expected a number of words >= 0", self.words)
+        _require(0 <= self.blank_dropout < 1, "data.holdout.blank_dropout",
+                 "expected a number in [0, 1) (the share of the classes' seen words read as a blank input in training)", self.blank_dropout)
 
 
 @dataclass
@@ -783,7 +787,10 @@ class LMTask:
     # ------------------------------------------------------------------ the task protocol
     def build_model(self, config: Config) -> CausalLM | HFCausalLM:
         m, V, aux = self.model_cfg, len(self.vocab), self.objective.aux
+        h = self.data_cfg.holdout
         if self.base is not None:
+            if h is not None and (h.blank_input or h.blank_dropout > 0):
+                raise self.config.error("data.holdout", "blank_input and blank_dropout are for the native model, not model.hf")
             return self._build_hf(m)
         lm = m.lm_config(V, self.pad_id, max_len=m.max_len or self.data_cfg.window)
         if m.match_idea is not None:
@@ -792,11 +799,18 @@ class LMTask:
         output = IdeaOutput(lm.d_model, V, self.idea_config()) if m.idea is not None else None
         if m.fusion is not None:
             f = m.fusion
-            return build_fusion_lm(lm, len(self.bank), self.n_control, aux_hidden=f.aux_hidden if aux is not None else None,
-                                   control_dropout=f.control.dropout if f.control is not None else 0.0,
-                                   descriptions=lexical_descriptions(self.bank) if f.lexical_output else None, output=output)
-        heads = {"aux": AuxHead(lm.d_model, len(self.bank), aux.hidden)} if aux is not None else None
-        return CausalLM(lm, heads=heads, output=output)
+            model = build_fusion_lm(lm, len(self.bank), self.n_control, aux_hidden=f.aux_hidden if aux is not None else None,
+                                    control_dropout=f.control.dropout if f.control is not None else 0.0,
+                                    descriptions=lexical_descriptions(self.bank) if f.lexical_output else None, output=output)
+        else:
+            heads = {"aux": AuxHead(lm.d_model, len(self.bank), aux.hidden)} if aux is not None else None
+            model = CausalLM(lm, heads=heads, output=output)
+        if h is not None and (h.blank_input or h.blank_dropout > 0):  # data.holdout: blank inputs (CausalLM.blank_inputs)
+            held = self.seen_ids.new_ones(len(self.vocab), dtype=torch.bool)
+            held[self.seen_ids] = False
+            seen_class_words = [int(i) for i in self.focus_ids if not held[i]]
+            model.blank_inputs(held.nonzero().flatten().tolist() if h.blank_input else [], seen_class_words, h.blank_dropout)
+        return model
 
     def idea_config(self) -> IdeaConfig:
         """``[model] idea``, with ``ramp`` (a share of the training steps) made ``ramp_steps``."""

@@ -294,3 +294,44 @@ def test_cache_rows_can_be_selected_and_length_is_checked():
     model(torch.ones(1, 24, dtype=torch.long), cache=cache)
     with pytest.raises(ConfigError, match="sequence length 25 exceeds LMConfig.max_len=24"):
         model(torch.ones(1, 1, dtype=torch.long), cache=cache)
+
+
+# ---------------------------------------------------------------------- blank inputs
+def test_blank_inputs_read_chosen_tokens_as_zero_and_leave_the_output_side_alone():
+    torch.manual_seed(0)
+    model = CausalLM(small(dropout=0.0)).eval()
+    ids = torch.tensor([[1, 5, 7, 5, 2]])
+    before = model(ids).logits
+    e_before = model.embed(ids)
+    model.blank_inputs([5])
+    e = model.embed(ids)
+    assert torch.equal(e[0, 1], torch.zeros(32)) and torch.equal(e[0, 3], torch.zeros(32))
+    assert torch.equal(e[0, [0, 2, 4]], e_before[0, [0, 2, 4]])
+    after = model(ids).logits
+    assert torch.equal(after[0, 0], before[0, 0])  # positions before the first blank read the same inputs (causal)
+    assert not torch.allclose(after[0, 1:], before[0, 1:])
+    # the tied output row of the blank token is untouched: its logit is h . E[5] as before
+    assert torch.equal(model.lm_head.weight[5], model.tok_emb.weight[5]) and model.tok_emb.weight[5].abs().sum() > 0
+    assert "blank" not in model.state_dict()  # rebuilt by whoever builds the model, not saved with the weights
+
+
+def test_blank_dropout_blanks_only_its_tokens_only_in_training_at_about_its_rate():
+    torch.manual_seed(0)
+    model = CausalLM(small()).train()
+    model.blank_inputs([], dropout_ids=[3, 4], dropout=0.25)
+    ids = torch.randint(0, V, (64, 24))
+    zero = model.embed(ids).abs().sum(-1) == 0  # (B, L)
+    chosen = (ids == 3) | (ids == 4)
+    assert not zero[~chosen].any()
+    rate = zero[chosen].float().mean().item()
+    n = int(chosen.sum())
+    assert abs(rate - 0.25) < 4 * math.sqrt(0.25 * 0.75 / n), (rate, n)
+    model.eval()
+    assert not (model.embed(ids).abs().sum(-1) == 0).any()  # never in eval mode
+
+
+@pytest.mark.parametrize("args, message", [(([V],), "out of range"), (([], [-1]), "out of range"), (([], [1], 1.0), "dropout must be"),
+                                           (([], [1], True), "dropout must be")])
+def test_blank_inputs_bad_arguments(args, message):
+    with pytest.raises(ConfigError, match=message):
+        CausalLM(small()).blank_inputs(*args)

@@ -64,6 +64,7 @@ def test_the_good_config_builds(tmp_path):
         ('holdout = { classes = ["ADJ_POS"], words = -1 }', "data.holdout.words: expected a number of words >= 0, got -1"),
         ('holdout = { classes = ["ADJ_POS"], words = 50 }', "data.holdout: cannot hold out 50 words of each class: ADJ_POS has 5"),
         ('holdout = { classes = ["ADJ_POS", "NOPE"] }', "data.holdout: the lexicon has no class 'NOPE'; its classes are "),
+        ('holdout = { classes = ["ADJ_POS"], blank_dropout = 1.0 }', "data.holdout.blank_dropout: expected a number in [0, 1)"),
         ("window = 1", "data.window: expected at least 2 with the sentences layout (<bos> and a word), got 1"),
         ("train_sentences = 0", "data.train_sentences: expected an integer >= 1, got 0"),
     ],
@@ -75,6 +76,26 @@ def test_bad_data_values(tmp_path, line, expected):
 def test_a_window_longer_than_the_model_blames_the_models_context(tmp_path):
     message = error_at(tmp_path, "data", "window = 40", blamed="max_len = 32")
     assert message == "model.max_len: expected at least data.window = 40 (the longest input), got 32"
+
+
+def test_blank_inputs_are_the_held_out_words_and_blank_dropout_the_classes_seen_words(tmp_path):
+    path = tmp_path / "blank.toml"
+    path.write_text(config_text("data", 'holdout = { classes = ["ADJ_POS", "ADJ_NEG"], words = 1, blank_input = true, blank_dropout = 0.2 }'))
+    task = LMTask(load_config(path))
+    model = task.build_model(None)
+    vocab = task.auto.vocab
+    held = {vocab.id(w) for ws in task.holdout.values() for w in ws}
+    lex = task.bank.lexicon
+    seen_adjectives = {vocab.id(w) for c in ("ADJ_POS", "ADJ_NEG") for w in lex.class_words(c)} - held
+    assert len(held) == 2 and len(seen_adjectives) == 8
+    assert set(model.blank.nonzero().flatten().tolist()) == held
+    assert set(model.blank_drop.nonzero().flatten().tolist()) == seen_adjectives and model.blank_dropout == 0.2
+
+
+def test_without_blank_keys_the_model_has_no_blank_inputs(tmp_path):
+    path = tmp_path / "ok.toml"
+    path.write_text("\n".join(GOOD.values()) + "\n")
+    assert LMTask(load_config(path)).build_model(None).blank is None
 
 
 def test_a_holdout_needs_the_sentences_layout(tmp_path):
