@@ -150,6 +150,7 @@ def test_compare_classifies_each_differing_token():
     out = decode_cfg.compare(ref, other, [[4, 0]], surfaces, eos, JUDGE)
     assert out["steps_compared"] == 1 and out["mask_differences"] == 1 and out["tokens_differing"] == 3
     assert out["reference_right"] == 3 and out["other_right"] == 0
+    assert out["other_allows"] == 2 and out["other_refuses"] == 1
     assert out["end_differences"] == 1 and out["end_reference_right"] == 1
     swapped = decode_cfg.compare(other, ref, [[4, 0]], surfaces, eos, JUDGE)
     assert swapped["other_right"] == 3 and swapped["end_other_right"] == 1

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -46,11 +47,11 @@ from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINES = ("neurosym", "xgrammar", "llguidance", "transformers-cfg")
+ENGINES = ("neurosym", "xgrammar", "llguidance", "transformers-cfg", "syncode")
 END_PROB = 0.1  # a walk ends with this probability where the end is allowed
 WALK_CAP = 48  # tokens per random walk
 SHIPPED_JSON = ("gpu_launch_proxy.json", "semantic_fusion_report_uniform_2seeds.json", "structured_suite_duplicates.json")
-SLOW_ENGINES = ("neurosym", "transformers-cfg")  # driven for at most slow_engine_seconds per part (the steps reached are compared)
+SLOW_ENGINES = ("neurosym", "transformers-cfg", "syncode")  # driven for at most slow_engine_seconds per part (the steps reached are compared)
 
 
 # ---------------------------------------------------------------------- the documents
@@ -81,6 +82,7 @@ class Engine:
     name: str = "?"
     compile_seconds: float = math.nan
     memory_bytes: int | None = None
+    version: str | None = None  # where the engine's package is not installed in this process
 
     def start(self) -> None: ...
     def write_mask(self, out: np.ndarray) -> None: ...
@@ -88,6 +90,13 @@ class Engine:
 
     def end_allowed(self, mask: np.ndarray, eos: int) -> bool:
         return bool((int(mask[eos // 32]) >> (eos % 32)) & 1)
+
+    def run(self, sequences: list[list[int]], eos: int, time_limit: float = math.inf) -> Trace:
+        """The engine driven along ``sequences`` (:func:`run_engine`, in this process)."""
+        return run_engine(self, sequences, eos, time_limit)
+
+    def close(self) -> None:
+        """Free what the engine holds outside this process (nothing, here)."""
 
 
 class XGrammarEngine(Engine):
@@ -202,6 +211,98 @@ class TransformersCFGEngine(Engine):
             raise NeurosymError(f"transformers-cfg refused token {token}")
 
 
+class SynCodeEngine(Engine):
+    """SynCode's logits processor (``SyncodeLogitsProcessor``, lark's LALR(1) parser with
+    its basic lexer, and the DFA mask store over the vocabulary; ``mode="grammar_mask"``,
+    its default, which over-approximates), on the Lark grammar of :func:`to_lark`.
+
+    SynCode keeps no parser state between tokens that the caller advances: it re-reads
+    the ids generated so far at every call (its incremental parser caches the lexing).
+    So **advance** is appending the id to a preallocated id buffer (and checking it was
+    allowed: a refused token ends the sequence, as for the other engines), and all the
+    parsing is in **mask**: one call of the processor on a row of zero scores, the mask
+    read back as the scores it left finite. That is SynCode's mask as a model sees it,
+    including its fall-back to no mask where its parser fails or allows nothing.
+
+    It builds a ``GPT2TokenizerFast`` over the bench's BPE (``tokenizer_json``) with the
+    end token ``</s>`` added (transformers also adds ``<|endoftext|>`` as a special
+    token, which SynCode never allows; the end is mapped to the bench's ``eos``). Its
+    parser and mask store are cached under a fresh temporary folder, so the compile is
+    timed from nothing."""
+
+    name = "syncode"
+
+    def __init__(self, lark: str, tokenizer_json: str, eos: int, mode: str = "grammar_mask"):
+        import importlib.metadata as md
+        import logging
+        import shutil
+        import tempfile
+
+        import torch  # lazy: only the engines that take torch buffers
+        from tokenizers import Tokenizer
+        from transformers import GPT2TokenizerFast  # lazy: optional
+
+        import syncode.common  # lazy: optional (its own venv: docs/decode.md)
+        from syncode.grammar_mask.logits_processor import SyncodeLogitsProcessor  # lazy: optional
+        from syncode.parsers.grammars import Grammar as SynCodeGrammar  # lazy: optional
+
+        logging.getLogger("syncode").setLevel(logging.WARNING)
+        self.version = md.version("syncode")
+        hf = GPT2TokenizerFast(tokenizer_object=Tokenizer.from_str(tokenizer_json), eos_token="</s>")
+        cache = tempfile.mkdtemp(prefix="neurosym-syncode-")
+        saved, syncode.common.SYNCODE_CACHE = syncode.common.SYNCODE_CACHE, cache + "/"
+        try:
+            rss = peak_rss_bytes()
+            t0 = time.perf_counter()
+            self.proc = SyncodeLogitsProcessor(SynCodeGrammar(lark), hf, use_cache=False, parse_output_only=True, mode=mode)
+            self.compile_seconds = time.perf_counter() - t0
+            self.memory_bytes = peak_rss_bytes() - rss
+        finally:
+            syncode.common.SYNCODE_CACHE = saved
+            shutil.rmtree(cache, ignore_errors=True)
+        self.eos, self.their_eos = eos, hf.eos_token_id
+        self.scores = torch.zeros((1, len(hf)))
+        self.ids = torch.zeros((1, 1 << 16), dtype=torch.long)
+        self.n = 0
+        self.allowed = None
+        self._torch = torch
+
+    def start(self) -> None:
+        self.proc.reset()
+        self.n = 0
+        self.allowed = None
+
+    def write_mask(self, out: np.ndarray) -> None:
+        self.scores.zero_()
+        scores = self.proc(self.ids[:, : self.n], self.scores)
+        self.allowed = self._torch.isfinite(scores[0]).numpy()
+        bits = np.zeros(out.size * 32, dtype=bool)
+        bits[: self.eos] = self.allowed[: self.eos]
+        bits[self.eos] = self.allowed[self.their_eos]
+        out[:] = np.packbits(bits, bitorder="little").view("<i4")
+
+    def advance(self, token: int) -> None:
+        their = self.their_eos if token == self.eos else token
+        if self.allowed is not None and not self.allowed[their]:
+            raise NeurosymError(f"syncode refused token {token}")
+        self.ids[0, self.n] = their
+        self.n += 1
+        self.allowed = None
+
+
+def syncode_python(given: str | Path | None = None) -> str | None:
+    """The Python that runs SynCode: ``given``, else ``$NEUROSYM_SYNCODE_PYTHON``, else
+    this checkout's ``.venv-syncode`` (docs/decode.md says how to make it), else None."""
+    if given is not None:
+        if not Path(given).is_file():
+            raise NeurosymError(f"--syncode-python {given}: no such file")
+        return str(given)
+    for cand in (os.environ.get("NEUROSYM_SYNCODE_PYTHON"), ROOT / ".venv-syncode" / "bin" / "python"):
+        if cand and Path(cand).is_file():
+            return str(cand)
+    return None
+
+
 class NeurosymEngine(Engine):
     """neurosym's string-level runtime (:class:`~neurosym.decode.tokenized.StringPrefixModel`
     over :func:`~neurosym.compile.spelling.load_spelled`, one row, ``support=True`` as
@@ -258,7 +359,11 @@ class Setup:
     missing: dict[str, str] = field(default_factory=dict)
 
 
-def setup(bpe_size: int) -> Setup:
+SYNCODE_MISSING = ("not measured: SynCode 0.4.16 pins transformers==4.53.2, so it runs in a venv of its own, "
+                   "named by --syncode-python or $NEUROSYM_SYNCODE_PYTHON, or .venv-syncode in the checkout (docs/decode.md)")
+
+
+def setup(bpe_size: int, syncode: str | Path | None = None) -> Setup:
     from neurosym.bench.compile import bpe_tokenizer  # lazy: trains (or reads the cached) BPE
 
     tok = bpe_tokenizer(bpe_size)
@@ -302,6 +407,11 @@ def setup(bpe_size: int) -> Setup:
         s.seconds["transformers-cfg"] = time.perf_counter() - t0
     except ImportError as err:
         s.missing["transformers-cfg"] = str(err)
+    python = syncode_python(syncode)
+    if python is not None:
+        s.views["syncode"] = python
+    else:
+        s.missing["syncode"] = SYNCODE_MISSING
     return s
 
 
@@ -317,6 +427,11 @@ def make_engine(name: str, path: str | Path, grammar: Grammar, s: Setup) -> Engi
         e: Engine = XGrammarEngine(to_gbnf(grammar), s.views[name])
     elif name == "llguidance":
         e = LLGuidanceEngine(to_lark(grammar), s.views[name])
+    elif name == "syncode":
+        from neurosym.bench.remote_engine import RemoteEngine  # lazy: imports this module
+
+        kwargs = {"lark": to_lark(grammar), "tokenizer_json": s.tokenizer.to_str(), "eos": s.eos}
+        e = RemoteEngine(s.views[name], "neurosym.bench.decode_cfg:SynCodeEngine", kwargs, name="syncode")
     else:
         e = TransformersCFGEngine(to_gbnf(grammar, hex_escapes=True), s.views[name], s.eos)
     if e.memory_bytes is None:
@@ -434,10 +549,12 @@ def judge_token(judge: PrefixJudge, prefix: bytes, token: bytes) -> bool:
 
 def compare(ref: Trace, other: Trace, sequences: list[list[int]], surfaces: list[bytes], eos: int, judge: PrefixJudge) -> dict:
     """Steps where ``other``'s mask or end decision differs from ``ref``'s (XGrammar's),
-    each differing token judged: who is right by the independent judge."""
+    each differing token judged: who is right by the independent judge; the differing
+    tokens also split by side (``other_allows``: allowed by ``other`` alone;
+    ``other_refuses``: by ``ref`` alone)."""
     shared = sorted(ref.masks.keys() & other.masks.keys())
     out = {"steps_compared": len(shared), "mask_differences": 0, "end_differences": 0, "tokens_differing": 0,
-           "reference_right": 0, "other_right": 0, "end_reference_right": 0, "end_other_right": 0, "examples": []}
+           "other_allows": 0, "other_refuses": 0, "reference_right": 0, "other_right": 0, "end_reference_right": 0, "end_other_right": 0, "examples": []}
     for key in shared:
         i, k = key
         prefix = b"".join(surfaces[t] for t in sequences[i][:k])
@@ -446,6 +563,7 @@ def compare(ref: Trace, other: Trace, sequences: list[list[int]], surfaces: list
             a, b = _bits(ref.masks[key], eos), _bits(other.masks[key], eos)
             for t in np.nonzero(a != b)[0].tolist():
                 out["tokens_differing"] += 1
+                out["other_refuses" if a[t] else "other_allows"] += 1
                 truth = judge_token(judge, prefix, surfaces[t])
                 right = "reference_right" if truth == bool(a[t]) else "other_right"
                 out[right] += 1
@@ -471,8 +589,11 @@ def summary_times(t: Trace) -> dict:
 
 
 def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: int = 32000, walks: int = 60, seed: int = 0,
-        engines: tuple[str, ...] = ENGINES, slow_engine_seconds: float = 120.0, progress: bool = True) -> dict:
-    """The whole comparison (see the module docstring); a JSON-ready dict."""
+        engines: tuple[str, ...] = ENGINES, slow_engine_seconds: float = 120.0, progress: bool = True,
+        syncode: str | Path | None = None) -> dict:
+    """The whole comparison (see the module docstring); a JSON-ready dict. ``syncode``:
+    the Python of SynCode's own venv (:func:`syncode_python` finds one otherwise); that
+    engine runs in a worker process (:mod:`neurosym.bench.remote_engine`)."""
     import importlib.metadata as md
 
     def say(msg: str) -> None:
@@ -480,7 +601,7 @@ def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: in
             print(msg, flush=True)
 
     grammar = read_pcfg(grammar_path)
-    s = setup(bpe_size)
+    s = setup(bpe_size, syncode if "syncode" in engines else None)
     surfaces = [bytes(x) if x is not None else b"" for x in s.vocab.surfaces]
     judge = PrefixJudge(grammar)
     docs = json_documents()
@@ -494,31 +615,37 @@ def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: in
         except md.PackageNotFoundError:
             result["versions"][pkg] = None
     built: dict[str, Engine] = {}
-    for name in engines:
-        try:
-            e = make_engine(name, grammar_path, grammar, s)
-        except Exception as err:  # noqa: BLE001 - an engine that fails on the grammar is reported
-            result["missing"][name] = f"{type(err).__name__}: {err}"
-            continue
-        if e is None:
-            result["missing"].setdefault(name, "not available")
-            continue
-        built[name] = e
-        say(f"{name}: compiled in {e.compile_seconds:.3f} s")
-    if "xgrammar" not in built:
-        raise NeurosymError("bench decode --cfg compares with XGrammar, which is not installed (pip install 'neurosym[bench]')")
-    walk_seqs = xgrammar_walks(built["xgrammar"], s.eos, walks, seed)
-    result["walks"] = len(walk_seqs)
-    result["walk_tokens"] = sum(map(len, walk_seqs))
-    for part, seqs in (("documents", doc_seqs), ("walks", walk_seqs)):
-        ref = run_engine(built["xgrammar"], seqs, s.eos)
-        for name, e in built.items():
-            limit = slow_engine_seconds if name in SLOW_ENGINES else math.inf
-            trace = ref if name == "xgrammar" else run_engine(e, seqs, s.eos, limit)
-            r = result["engines"].setdefault(name, {"compile_seconds": e.compile_seconds, "memory_bytes": e.memory_bytes})
-            r[part] = {"times": summary_times(trace), "refused": len(trace.refusals),
-                       "agreement": compare(ref, trace, seqs, surfaces, s.eos, judge) if name != "xgrammar" else None}
-            say(f"{name} on {part}: {len(trace.masks)} steps, {len(trace.refusals)} refused")
+    try:
+        for name in engines:
+            try:
+                e = make_engine(name, grammar_path, grammar, s)
+            except Exception as err:  # noqa: BLE001 - an engine that fails on the grammar is reported
+                result["missing"][name] = f"{type(err).__name__}: {err}"
+                continue
+            if e is None:
+                result["missing"].setdefault(name, "not available")
+                continue
+            built[name] = e
+            if e.version is not None:
+                result["versions"][name] = e.version
+            say(f"{name}: compiled in {e.compile_seconds:.3f} s")
+        if "xgrammar" not in built:
+            raise NeurosymError("bench decode --cfg compares with XGrammar, which is not installed (pip install 'neurosym[bench]')")
+        walk_seqs = xgrammar_walks(built["xgrammar"], s.eos, walks, seed)
+        result["walks"] = len(walk_seqs)
+        result["walk_tokens"] = sum(map(len, walk_seqs))
+        for part, seqs in (("documents", doc_seqs), ("walks", walk_seqs)):
+            ref = run_engine(built["xgrammar"], seqs, s.eos)
+            for name, e in built.items():
+                limit = slow_engine_seconds if name in SLOW_ENGINES else math.inf
+                trace = ref if name == "xgrammar" else e.run(seqs, s.eos, limit)
+                r = result["engines"].setdefault(name, {"compile_seconds": e.compile_seconds, "memory_bytes": e.memory_bytes})
+                r[part] = {"times": summary_times(trace), "refused": len(trace.refusals),
+                           "agreement": compare(ref, trace, seqs, surfaces, s.eos, judge) if name != "xgrammar" else None}
+                say(f"{name} on {part}: {len(trace.masks)} steps, {len(trace.refusals)} refused")
+    finally:
+        for e in built.values():
+            e.close()
     return result
 
 
@@ -541,4 +668,4 @@ def format_results(r: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENGINES", "Engine", "compare", "format_results", "json_documents", "judge_token", "neurosym_engine", "run", "run_engine", "xgrammar_walks"]
+__all__ = ["ENGINES", "Engine", "SynCodeEngine", "syncode_python", "compare", "format_results", "json_documents", "judge_token", "neurosym_engine", "run", "run_engine", "xgrammar_walks"]
