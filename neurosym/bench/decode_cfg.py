@@ -2,7 +2,7 @@ r"""``neurosym bench decode --cfg``: a `.pcfg` with regex terminals (``grammars/
 constraining a 32k byte-level BPE, side by side with the grammar engines that install.
 
 The grammar is written in each engine's language by :mod:`neurosym.bench.cfg_convert`
-(XGrammar and transformers-cfg: EBNF/GBNF; llguidance: Lark), over the byte-level BPE
+(XGrammar and transformers-cfg: EBNF/GBNF; llguidance and SynCode: Lark), over the byte-level BPE
 of the regex bench (:func:`neurosym.bench.compile.bpe_tokenizer`, trained locally on
 WikiText-2 and UD English-EWT; one end-of-sequence id ``V`` added). Per engine:
 
@@ -26,6 +26,13 @@ WikiText-2 and UD English-EWT; one end-of-sequence id ``V`` added). Per engine:
 
 neurosym's side is the string-level runtime (:class:`NeurosymEngine`), compared with
 XGrammar like the others.
+
+SynCode 0.4.16 pins ``transformers==4.53.2``, so it runs from a venv of its own
+(``scripts/syncode-venv``) in a worker process (:mod:`neurosym.bench.remote_engine`):
+the worker drives it along a whole part with the same :func:`run_engine` loop, so its
+times are taken in the worker and carry no inter-process cost. Every engine already
+takes a part's sequences one engine after the other, so nothing is interleaved
+differently for it.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import numpy as np
 
 from neurosym.bench.cfg_convert import PrefixJudge, to_gbnf, to_lark
 from neurosym.bench.decode import percentiles, peak_rss_bytes
+from neurosym.bench.grammar_engine import Engine, Trace, run_engine
 from neurosym.dsl.pcfg import Grammar, read_pcfg
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
@@ -76,29 +84,6 @@ def json_documents(max_docs: int | None = None) -> list[str]:
 
 
 # ---------------------------------------------------------------------- engines
-class Engine:
-    """One engine's matcher for the grammar, driven token by token."""
-
-    name: str = "?"
-    compile_seconds: float = math.nan
-    memory_bytes: int | None = None
-    version: str | None = None  # where the engine's package is not installed in this process
-
-    def start(self) -> None: ...
-    def write_mask(self, out: np.ndarray) -> None: ...
-    def advance(self, token: int) -> None: ...
-
-    def end_allowed(self, mask: np.ndarray, eos: int) -> bool:
-        return bool((int(mask[eos // 32]) >> (eos % 32)) & 1)
-
-    def run(self, sequences: list[list[int]], eos: int, time_limit: float = math.inf) -> Trace:
-        """The engine driven along ``sequences`` (:func:`run_engine`, in this process)."""
-        return run_engine(self, sequences, eos, time_limit)
-
-    def close(self) -> None:
-        """Free what the engine holds outside this process (nothing, here)."""
-
-
 class XGrammarEngine(Engine):
     name = "xgrammar"
 
@@ -428,7 +413,7 @@ def make_engine(name: str, path: str | Path, grammar: Grammar, s: Setup) -> Engi
     elif name == "llguidance":
         e = LLGuidanceEngine(to_lark(grammar), s.views[name])
     elif name == "syncode":
-        from neurosym.bench.remote_engine import RemoteEngine  # lazy: imports this module
+        from neurosym.bench.remote_engine import RemoteEngine  # lazy: only where SynCode's venv is there
 
         kwargs = {"lark": to_lark(grammar), "tokenizer_json": s.tokenizer.to_str(), "eos": s.eos}
         e = RemoteEngine(s.views[name], "neurosym.bench.decode_cfg:SynCodeEngine", kwargs, name="syncode")
@@ -440,53 +425,6 @@ def make_engine(name: str, path: str | Path, grammar: Grammar, s: Setup) -> Engi
 
 
 # ---------------------------------------------------------------------- running
-@dataclass
-class Trace:
-    """An engine's answers along the sequences: per step (sequence, k) the packed mask
-    over the real tokens and the end decision; where it refused a sequence's token."""
-
-    masks: dict[tuple[int, int], bytes] = field(default_factory=dict)
-    ends: dict[tuple[int, int], bool] = field(default_factory=dict)
-    refusals: list[tuple[int, int]] = field(default_factory=list)
-    times: dict[str, list[float]] = field(default_factory=lambda: {"mask": [], "advance": [], "step": []})
-
-
-def run_engine(engine: Engine, sequences: list[list[int]], eos: int, time_limit: float = math.inf) -> Trace:
-    """Drive ``engine`` along every sequence (stopping early past ``time_limit`` seconds)."""
-    words = (eos + 1 + 31) // 32
-    buf = np.zeros(words, dtype=np.int32)
-    full, rest = divmod(eos, 32)
-    out = Trace()
-    clock = time.perf_counter_ns
-    deadline = time.perf_counter() + time_limit
-    for i, tokens in enumerate(sequences):
-        if time.perf_counter() > deadline:
-            break
-        engine.start()
-        for k, tok in enumerate(tokens + [None]):
-            buf[:] = 0
-            t0 = clock()
-            engine.write_mask(buf)
-            mask_us = (clock() - t0) / 1000
-            real = buf[: full + 1].copy()
-            real[full] = int(real[full]) & ((1 << rest) - 1)
-            out.masks[i, k] = real.tobytes()
-            out.ends[i, k] = engine.end_allowed(buf, eos)
-            out.times["mask"].append(mask_us)
-            if tok is None:
-                break
-            try:
-                t0 = clock()
-                engine.advance(tok)
-                adv_us = (clock() - t0) / 1000
-            except Exception:  # noqa: BLE001 - the engine's refusal, counted
-                out.refusals.append((i, k))
-                break
-            out.times["advance"].append(adv_us)
-            out.times["step"].append(mask_us + adv_us)
-    return out
-
-
 def xgrammar_walks(engine: Engine, eos: int, n: int, seed: int = 0, cap: int = WALK_CAP) -> list[list[int]]:
     """``n`` random walks whose tokens XGrammar chose: uniform over its allowed tokens,
     the end taken with probability ``END_PROB`` where allowed; at most ``cap`` tokens."""
@@ -668,4 +606,4 @@ def format_results(r: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENGINES", "Engine", "SynCodeEngine", "syncode_python", "compare", "format_results", "json_documents", "judge_token", "neurosym_engine", "run", "run_engine", "xgrammar_walks"]
+__all__ = ["ENGINES", "Engine", "SynCodeEngine", "Trace", "syncode_python", "compare", "format_results", "json_documents", "judge_token", "neurosym_engine", "run", "run_engine", "xgrammar_walks"]

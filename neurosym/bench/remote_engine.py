@@ -5,7 +5,7 @@ Some engines cannot share a process with the rest of the bench: SynCode 0.4.16 p
 virtual environment of its own. :class:`RemoteEngine` starts that environment's Python
 on this module (``python -m neurosym.bench.remote_engine``), has it build the engine
 there and drives it one part at a time: the worker runs the very same
-:func:`~neurosym.bench.decode_cfg.run_engine` loop the in-process engines run, so its
+:func:`~neurosym.bench.grammar_engine.run_engine` loop the in-process engines run, so its
 mask and advance times are taken inside the worker, by the same clock calls, and carry
 no inter-process cost. The bench's parts then go per engine (all the documents through
 one engine, then the next), as they already do in process.
@@ -15,7 +15,7 @@ line on a private copy of its standard output (the worker points file descriptor
 standard error first, so whatever the engine prints cannot corrupt the answers):
 
 * ``{"op": "build", "factory": "module:callable", "kwargs": {...}}`` builds the engine
-  (``callable(**kwargs)`` returns an :class:`~neurosym.bench.decode_cfg.Engine`);
+  (``callable(**kwargs)`` returns an :class:`~neurosym.bench.grammar_engine.Engine`);
   answer ``{"ok": true, "name", "compile_seconds", "memory_bytes"}``;
 * ``{"op": "run", "sequences": [[token, ...], ...], "eos": id, "time_limit": s | null}``
   drives it; answer ``{"ok": true, "trace": ...}`` (:func:`trace_to_json`);
@@ -37,7 +37,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from neurosym.bench.decode_cfg import Engine, Trace, run_engine
+from neurosym.bench.grammar_engine import Engine, Trace, run_engine
 from neurosym.errors import NeurosymError
 
 ROOT = Path(__file__).resolve().parents[2]
