@@ -135,6 +135,20 @@ def test_judge_token_completes_a_cut_character():
     assert decode_cfg.judge_token(JUDGE, b'{"a"', b": 1") and not decode_cfg.judge_token(JUDGE, b'{"a"', b"}")
 
 
+def test_judging_a_step_at_once_gives_the_token_by_token_answers():
+    """judge_tokens prunes by ASCII heads; its answers must be judge_token's, token by
+    token, after prefixes taken from real documents (inside strings, after whitespace,
+    between values) and over tokens with spaces, letters and cut UTF-8 characters."""
+    rng = random.Random(3)
+    docs = [d for d in decode_cfg.json_documents() if len(d) < 300]
+    tokens = [b" the", b" t", b" tr", b"true", b"tr", b" ", b"\n  ", b'"', b'":', b'", "', b"},", b"1.", b"e+", b"-0",
+              b"\\u00", b"\\x", b"\\", "é".encode(), "é".encode()[:1], b"\xed\xa0", b" \"a", b"  [", b"]]", b"x", b"nul", b" null"]
+    for _ in range(60):
+        doc = rng.choice(docs).encode()
+        prefix = doc[: rng.randrange(len(doc) + 1)]
+        assert decode_cfg.judge_tokens(JUDGE, prefix, tokens) == [decode_cfg.judge_token(JUDGE, prefix, t) for t in tokens], prefix
+
+
 def test_compare_classifies_each_differing_token():
     surfaces = [b"1", b"}", b"]", b"x", b"["]
     eos = len(surfaces)

@@ -485,6 +485,28 @@ def judge_token(judge: PrefixJudge, prefix: bytes, token: bytes) -> bool:
         return False
 
 
+def judge_tokens(judge: PrefixJudge, prefix: bytes, tokens: list[bytes]) -> list[bool]:
+    """:func:`judge_token` for each of ``tokens`` after one ``prefix``, the same answers
+    sooner: viable prefixes are closed under taking prefixes, so a token whose first one
+    or two bytes (ASCII, so whole characters) already leave no completion is not viable,
+    and those short heads are judged once per prefix."""
+    heads: dict[bytes, bool] = {}
+    out = []
+    for tok in tokens:
+        ok = True
+        for n in (1, 2):
+            head = tok[:n]
+            if len(tok) <= n or not head.isascii():
+                break
+            if head not in heads:
+                heads[head] = judge_token(judge, prefix, head)
+            if not heads[head]:
+                ok = False
+                break
+        out.append(ok and judge_token(judge, prefix, tok))
+    return out
+
+
 def compare(ref: Trace, other: Trace, sequences: list[list[int]], surfaces: list[bytes], eos: int, judge: PrefixJudge) -> dict:
     """Steps where ``other``'s mask or end decision differs from ``ref``'s (XGrammar's),
     each differing token judged: who is right by the independent judge; the differing
@@ -499,10 +521,10 @@ def compare(ref: Trace, other: Trace, sequences: list[list[int]], surfaces: list
         if ref.masks[key] != other.masks[key]:
             out["mask_differences"] += 1
             a, b = _bits(ref.masks[key], eos), _bits(other.masks[key], eos)
-            for t in np.nonzero(a != b)[0].tolist():
+            differing = np.nonzero(a != b)[0].tolist()
+            for t, truth in zip(differing, judge_tokens(judge, prefix, [surfaces[t] for t in differing])):
                 out["tokens_differing"] += 1
                 out["other_refuses" if a[t] else "other_allows"] += 1
-                truth = judge_token(judge, prefix, surfaces[t])
                 right = "reference_right" if truth == bool(a[t]) else "other_right"
                 out[right] += 1
                 if len(out["examples"]) < 8:
@@ -606,4 +628,4 @@ def format_results(r: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENGINES", "Engine", "SynCodeEngine", "Trace", "syncode_python", "compare", "format_results", "json_documents", "judge_token", "neurosym_engine", "run", "run_engine", "xgrammar_walks"]
+__all__ = ["ENGINES", "Engine", "SynCodeEngine", "Trace", "syncode_python", "compare", "format_results", "json_documents", "judge_token", "judge_tokens", "neurosym_engine", "run", "run_engine", "xgrammar_walks"]
