@@ -171,7 +171,7 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
 @click.option("--bpe-size", default=32000, show_default=True, type=click.IntRange(min=300), help="Byte-level BPE vocabulary size.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Index builds and generation runs per measurement (the median is reported).")
 @click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Rows decoded together in the generation part.")
-@threads_option(1, "Torch threads in the generation and processor parts.")
+@threads_option(1, "Torch threads in the generation and processor parts, and of the torch-based engines of --cfg.")
 @click.option("--device", default="cpu", show_default=True, help='Torch device of the generation part: "cpu", "cuda" or "cuda:N".')
 @click.option("--skip-index", is_flag=True, help="Skip the index comparison with outlines-core and XGrammar.")
 @click.option("--skip-generation", is_flag=True, help="Skip the generation timings (processor chain, KV cache).")
@@ -216,7 +216,7 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
         if path.suffix != ".pcfg":
             raise NeurosymError(f"--cfg {cfg}: expected a .pcfg grammar")
         r = decode_cfg.run(path, bpe_size=bpe_size, walks=walks, slow_engine_seconds=slow_seconds, progress=not as_json,
-                           syncode=syncode_python)
+                           syncode=syncode_python, threads=threads)
         text = json.dumps(r, indent=1)
         if output is not None:
             atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)

@@ -211,13 +211,13 @@ class SynCodeEngine(Engine):
 
     It builds a ``GPT2TokenizerFast`` over the bench's BPE (``tokenizer_json``) with the
     end token ``</s>`` added (transformers also adds ``<|endoftext|>`` as a special
-    token, which SynCode never allows; the end is mapped to the bench's ``eos``). Its
+    token, left out of the comparison; the end is mapped to the bench's ``eos``). Its
     parser and mask store are cached under a fresh temporary folder, so the compile is
     timed from nothing."""
 
     name = "syncode"
 
-    def __init__(self, lark: str, tokenizer_json: str, eos: int, mode: str = "grammar_mask"):
+    def __init__(self, lark: str, tokenizer_json: str, eos: int, mode: str = "grammar_mask", threads: int = 1):
         import importlib.metadata as md
         import logging
         import shutil
@@ -231,6 +231,7 @@ class SynCodeEngine(Engine):
         from syncode.grammar_mask.logits_processor import SyncodeLogitsProcessor  # lazy: optional
         from syncode.parsers.grammars import Grammar as SynCodeGrammar  # lazy: optional
 
+        torch.set_num_threads(threads)
         logging.getLogger("syncode").setLevel(logging.WARNING)
         self.version = md.version("syncode")
         hf = GPT2TokenizerFast(tokenizer_object=Tokenizer.from_str(tokenizer_json), eos_token="</s>")
@@ -348,7 +349,7 @@ SYNCODE_MISSING = ("not measured: SynCode 0.4.16 pins transformers==4.53.2, so i
                    "named by --syncode-python or $NEUROSYM_SYNCODE_PYTHON, or .venv-syncode in the checkout (docs/decode.md)")
 
 
-def setup(bpe_size: int, syncode: str | Path | None = None) -> Setup:
+def setup(bpe_size: int, syncode: str | Path | None = None, threads: int = 1) -> Setup:
     from neurosym.bench.compile import bpe_tokenizer  # lazy: trains (or reads the cached) BPE
 
     tok = bpe_tokenizer(bpe_size)
@@ -394,7 +395,7 @@ def setup(bpe_size: int, syncode: str | Path | None = None) -> Setup:
         s.missing["transformers-cfg"] = str(err)
     python = syncode_python(syncode)
     if python is not None:
-        s.views["syncode"] = python
+        s.views["syncode"] = (python, threads)
     else:
         s.missing["syncode"] = SYNCODE_MISSING
     return s
@@ -415,8 +416,9 @@ def make_engine(name: str, path: str | Path, grammar: Grammar, s: Setup) -> Engi
     elif name == "syncode":
         from neurosym.bench.remote_engine import RemoteEngine  # lazy: only where SynCode's venv is there
 
-        kwargs = {"lark": to_lark(grammar), "tokenizer_json": s.tokenizer.to_str(), "eos": s.eos}
-        e = RemoteEngine(s.views[name], "neurosym.bench.decode_cfg:SynCodeEngine", kwargs, name="syncode")
+        python, threads = s.views[name]
+        kwargs = {"lark": to_lark(grammar), "tokenizer_json": s.tokenizer.to_str(), "eos": s.eos, "threads": threads}
+        e = RemoteEngine(python, "neurosym.bench.decode_cfg:SynCodeEngine", kwargs, name="syncode")
     else:
         e = TransformersCFGEngine(to_gbnf(grammar, hex_escapes=True), s.views[name], s.eos)
     if e.memory_bytes is None:
@@ -550,25 +552,32 @@ def summary_times(t: Trace) -> dict:
 
 def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: int = 32000, walks: int = 60, seed: int = 0,
         engines: tuple[str, ...] = ENGINES, slow_engine_seconds: float = 120.0, progress: bool = True,
-        syncode: str | Path | None = None) -> dict:
+        syncode: str | Path | None = None, threads: int = 1) -> dict:
     """The whole comparison (see the module docstring); a JSON-ready dict. ``syncode``:
     the Python of SynCode's own venv (:func:`syncode_python` finds one otherwise); that
-    engine runs in a worker process (:mod:`neurosym.bench.remote_engine`)."""
+    engine runs in a worker process (:mod:`neurosym.bench.remote_engine`). ``threads``:
+    torch's threads, here and in the worker (transformers-cfg and SynCode compute their
+    masks with torch; XGrammar's compiler is given one thread)."""
     import importlib.metadata as md
+
+    import torch  # lazy: only to pin the torch engines' threads
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
 
     def say(msg: str) -> None:
         if progress:
             print(msg, flush=True)
 
     grammar = read_pcfg(grammar_path)
-    s = setup(bpe_size, syncode if "syncode" in engines else None)
+    s = setup(bpe_size, syncode if "syncode" in engines else None, threads)
     surfaces = [bytes(x) if x is not None else b"" for x in s.vocab.surfaces]
     judge = PrefixJudge(grammar)
     docs = json_documents()
     doc_seqs = [s.tokenizer.encode(d).ids for d in docs]
     result: dict = {"grammar": str(Path(grammar_path).name), "vocab_size": len(s.vocab), "documents": len(docs),
                     "document_tokens": sum(map(len, doc_seqs)), "versions": {}, "engines": {}, "missing": dict(s.missing),
-                    "vocab_setup_seconds": s.seconds}
+                    "vocab_setup_seconds": s.seconds, "threads": threads, "load_average_at_start": os.getloadavg()[0]}
     for pkg in ("xgrammar", "llguidance", "transformers-cfg", "syncode", "outlines-core"):
         try:
             result["versions"][pkg] = md.version(pkg)
@@ -606,6 +615,8 @@ def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: in
     finally:
         for e in built.values():
             e.close()
+        torch.set_num_threads(threads_before)
+    result["load_average_at_end"] = os.getloadavg()[0]
     return result
 
 
