@@ -165,6 +165,9 @@ def test_compare_classifies_each_differing_token():
     assert out["steps_compared"] == 1 and out["mask_differences"] == 1 and out["tokens_differing"] == 3
     assert out["reference_right"] == 3 and out["other_right"] == 0
     assert out["other_allows"] == 2 and out["other_refuses"] == 1
+    assert sorted(e["reference_allows"] for e in out["examples"]) == [False, True]  # one example per side at this step
+    other.refusals = [(0, 1)]  # the other engine refused "1" after "["
+    assert decode_cfg.refusal_examples(other, [[4, 0]], surfaces, JUDGE) == [{"prefix": "[", "token": "1", "viable": True}]
     assert out["end_differences"] == 1 and out["end_reference_right"] == 1
     swapped = decode_cfg.compare(other, ref, [[4, 0]], surfaces, eos, JUDGE)
     assert swapped["other_right"] == 3 and swapped["end_other_right"] == 1

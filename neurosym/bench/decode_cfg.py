@@ -59,6 +59,8 @@ ENGINES = ("neurosym", "xgrammar", "llguidance", "transformers-cfg", "syncode")
 END_PROB = 0.1  # a walk ends with this probability where the end is allowed
 WALK_CAP = 48  # tokens per random walk
 SHIPPED_JSON = ("gpu_launch_proxy.json", "semantic_fusion_report_uniform_2seeds.json", "structured_suite_duplicates.json")
+EXAMPLES_PER_SIDE = 6  # differing tokens kept as examples, per side (allowed by the other engine alone / by XGrammar alone)
+REFUSAL_EXAMPLES = 8
 SLOW_ENGINES = ("neurosym", "transformers-cfg", "syncode")  # driven for at most slow_engine_seconds per part (the steps reached are compared)
 
 
@@ -520,16 +522,19 @@ def compare(ref: Trace, other: Trace, sequences: list[list[int]], surfaces: list
     for key in shared:
         i, k = key
         prefix = b"".join(surfaces[t] for t in sequences[i][:k])
+        sides: set[str] = set()
         if ref.masks[key] != other.masks[key]:
             out["mask_differences"] += 1
             a, b = _bits(ref.masks[key], eos), _bits(other.masks[key], eos)
             differing = np.nonzero(a != b)[0].tolist()
             for t, truth in zip(differing, judge_tokens(judge, prefix, [surfaces[t] for t in differing])):
                 out["tokens_differing"] += 1
-                out["other_refuses" if a[t] else "other_allows"] += 1
+                side = "other_refuses" if a[t] else "other_allows"
+                out[side] += 1
                 right = "reference_right" if truth == bool(a[t]) else "other_right"
                 out[right] += 1
-                if len(out["examples"]) < 8:
+                if side not in sides and sum(e["reference_allows"] == bool(a[t]) for e in out["examples"]) < EXAMPLES_PER_SIDE:
+                    sides.add(side)  # one example per side and step, so the examples come from several steps
                     out["examples"].append({"prefix": prefix.decode("utf-8", "replace")[-40:], "token": surfaces[t].decode("utf-8", "replace"),
                                             "reference_allows": bool(a[t]), "viable": truth})
         if ref.ends[key] != other.ends[key]:
@@ -539,6 +544,17 @@ def compare(ref: Trace, other: Trace, sequences: list[list[int]], surfaces: list
             except UnicodeDecodeError:
                 truth = False
             out["end_reference_right" if truth == ref.ends[key] else "end_other_right"] += 1
+    return out
+
+
+def refusal_examples(t: Trace, sequences: list[list[int]], surfaces: list[bytes], judge: PrefixJudge) -> list[dict]:
+    """The first tokens ``t``'s engine refused along ``sequences``: the text before, the
+    token, and whether the independent judge finds the text plus the token viable."""
+    out = []
+    for i, k in t.refusals[:REFUSAL_EXAMPLES]:
+        prefix, token = b"".join(surfaces[x] for x in sequences[i][:k]), surfaces[sequences[i][k]]
+        out.append({"prefix": prefix.decode("utf-8", "replace")[-40:], "token": token.decode("utf-8", "replace"),
+                    "viable": judge_token(judge, prefix, token)})
     return out
 
 
@@ -610,6 +626,7 @@ def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: in
                 trace = ref if name == "xgrammar" else e.run(seqs, s.eos, limit)
                 r = result["engines"].setdefault(name, {"compile_seconds": e.compile_seconds, "memory_bytes": e.memory_bytes})
                 r[part] = {"times": summary_times(trace), "refused": len(trace.refusals),
+                           "refusal_examples": refusal_examples(trace, seqs, surfaces, judge),
                            "agreement": compare(ref, trace, seqs, surfaces, s.eos, judge) if name != "xgrammar" else None}
                 say(f"{name} on {part}: {len(trace.masks)} steps, {len(trace.refusals)} refused")
     finally:
