@@ -172,20 +172,24 @@ def bench_wfsa(threads: int | None, as_json: bool) -> None:
 @click.option("--bpe-size", default=32000, show_default=True, type=click.IntRange(min=300), help="Byte-level BPE vocabulary size.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Index builds and generation runs per measurement (the median is reported).")
 @click.option("--batch", default=32, show_default=True, type=click.IntRange(min=1), help="Rows decoded together in the generation part.")
-@threads_option(1, "Torch threads in the generation and processor parts.")
+@threads_option(1, "Torch threads in the generation and processor parts, and of the torch-based engines of --cfg.")
 @click.option("--device", default="cpu", show_default=True, help='Torch device of the generation part: "cpu", "cuda" or "cuda:N".')
 @click.option("--skip-index", is_flag=True, help="Skip the index comparison with outlines-core and XGrammar.")
 @click.option("--skip-generation", is_flag=True, help="Skip the generation timings (processor chain, KV cache).")
 @click.option("--skip-processors", is_flag=True, help="Skip GrammarMask's per-token cost, NumPy against the tensor backend.")
 @click.option("--cfg", "cfg", default=None, is_flag=False, flag_value="grammars/json.pcfg", metavar="[FILE.pcfg]",
-              help="Instead: a .pcfg with regex terminals (default grammars/json.pcfg) against XGrammar, llguidance and transformers-cfg "
+              help="Instead: a .pcfg with regex terminals (default grammars/json.pcfg) against XGrammar, llguidance, transformers-cfg and SynCode "
                    "over the BPE: compile, mask and advance times, masks compared at every step and judged (docs/decode.md).")
 @click.option("--walks", default=60, show_default=True, type=click.IntRange(min=0), help="With --cfg: random walks whose tokens XGrammar chooses.")
-@click.option("--slow-seconds", default=150.0, show_default=True, type=click.FloatRange(min=1), help="With --cfg: seconds per part for the slow engines (neurosym, transformers-cfg).")
+@click.option("--slow-seconds", default=150.0, show_default=True, type=click.FloatRange(min=1), help="With --cfg: seconds per part for the slow engines (neurosym, transformers-cfg, SynCode).")
+@click.option("--syncode-python", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --cfg: the Python of SynCode's own venv (SynCode pins transformers 4.53.2; default $NEUROSYM_SYNCODE_PYTHON, "
+                   "else .venv-syncode in the checkout; docs/decode.md).")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="With --cfg: also write the JSON results here.")
 @json_option()
 def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads: int, device: str, skip_index: bool, skip_generation: bool,
-                 skip_processors: bool, cfg: str | None, walks: int, slow_seconds: float, output: Path | None, as_json: bool) -> None:
+                 skip_processors: bool, cfg: str | None, walks: int, slow_seconds: float, syncode_python: Path | None, output: Path | None,
+                 as_json: bool) -> None:
     """Constrained decoding: the token index side by side with outlines-core and XGrammar
     (build seconds, index memory, µs per token to write the mask, to advance and both, at
     p50 and p99 and as theirs/ours, over real strings; mask agreement), per
@@ -212,7 +216,8 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
                 raise NeurosymError(f"--cfg {cfg}: no such file (a .pcfg file, or a shipped one such as grammars/json.pcfg)") from None
         if path.suffix != ".pcfg":
             raise NeurosymError(f"--cfg {cfg}: expected a .pcfg grammar")
-        r = decode_cfg.run(path, bpe_size=bpe_size, walks=walks, slow_engine_seconds=slow_seconds, progress=not as_json)
+        r = decode_cfg.run(path, bpe_size=bpe_size, walks=walks, slow_engine_seconds=slow_seconds, progress=not as_json,
+                           syncode=syncode_python, threads=threads)
         text = json.dumps(r, indent=1)
         if output is not None:
             atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)

@@ -135,6 +135,20 @@ def test_judge_token_completes_a_cut_character():
     assert decode_cfg.judge_token(JUDGE, b'{"a"', b": 1") and not decode_cfg.judge_token(JUDGE, b'{"a"', b"}")
 
 
+def test_judging_a_step_at_once_gives_the_token_by_token_answers():
+    """judge_tokens prunes by ASCII heads; its answers must be judge_token's, token by
+    token, after prefixes taken from real documents (inside strings, after whitespace,
+    between values) and over tokens with spaces, letters and cut UTF-8 characters."""
+    rng = random.Random(3)
+    docs = [d for d in decode_cfg.json_documents() if len(d) < 300]
+    tokens = [b" the", b" t", b" tr", b"true", b"tr", b" ", b"\n  ", b'"', b'":', b'", "', b"},", b"1.", b"e+", b"-0",
+              b"\\u00", b"\\x", b"\\", "é".encode(), "é".encode()[:1], b"\xed\xa0", b" \"a", b"  [", b"]]", b"x", b"nul", b" null"]
+    for _ in range(60):
+        doc = rng.choice(docs).encode()
+        prefix = doc[: rng.randrange(len(doc) + 1)]
+        assert decode_cfg.judge_tokens(JUDGE, prefix, tokens) == [decode_cfg.judge_token(JUDGE, prefix, t) for t in tokens], prefix
+
+
 def test_compare_classifies_each_differing_token():
     surfaces = [b"1", b"}", b"]", b"x", b"["]
     eos = len(surfaces)
@@ -150,6 +164,10 @@ def test_compare_classifies_each_differing_token():
     out = decode_cfg.compare(ref, other, [[4, 0]], surfaces, eos, JUDGE)
     assert out["steps_compared"] == 1 and out["mask_differences"] == 1 and out["tokens_differing"] == 3
     assert out["reference_right"] == 3 and out["other_right"] == 0
+    assert out["other_allows"] == 2 and out["other_refuses"] == 1
+    assert sorted(e["reference_allows"] for e in out["examples"]) == [False, True]  # one example per side at this step
+    other.refusals = [(0, 1)]  # the other engine refused "1" after "["
+    assert decode_cfg.refusal_examples(other, [[4, 0]], surfaces, JUDGE) == [{"prefix": "[", "token": "1", "viable": True}]
     assert out["end_differences"] == 1 and out["end_reference_right"] == 1
     swapped = decode_cfg.compare(other, ref, [[4, 0]], surfaces, eos, JUDGE)
     assert swapped["other_right"] == 3 and swapped["end_other_right"] == 1

@@ -2,7 +2,7 @@ r"""``neurosym bench decode --cfg``: a `.pcfg` with regex terminals (``grammars/
 constraining a 32k byte-level BPE, side by side with the grammar engines that install.
 
 The grammar is written in each engine's language by :mod:`neurosym.bench.cfg_convert`
-(XGrammar and transformers-cfg: EBNF/GBNF; llguidance: Lark), over the byte-level BPE
+(XGrammar and transformers-cfg: EBNF/GBNF; llguidance and SynCode: Lark), over the byte-level BPE
 of the regex bench (:func:`neurosym.bench.compile.bpe_tokenizer`, trained locally on
 WikiText-2 and UD English-EWT; one end-of-sequence id ``V`` added). Per engine:
 
@@ -26,12 +26,20 @@ WikiText-2 and UD English-EWT; one end-of-sequence id ``V`` added). Per engine:
 
 neurosym's side is the string-level runtime (:class:`NeurosymEngine`), compared with
 XGrammar like the others.
+
+SynCode 0.4.16 pins ``transformers==4.53.2``, so it runs from a venv of its own
+(``scripts/syncode-venv``) in a worker process (:mod:`neurosym.bench.remote_engine`):
+the worker drives it along a whole part with the same :func:`run_engine` loop, so its
+times are taken in the worker and carry no inter-process cost. Every engine already
+takes a part's sequences one engine after the other, so nothing is interleaved
+differently for it.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -41,16 +49,19 @@ import numpy as np
 
 from neurosym.bench.cfg_convert import PrefixJudge, to_gbnf, to_lark
 from neurosym.bench.decode import percentiles, peak_rss_bytes
+from neurosym.bench.grammar_engine import Engine, Trace, run_engine
 from neurosym.dsl.pcfg import Grammar, read_pcfg
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINES = ("neurosym", "xgrammar", "llguidance", "transformers-cfg")
+ENGINES = ("neurosym", "xgrammar", "llguidance", "transformers-cfg", "syncode")
 END_PROB = 0.1  # a walk ends with this probability where the end is allowed
 WALK_CAP = 48  # tokens per random walk
 SHIPPED_JSON = ("gpu_launch_proxy.json", "semantic_fusion_report_uniform_2seeds.json", "structured_suite_duplicates.json")
-SLOW_ENGINES = ("neurosym", "transformers-cfg")  # driven for at most slow_engine_seconds per part (the steps reached are compared)
+EXAMPLES_PER_SIDE = 6  # differing tokens kept as examples, per side (allowed by the other engine alone / by XGrammar alone)
+REFUSAL_EXAMPLES = 8
+SLOW_ENGINES = ("neurosym", "transformers-cfg", "syncode")  # driven for at most slow_engine_seconds per part (the steps reached are compared)
 
 
 # ---------------------------------------------------------------------- the documents
@@ -75,21 +86,6 @@ def json_documents(max_docs: int | None = None) -> list[str]:
 
 
 # ---------------------------------------------------------------------- engines
-class Engine:
-    """One engine's matcher for the grammar, driven token by token."""
-
-    name: str = "?"
-    compile_seconds: float = math.nan
-    memory_bytes: int | None = None
-
-    def start(self) -> None: ...
-    def write_mask(self, out: np.ndarray) -> None: ...
-    def advance(self, token: int) -> None: ...
-
-    def end_allowed(self, mask: np.ndarray, eos: int) -> bool:
-        return bool((int(mask[eos // 32]) >> (eos % 32)) & 1)
-
-
 class XGrammarEngine(Engine):
     name = "xgrammar"
 
@@ -202,6 +198,99 @@ class TransformersCFGEngine(Engine):
             raise NeurosymError(f"transformers-cfg refused token {token}")
 
 
+class SynCodeEngine(Engine):
+    """SynCode's logits processor (``SyncodeLogitsProcessor``, lark's LALR(1) parser with
+    its basic lexer, and the DFA mask store over the vocabulary; ``mode="grammar_mask"``,
+    its default, which over-approximates), on the Lark grammar of :func:`to_lark`.
+
+    SynCode keeps no parser state between tokens that the caller advances: it re-reads
+    the ids generated so far at every call (its incremental parser caches the lexing).
+    So **advance** is appending the id to a preallocated id buffer (and checking it was
+    allowed: a refused token ends the sequence, as for the other engines), and all the
+    parsing is in **mask**: one call of the processor on a row of zero scores, the mask
+    read back as the scores it left finite. That is SynCode's mask as a model sees it,
+    including its fall-back to no mask where its parser fails or allows nothing.
+
+    It builds a ``GPT2TokenizerFast`` over the bench's BPE (``tokenizer_json``) with the
+    end token ``</s>`` added (transformers also adds ``<|endoftext|>`` as a special
+    token, left out of the comparison; the end is mapped to the bench's ``eos``). Its
+    parser and mask store are cached under a fresh temporary folder, so the compile is
+    timed from nothing."""
+
+    name = "syncode"
+
+    def __init__(self, lark: str, tokenizer_json: str, eos: int, mode: str = "grammar_mask", threads: int = 1):
+        import importlib.metadata as md
+        import logging
+        import shutil
+        import tempfile
+
+        import torch  # lazy: only the engines that take torch buffers
+        from tokenizers import Tokenizer
+        from transformers import GPT2TokenizerFast  # lazy: optional
+
+        import syncode.common  # lazy: optional (its own venv: docs/decode.md)
+        from syncode.grammar_mask.logits_processor import SyncodeLogitsProcessor  # lazy: optional
+        from syncode.parsers.grammars import Grammar as SynCodeGrammar  # lazy: optional
+
+        torch.set_num_threads(threads)
+        logging.getLogger("syncode").setLevel(logging.WARNING)
+        self.version = md.version("syncode")
+        hf = GPT2TokenizerFast(tokenizer_object=Tokenizer.from_str(tokenizer_json), eos_token="</s>")
+        cache = tempfile.mkdtemp(prefix="neurosym-syncode-")
+        saved, syncode.common.SYNCODE_CACHE = syncode.common.SYNCODE_CACHE, cache + "/"
+        try:
+            rss = peak_rss_bytes()
+            t0 = time.perf_counter()
+            self.proc = SyncodeLogitsProcessor(SynCodeGrammar(lark), hf, use_cache=False, parse_output_only=True, mode=mode)
+            self.compile_seconds = time.perf_counter() - t0
+            self.memory_bytes = peak_rss_bytes() - rss
+        finally:
+            syncode.common.SYNCODE_CACHE = saved
+            shutil.rmtree(cache, ignore_errors=True)
+        self.eos, self.their_eos = eos, hf.eos_token_id
+        self.scores = torch.zeros((1, len(hf)))
+        self.ids = torch.zeros((1, 1 << 16), dtype=torch.long)
+        self.n = 0
+        self.allowed = None
+        self._torch = torch
+
+    def start(self) -> None:
+        self.proc.reset()
+        self.n = 0
+        self.allowed = None
+
+    def write_mask(self, out: np.ndarray) -> None:
+        self.scores.zero_()
+        scores = self.proc(self.ids[:, : self.n], self.scores)
+        self.allowed = self._torch.isfinite(scores[0]).numpy()
+        bits = np.zeros(out.size * 32, dtype=bool)
+        bits[: self.eos] = self.allowed[: self.eos]
+        bits[self.eos] = self.allowed[self.their_eos]
+        out[:] = np.packbits(bits, bitorder="little").view("<i4")
+
+    def advance(self, token: int) -> None:
+        their = self.their_eos if token == self.eos else token
+        if self.allowed is not None and not self.allowed[their]:
+            raise NeurosymError(f"syncode refused token {token}")
+        self.ids[0, self.n] = their
+        self.n += 1
+        self.allowed = None
+
+
+def syncode_python(given: str | Path | None = None) -> str | None:
+    """The Python that runs SynCode: ``given``, else ``$NEUROSYM_SYNCODE_PYTHON``, else
+    this checkout's ``.venv-syncode`` (docs/decode.md says how to make it), else None."""
+    if given is not None:
+        if not Path(given).is_file():
+            raise NeurosymError(f"--syncode-python {given}: no such file")
+        return str(given)
+    for cand in (os.environ.get("NEUROSYM_SYNCODE_PYTHON"), ROOT / ".venv-syncode" / "bin" / "python"):
+        if cand and Path(cand).is_file():
+            return str(cand)
+    return None
+
+
 class NeurosymEngine(Engine):
     """neurosym's string-level runtime (:class:`~neurosym.decode.tokenized.StringPrefixModel`
     over :func:`~neurosym.compile.spelling.load_spelled`, one row, ``support=True`` as
@@ -258,7 +347,11 @@ class Setup:
     missing: dict[str, str] = field(default_factory=dict)
 
 
-def setup(bpe_size: int) -> Setup:
+SYNCODE_MISSING = ("not measured: SynCode 0.4.16 pins transformers==4.53.2, so it runs in a venv of its own, "
+                   "named by --syncode-python or $NEUROSYM_SYNCODE_PYTHON, or .venv-syncode in the checkout (docs/decode.md)")
+
+
+def setup(bpe_size: int, syncode: str | Path | None = None, threads: int = 1) -> Setup:
     from neurosym.bench.compile import bpe_tokenizer  # lazy: trains (or reads the cached) BPE
 
     tok = bpe_tokenizer(bpe_size)
@@ -302,6 +395,11 @@ def setup(bpe_size: int) -> Setup:
         s.seconds["transformers-cfg"] = time.perf_counter() - t0
     except ImportError as err:
         s.missing["transformers-cfg"] = str(err)
+    python = syncode_python(syncode)
+    if python is not None:
+        s.views["syncode"] = (python, threads)
+    else:
+        s.missing["syncode"] = SYNCODE_MISSING
     return s
 
 
@@ -317,6 +415,12 @@ def make_engine(name: str, path: str | Path, grammar: Grammar, s: Setup) -> Engi
         e: Engine = XGrammarEngine(to_gbnf(grammar), s.views[name])
     elif name == "llguidance":
         e = LLGuidanceEngine(to_lark(grammar), s.views[name])
+    elif name == "syncode":
+        from neurosym.bench.remote_engine import RemoteEngine  # lazy: only where SynCode's venv is there
+
+        python, threads = s.views[name]
+        kwargs = {"lark": to_lark(grammar), "tokenizer_json": s.tokenizer.to_str(), "eos": s.eos, "threads": threads}
+        e = RemoteEngine(python, "neurosym.bench.decode_cfg:SynCodeEngine", kwargs, name="syncode")
     else:
         e = TransformersCFGEngine(to_gbnf(grammar, hex_escapes=True), s.views[name], s.eos)
     if e.memory_bytes is None:
@@ -325,53 +429,6 @@ def make_engine(name: str, path: str | Path, grammar: Grammar, s: Setup) -> Engi
 
 
 # ---------------------------------------------------------------------- running
-@dataclass
-class Trace:
-    """An engine's answers along the sequences: per step (sequence, k) the packed mask
-    over the real tokens and the end decision; where it refused a sequence's token."""
-
-    masks: dict[tuple[int, int], bytes] = field(default_factory=dict)
-    ends: dict[tuple[int, int], bool] = field(default_factory=dict)
-    refusals: list[tuple[int, int]] = field(default_factory=list)
-    times: dict[str, list[float]] = field(default_factory=lambda: {"mask": [], "advance": [], "step": []})
-
-
-def run_engine(engine: Engine, sequences: list[list[int]], eos: int, time_limit: float = math.inf) -> Trace:
-    """Drive ``engine`` along every sequence (stopping early past ``time_limit`` seconds)."""
-    words = (eos + 1 + 31) // 32
-    buf = np.zeros(words, dtype=np.int32)
-    full, rest = divmod(eos, 32)
-    out = Trace()
-    clock = time.perf_counter_ns
-    deadline = time.perf_counter() + time_limit
-    for i, tokens in enumerate(sequences):
-        if time.perf_counter() > deadline:
-            break
-        engine.start()
-        for k, tok in enumerate(tokens + [None]):
-            buf[:] = 0
-            t0 = clock()
-            engine.write_mask(buf)
-            mask_us = (clock() - t0) / 1000
-            real = buf[: full + 1].copy()
-            real[full] = int(real[full]) & ((1 << rest) - 1)
-            out.masks[i, k] = real.tobytes()
-            out.ends[i, k] = engine.end_allowed(buf, eos)
-            out.times["mask"].append(mask_us)
-            if tok is None:
-                break
-            try:
-                t0 = clock()
-                engine.advance(tok)
-                adv_us = (clock() - t0) / 1000
-            except Exception:  # noqa: BLE001 - the engine's refusal, counted
-                out.refusals.append((i, k))
-                break
-            out.times["advance"].append(adv_us)
-            out.times["step"].append(mask_us + adv_us)
-    return out
-
-
 def xgrammar_walks(engine: Engine, eos: int, n: int, seed: int = 0, cap: int = WALK_CAP) -> list[list[int]]:
     """``n`` random walks whose tokens XGrammar chose: uniform over its allowed tokens,
     the end taken with probability ``END_PROB`` where allowed; at most ``cap`` tokens."""
@@ -432,24 +489,52 @@ def judge_token(judge: PrefixJudge, prefix: bytes, token: bytes) -> bool:
         return False
 
 
+def judge_tokens(judge: PrefixJudge, prefix: bytes, tokens: list[bytes]) -> list[bool]:
+    """:func:`judge_token` for each of ``tokens`` after one ``prefix``, the same answers
+    sooner: viable prefixes are closed under taking prefixes, so a token whose first one
+    or two bytes (ASCII, so whole characters) already leave no completion is not viable,
+    and those short heads are judged once per prefix."""
+    heads: dict[bytes, bool] = {}
+    out = []
+    for tok in tokens:
+        ok = True
+        for n in (1, 2):
+            head = tok[:n]
+            if len(tok) <= n or not head.isascii():
+                break
+            if head not in heads:
+                heads[head] = judge_token(judge, prefix, head)
+            if not heads[head]:
+                ok = False
+                break
+        out.append(ok and judge_token(judge, prefix, tok))
+    return out
+
+
 def compare(ref: Trace, other: Trace, sequences: list[list[int]], surfaces: list[bytes], eos: int, judge: PrefixJudge) -> dict:
     """Steps where ``other``'s mask or end decision differs from ``ref``'s (XGrammar's),
-    each differing token judged: who is right by the independent judge."""
+    each differing token judged: who is right by the independent judge; the differing
+    tokens also split by side (``other_allows``: allowed by ``other`` alone;
+    ``other_refuses``: by ``ref`` alone)."""
     shared = sorted(ref.masks.keys() & other.masks.keys())
     out = {"steps_compared": len(shared), "mask_differences": 0, "end_differences": 0, "tokens_differing": 0,
-           "reference_right": 0, "other_right": 0, "end_reference_right": 0, "end_other_right": 0, "examples": []}
+           "other_allows": 0, "other_refuses": 0, "reference_right": 0, "other_right": 0, "end_reference_right": 0, "end_other_right": 0, "examples": []}
     for key in shared:
         i, k = key
         prefix = b"".join(surfaces[t] for t in sequences[i][:k])
+        sides: set[str] = set()
         if ref.masks[key] != other.masks[key]:
             out["mask_differences"] += 1
             a, b = _bits(ref.masks[key], eos), _bits(other.masks[key], eos)
-            for t in np.nonzero(a != b)[0].tolist():
+            differing = np.nonzero(a != b)[0].tolist()
+            for t, truth in zip(differing, judge_tokens(judge, prefix, [surfaces[t] for t in differing])):
                 out["tokens_differing"] += 1
-                truth = judge_token(judge, prefix, surfaces[t])
+                side = "other_refuses" if a[t] else "other_allows"
+                out[side] += 1
                 right = "reference_right" if truth == bool(a[t]) else "other_right"
                 out[right] += 1
-                if len(out["examples"]) < 8:
+                if side not in sides and sum(e["reference_allows"] == bool(a[t]) for e in out["examples"]) < EXAMPLES_PER_SIDE:
+                    sides.add(side)  # one example per side and step, so the examples come from several steps
                     out["examples"].append({"prefix": prefix.decode("utf-8", "replace")[-40:], "token": surfaces[t].decode("utf-8", "replace"),
                                             "reference_allows": bool(a[t]), "viable": truth})
         if ref.ends[key] != other.ends[key]:
@@ -462,6 +547,17 @@ def compare(ref: Trace, other: Trace, sequences: list[list[int]], surfaces: list
     return out
 
 
+def refusal_examples(t: Trace, sequences: list[list[int]], surfaces: list[bytes], judge: PrefixJudge) -> list[dict]:
+    """The first tokens ``t``'s engine refused along ``sequences``: the text before, the
+    token, and whether the independent judge finds the text plus the token viable."""
+    out = []
+    for i, k in t.refusals[:REFUSAL_EXAMPLES]:
+        prefix, token = b"".join(surfaces[x] for x in sequences[i][:k]), surfaces[sequences[i][k]]
+        out.append({"prefix": prefix.decode("utf-8", "replace")[-40:], "token": token.decode("utf-8", "replace"),
+                    "viable": judge_token(judge, prefix, token)})
+    return out
+
+
 def summary_times(t: Trace) -> dict:
     out = {}
     for what, xs in t.times.items():
@@ -471,54 +567,73 @@ def summary_times(t: Trace) -> dict:
 
 
 def run(grammar_path: str | Path = ROOT / "grammars" / "json.pcfg", bpe_size: int = 32000, walks: int = 60, seed: int = 0,
-        engines: tuple[str, ...] = ENGINES, slow_engine_seconds: float = 120.0, progress: bool = True) -> dict:
-    """The whole comparison (see the module docstring); a JSON-ready dict."""
+        engines: tuple[str, ...] = ENGINES, slow_engine_seconds: float = 120.0, progress: bool = True,
+        syncode: str | Path | None = None, threads: int = 1) -> dict:
+    """The whole comparison (see the module docstring); a JSON-ready dict. ``syncode``:
+    the Python of SynCode's own venv (:func:`syncode_python` finds one otherwise); that
+    engine runs in a worker process (:mod:`neurosym.bench.remote_engine`). ``threads``:
+    torch's threads, here and in the worker (transformers-cfg and SynCode compute their
+    masks with torch; XGrammar's compiler is given one thread)."""
     import importlib.metadata as md
+
+    import torch  # lazy: only to pin the torch engines' threads
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
 
     def say(msg: str) -> None:
         if progress:
             print(msg, flush=True)
 
     grammar = read_pcfg(grammar_path)
-    s = setup(bpe_size)
+    s = setup(bpe_size, syncode if "syncode" in engines else None, threads)
     surfaces = [bytes(x) if x is not None else b"" for x in s.vocab.surfaces]
     judge = PrefixJudge(grammar)
     docs = json_documents()
     doc_seqs = [s.tokenizer.encode(d).ids for d in docs]
     result: dict = {"grammar": str(Path(grammar_path).name), "vocab_size": len(s.vocab), "documents": len(docs),
                     "document_tokens": sum(map(len, doc_seqs)), "versions": {}, "engines": {}, "missing": dict(s.missing),
-                    "vocab_setup_seconds": s.seconds}
+                    "vocab_setup_seconds": s.seconds, "threads": threads, "load_average_at_start": os.getloadavg()[0]}
     for pkg in ("xgrammar", "llguidance", "transformers-cfg", "syncode", "outlines-core"):
         try:
             result["versions"][pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             result["versions"][pkg] = None
     built: dict[str, Engine] = {}
-    for name in engines:
-        try:
-            e = make_engine(name, grammar_path, grammar, s)
-        except Exception as err:  # noqa: BLE001 - an engine that fails on the grammar is reported
-            result["missing"][name] = f"{type(err).__name__}: {err}"
-            continue
-        if e is None:
-            result["missing"].setdefault(name, "not available")
-            continue
-        built[name] = e
-        say(f"{name}: compiled in {e.compile_seconds:.3f} s")
-    if "xgrammar" not in built:
-        raise NeurosymError("bench decode --cfg compares with XGrammar, which is not installed (pip install 'neurosym[bench]')")
-    walk_seqs = xgrammar_walks(built["xgrammar"], s.eos, walks, seed)
-    result["walks"] = len(walk_seqs)
-    result["walk_tokens"] = sum(map(len, walk_seqs))
-    for part, seqs in (("documents", doc_seqs), ("walks", walk_seqs)):
-        ref = run_engine(built["xgrammar"], seqs, s.eos)
-        for name, e in built.items():
-            limit = slow_engine_seconds if name in SLOW_ENGINES else math.inf
-            trace = ref if name == "xgrammar" else run_engine(e, seqs, s.eos, limit)
-            r = result["engines"].setdefault(name, {"compile_seconds": e.compile_seconds, "memory_bytes": e.memory_bytes})
-            r[part] = {"times": summary_times(trace), "refused": len(trace.refusals),
-                       "agreement": compare(ref, trace, seqs, surfaces, s.eos, judge) if name != "xgrammar" else None}
-            say(f"{name} on {part}: {len(trace.masks)} steps, {len(trace.refusals)} refused")
+    try:
+        for name in engines:
+            try:
+                e = make_engine(name, grammar_path, grammar, s)
+            except Exception as err:  # noqa: BLE001 - an engine that fails on the grammar is reported
+                result["missing"][name] = f"{type(err).__name__}: {err}"
+                continue
+            if e is None:
+                result["missing"].setdefault(name, "not available")
+                continue
+            built[name] = e
+            if e.version is not None:
+                result["versions"][name] = e.version
+            say(f"{name}: compiled in {e.compile_seconds:.3f} s")
+        if "xgrammar" not in built:
+            raise NeurosymError("bench decode --cfg compares with XGrammar, which is not installed (pip install 'neurosym[bench]')")
+        walk_seqs = xgrammar_walks(built["xgrammar"], s.eos, walks, seed)
+        result["walks"] = len(walk_seqs)
+        result["walk_tokens"] = sum(map(len, walk_seqs))
+        for part, seqs in (("documents", doc_seqs), ("walks", walk_seqs)):
+            ref = run_engine(built["xgrammar"], seqs, s.eos)
+            for name, e in built.items():
+                limit = slow_engine_seconds if name in SLOW_ENGINES else math.inf
+                trace = ref if name == "xgrammar" else e.run(seqs, s.eos, limit)
+                r = result["engines"].setdefault(name, {"compile_seconds": e.compile_seconds, "memory_bytes": e.memory_bytes})
+                r[part] = {"times": summary_times(trace), "refused": len(trace.refusals),
+                           "refusal_examples": refusal_examples(trace, seqs, surfaces, judge),
+                           "agreement": compare(ref, trace, seqs, surfaces, s.eos, judge) if name != "xgrammar" else None}
+                say(f"{name} on {part}: {len(trace.masks)} steps, {len(trace.refusals)} refused")
+    finally:
+        for e in built.values():
+            e.close()
+        torch.set_num_threads(threads_before)
+    result["load_average_at_end"] = os.getloadavg()[0]
     return result
 
 
@@ -541,4 +656,4 @@ def format_results(r: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENGINES", "Engine", "compare", "format_results", "json_documents", "judge_token", "neurosym_engine", "run", "run_engine", "xgrammar_walks"]
+__all__ = ["ENGINES", "Engine", "SynCodeEngine", "Trace", "syncode_python", "compare", "format_results", "json_documents", "judge_token", "judge_tokens", "neurosym_engine", "run", "run_engine", "xgrammar_walks"]
