@@ -192,8 +192,8 @@ def fuzz(tmp_path: Path, per_file: int, seconds: float = 10.0) -> dict[str, int]
 
 
 def test_seeded_mutants_of_every_shipped_file_raise_only_neurosym_errors(tmp_path):
-    counts = fuzz(tmp_path, per_file=200)
-    assert sum(counts.values()) == 200 * len(SHIPPED)  # each within the time and memory bounds
+    counts = fuzz(tmp_path, per_file=100)  # 3,000 per file under -m slow
+    assert sum(counts.values()) == 100 * len(SHIPPED)  # each within the time and memory bounds
     assert counts.get("ok", 0) > 0 and counts.get("SourceError", 0) > 0  # both outcomes are exercised
 
 

@@ -231,9 +231,12 @@ def test_a_killed_writer_s_temp_file_is_removed_by_the_next_write(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.safetensors", live.name])
 
 
-def _read_only_invoke(folder: Path, *args: str) -> tuple[int, str]:
-    """Run the CLI where ``folder`` cannot be written: chmod 555, and for root (who writes
-    anyway) a child without the capabilities that override permissions."""
+def _read_only_invokes(folder: Path, commands: list[list[str]]) -> list[tuple[int, str]]:
+    """Run each CLI command where ``folder`` cannot be written: chmod 555, and for root (who
+    writes anyway) one child without the capabilities that override permissions, running
+    the commands one after another through click's test runner (one interpreter start for
+    all of them); each command's (exit code, output)."""
+    import json
     import shutil
     import subprocess
     import sys
@@ -241,14 +244,19 @@ def _read_only_invoke(folder: Path, *args: str) -> tuple[int, str]:
     folder.chmod(0o555)
     try:
         if os.geteuid() != 0:
-            r = CliRunner().invoke(main, list(args))
-            return r.exit_code, r.output
+            results = [CliRunner().invoke(main, list(args)) for args in commands]
+            return [(r.exit_code, r.output) for r in results]
         if shutil.which("setpriv") is None:
             pytest.skip("root without setpriv: a read-only folder cannot be made")
-        code = "import sys; from neurosym.cli.main import main; main(sys.argv[1:])"
-        p = subprocess.run(["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", code, *args],
-                           capture_output=True, text=True, timeout=120)
-        return p.returncode, p.stdout + p.stderr
+        code = ("import json, sys\n"
+                "from click.testing import CliRunner\n"
+                "from neurosym.cli.main import main\n"
+                "results = [CliRunner().invoke(main, args) for args in json.loads(sys.argv[1])]\n"
+                "print(json.dumps([(r.exit_code, r.output) for r in results]))\n")
+        p = subprocess.run(["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", code, json.dumps(commands)],
+                           capture_output=True, text=True, timeout=240)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return [tuple(r) for r in json.loads(p.stdout.splitlines()[-1])]
     finally:
         folder.chmod(0o755)
 
@@ -266,7 +274,8 @@ def test_a_read_only_output_folder_is_an_error_before_any_work(tmp_path):
         ("drawing", ["inspect", str(grammars / "clause.fsg"), "--draw", str(ro / "c.png")]),
         ("bank", ["synth", "--pos", str(pos), "-o", str(ro / "x.regex"), "--name", "X", "--time-budget", "600"]),
     ]
-    for what, args in cases:
-        code, out = _read_only_invoke(ro, *args)
+    results = _read_only_invokes(ro, [args for _, args in cases])
+    assert len(results) == len(cases)
+    for (what, _), (code, out) in zip(cases, results):
         assert code == 2 and f"cannot write the {what} here (permission denied)" in out and "Traceback" not in out, out
-        assert list(ro.iterdir()) == []
+    assert list(ro.iterdir()) == []

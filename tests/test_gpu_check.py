@@ -1,12 +1,17 @@
 """scripts/gpu-check in its tiny CPU mode: the same code path as on a GPU, every part run,
-one JSON with the machine and each part's figures and wall seconds (issue 30)."""
+one JSON with the machine and each part's figures and wall seconds (issue 30). By default
+the parts run in this process and the script itself runs one part in its child process;
+the whole script, six children, runs under -m slow."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,30 +34,77 @@ def numbers(x):
             yield from numbers(v)
 
 
+def load_script():
+    """scripts/gpu-check as a module (it has no .py suffix), to run its parts in this process."""
+    loader = importlib.machinery.SourceFileLoader("gpu_check_script", str(SCRIPT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def check_parts(parts: dict) -> None:
+    """The figures every part of the tiny CPU mode reports, as the parent collects them."""
+    for name, part in parts.items():
+        assert part["ok"] and part["wall_s"] > 0 and part["result"]["gpu_command"].startswith("neurosym "), name
+    skl = parts["semantic-kl"]["result"]["report"]["wikitext-2"]
+    assert skl["baseline"]["ppl"] > 1 and skl["kl-T0.1"]["ppl"] > 1 and 0 <= skl["kl-T0.1"]["ece"] <= 1
+    idea = parts["idea-gating"]["result"]["report"]["datasets"]["wikitext-2"]
+    assert idea["baseline"]["ppl"] > 1 and idea["variant"]["ppl"] > 1
+    train = parts["bench-train"]["result"]["result"]
+    assert set(train) >= {"setup", "baseline", "fusion", "semantic-kl", "idea-gating"} and "CPU proxy" in train["setup"]["launches"]
+    assert train["idea-gating"]["ratio_median"] > 0 and train["idea-gating"]["launch_ratio"] > 1
+    inside = parts["bench-inside"]["result"]["result"]["rows"][0]
+    assert inside["neurosym"]["status"] == "ok" and inside["neurosym"]["median_seconds"] > 0
+    if inside["torch_struct"]["status"] == "ok":  # the reference is an optional package
+        assert inside["ratio"] > 0 and inside["torch_struct"]["log_z"] == pytest.approx(inside["neurosym"]["log_z"], rel=1e-4)
+    decode = parts["decode"]["result"]["batches"]
+    assert set(decode) == {"1", "32"} and decode["32"]["batch"] == 32 and decode["1"]["wall"]["forward_cached_ms"] > 0
+
+
+def test_every_part_of_the_tiny_cpu_mode_in_this_process(tmp_path):
+    """Each part's child-process function (run_part: the part at tiny size, its result as
+    JSON), called here: the parts' code without six interpreter starts. The script as a
+    whole, a child per part, is the next test (one part) and the slow one (all six)."""
+    script = load_script()
+    assert script.PARTS == ("bench-train", "bench-inside", "semantic-kl", "idea-gating", "decode", "structured-suite")
+    parts = {}
+    for name in script.PARTS:
+        out = tmp_path / f"{name}.json"
+        t0 = time.perf_counter()
+        script.run_part(name, "cpu", True, script.data_dir(None), out)
+        parts[name] = {"ok": True, "result": json.loads(out.read_text()), "wall_s": time.perf_counter() - t0}
+    check_parts(parts)
+    # json.loads accepts NaN / Infinity: none may be there once the parent's writer has seen them
+    assert all(math.isfinite(x) for x in numbers(json.loads(json.dumps(script.finite(parts)))))
+
+
+def test_gpu_check_tiny_cpu_mode_runs_a_part_in_a_child_and_writes_the_json(tmp_path):
+    out = tmp_path / "gpu-check.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(out), "--cpu", "--tiny", "--parts", "decode"], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["mode"] == "cpu tiny" and r["device"] == "cpu" and r["torch"] and r["wall_s"] > 0
+    assert list(r["parts"]) == ["decode"] and not out.with_name(out.name + ".tmp").exists()
+    part = r["parts"]["decode"]
+    assert part["ok"] and part["wall_s"] > 0 and part["result"]["gpu_command"].startswith("neurosym ")
+    assert set(part["result"]["batches"]) == {"1", "32"}
+    assert all(math.isfinite(x) for x in numbers(r))
+    assert "gpu-check: decode ok in" in proc.stderr
+
+
+@pytest.mark.slow
 def test_gpu_check_tiny_cpu_mode_writes_one_json_with_every_part(tmp_path):
     out = tmp_path / "gpu-check.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(out), "--cpu", "--tiny"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(out), "--cpu", "--tiny"], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["mode"] == "cpu tiny" and r["device"] == "cpu" and r["torch"] and r["wall_s"] > 0
     assert list(r["parts"]) == ["bench-train", "bench-inside", "semantic-kl", "idea-gating", "decode", "structured-suite"]
-    for name, part in r["parts"].items():
-        assert part["ok"] and part["wall_s"] > 0 and part["result"]["gpu_command"].startswith("neurosym "), name
     # json.loads accepts NaN / Infinity: none may be there (the script writes them as strings)
     assert all(math.isfinite(x) for x in numbers(r))
-    skl = r["parts"]["semantic-kl"]["result"]["report"]["wikitext-2"]
-    assert skl["baseline"]["ppl"] > 1 and skl["kl-T0.1"]["ppl"] > 1 and 0 <= skl["kl-T0.1"]["ece"] <= 1
-    idea = r["parts"]["idea-gating"]["result"]["report"]["datasets"]["wikitext-2"]
-    assert idea["baseline"]["ppl"] > 1 and idea["variant"]["ppl"] > 1
-    train = r["parts"]["bench-train"]["result"]["result"]
-    assert set(train) >= {"setup", "baseline", "fusion", "semantic-kl", "idea-gating"} and "CPU proxy" in train["setup"]["launches"]
-    assert train["idea-gating"]["ratio_median"] > 0 and train["idea-gating"]["launch_ratio"] > 1
-    inside = r["parts"]["bench-inside"]["result"]["result"]["rows"][0]
-    assert inside["neurosym"]["status"] == "ok" and inside["neurosym"]["median_seconds"] > 0
-    if inside["torch_struct"]["status"] == "ok":  # the reference is an optional package
-        assert inside["ratio"] > 0 and inside["torch_struct"]["log_z"] == pytest.approx(inside["neurosym"]["log_z"], rel=1e-4)
-    decode = r["parts"]["decode"]["result"]["batches"]
-    assert set(decode) == {"1", "32"} and decode["32"]["batch"] == 32 and decode["1"]["wall"]["forward_cached_ms"] > 0
+    check_parts(r["parts"])
 
 
 def test_gpu_check_refuses_bad_input(tmp_path):

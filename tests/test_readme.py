@@ -21,11 +21,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from neurosym.cli.main import main
 
@@ -204,10 +206,38 @@ def _tiny_tokenizer(folder: Path) -> None:
     tok.save(str(folder / "tokenizer.json"))
 
 
+SHELL_SYNTAX = set("|&;<>()$`*?~")
+
+
+def run_example(folder: Path, line: str) -> tuple[int, str]:
+    """Run one help example in ``folder``: its exit status and output. A plain ``neurosym
+    ...`` line (no shell syntax) goes through click's test runner in this interpreter, the
+    folder its working directory and the environment a subprocess would get (the README's
+    blocks above run the installed command itself, one interpreter each); an exception
+    that escapes the command is a failure, never an exit status. Any other line runs in
+    bash, with ``neurosym`` and ``python`` the installed command and this interpreter."""
+    words = shlex.split(line)
+    if words[0] == "neurosym" and not SHELL_SYNTAX & set(line):
+        cwd = Path.cwd()
+        os.chdir(folder)
+        try:
+            r = CliRunner().invoke(main, words[1:], env=_env(folder), prog_name="neurosym")
+        finally:
+            os.chdir(cwd)
+        if r.exception is not None and not isinstance(r.exception, SystemExit):
+            return -1, r.output + "".join(traceback.format_exception(r.exception))
+        return r.exit_code, r.output
+    script = f"neurosym() {{ {shlex.quote(neurosym_command())} \"$@\"; }}\npython() {{ {shlex.quote(sys.executable)} \"$@\"; }}\n{line}"
+    result = subprocess.run(["bash", "-c", script], cwd=folder, env=_env(folder), capture_output=True, text=True, timeout=TIMEOUT)
+    return result.returncode, result.stdout + result.stderr
+
+
 def test_help_examples_run_from_an_empty_folder(tmp_path):
     """The examples of check, compile, inspect, sample and synth run in one folder, in the
     order of the help texts (compile's artifact feeds inspect's), with the user files they
-    name made first (examples, a tokenizer); the rest are listed with why they do not run."""
+    name made first (examples, a tokenizer); the rest are listed with why they do not run.
+    The ``neurosym`` lines run in this interpreter (see :func:`run_example`): sixteen
+    interpreter starts, each loading torch, were most of this test's time."""
     for name, text in FIXTURE_FILES.items():
         (tmp_path / name).write_text(text)
     _tiny_tokenizer(tmp_path)
@@ -218,12 +248,9 @@ def test_help_examples_run_from_an_empty_folder(tmp_path):
         if reason is not None or command not in order:
             skipped.append((line, reason or "not run"))
             continue
-        script = f"neurosym() {{ {shlex.quote(neurosym_command())} \"$@\"; }}\npython() {{ {shlex.quote(sys.executable)} \"$@\"; }}\n{line}"
-        script = script.replace("--time-budget 30", "--time-budget 3")  # the same search, shorter
-        result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=TIMEOUT)
+        code, output = run_example(tmp_path, line.replace("--time-budget 30", "--time-budget 3"))  # the same search, shorter
         ran += 1
-        output = result.stdout + result.stderr
-        if result.returncode not in (0, 1 if command == "synth" else 0):
+        if code not in (0, 1 if command == "synth" else 0):
             missing = unresolved(line, output) or [n for n in not_made if f"{n}: no such" in output]
             (pending if missing else failed).append((line, output[-600:]))
             if missing:  # what this example would have written is missing for the next ones too

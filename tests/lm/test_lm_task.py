@@ -224,16 +224,17 @@ Trainer(config, resolve_task(config), callbacks=[die]).fit()
 """
 
 
-def test_kill_9_and_resume_equal_the_uninterrupted_run(project, tmp_path):
+def test_kill_9_and_resume_equal_the_uninterrupted_run(project, tmp_path, monkeypatch):
     make_project(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", KILLER, "mine.toml", "11"], cwd=tmp_path, env=env)
     assert proc.returncode == -signal.SIGKILL
     run = tmp_path / "runs" / "mine"
     assert load_checkpoint(run)["step"] == 9 and not (run / "model.safetensors").exists()  # steps 10 and 11 are lost
-    again = subprocess.run([sys.executable, "-m", "neurosym.cli.main", "train", "mine.toml"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True)
-    assert again.returncode == 2 and "already has a checkpoint" in again.stderr + again.stdout
+    monkeypatch.chdir(tmp_path)  # a new run over the killed one's checkpoint is refused (in this process: it stops at once)
+    again = cli("train", "mine.toml")
+    assert again.exit_code == 2 and "already has a checkpoint" in again.output
+    assert load_checkpoint(run)["step"] == 9
     resumed = subprocess.run([sys.executable, "-m", "neurosym.cli.main", "train", "mine.toml", "--resume"], cwd=tmp_path, env=env,
                              capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr

@@ -3,6 +3,7 @@ records, and ``neurosym reproduce structured-suite`` on a tiny configuration."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -114,6 +115,8 @@ def test_prefix_pcfg_features_are_the_grammars_next_token_odds():
 
 def test_cli_tiny_suite_resumes_and_reports(tmp_path, monkeypatch):
     monkeypatch.setattr(suite, "QUICK", TINY)
+    # the pos bank's search: 0.2 CPU s per class, not the recipe's 1 s (the same search, cut short)
+    monkeypatch.setattr(suite, "synthesise_bank", functools.partial(suite.synthesise_bank, seconds_per_class=0.2))
     out = tmp_path / "suite"
     args = ["reproduce", "structured-suite", "--tasks", "tomita2,agreement,pos", "--encoders", "mean,regex-hard,regex-soft",
             "--out-dir", str(out), "--json"]
