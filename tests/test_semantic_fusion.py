@@ -374,3 +374,17 @@ def test_a_recipe_variant_is_an_lm_run_that_eval_and_generate_read(tmp_path):
         gen = CliRunner().invoke(main, ["generate", run["run_dir"], "--grammar", "grammars/clause.fsg", "-n", "2", "--json"])
         assert gen.exit_code == 0, gen.output
         assert len(json.loads(gen.output)) == 2
+
+
+def test_the_uniformizer_pair_is_tested_on_test(tmp_path):
+    """baseline-uniform against fusion-lexical-uniform is a headline pair (issue 31: the
+    pair's Welch test comes from the recipe's own report, not a transcription)."""
+    r = reproduce(seeds=2, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=64, valid=32, test=48,
+                  variants=("baseline-uniform", "fusion-lexical-uniform"), threads=1, timing=False)
+    head = r["headline"]["uniform"]
+    assert (head["reference"], head["variant"], head["split"], head["losses"]) == ("baseline-uniform", "fusion-lexical-uniform", "test", "uniform")
+    a, b = [x["test_ppl"] for x in r["fusion-lexical-uniform"]["runs"]], [x["test_ppl"] for x in r["baseline-uniform"]["runs"]]
+    assert head["p"] == pytest.approx(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    assert head["diff"] == pytest.approx(r["fusion-lexical-uniform"]["test_ppl"] - r["baseline-uniform"]["test_ppl"])
+    assert set(r["headline"]) == {"uniform"}
+    assert "fusion-lexical-uniform against baseline-uniform on test (the per-class uniformizer at 0.1 on both, aux on fusion only)" in format_report(r)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neurosym.experiments import control, harness, semantic_fusion, semantic_kl
+from neurosym.experiments import control, semantic_fusion, semantic_kl
 
 SENTENCE = re.compile(r"<!--\s*figures\s+(?P<file>[^\s:]+):(?P<paths>[^>]*?)-->")
 BEGIN = re.compile(r"<!--\s*figures-begin\s+(?P<file>\S+)\s+(?P<renderer>\S+)\s*-->")
@@ -56,30 +56,8 @@ def _kl_tables(report: dict) -> str:
     return semantic_kl.format_report({**report, "datasets": [k for k, v in report.items() if isinstance(v, dict) and "data" in v]})
 
 
-CONTROL_COLUMNS = (("soft polarity", "soft_polarity"), ("soft punct", "soft_punct"), ("soft grammatical", "soft_grammatical"),
-                   ("soft+mask polarity", "mask_polarity"), ("soft+mask punct", "mask_punct"), ("soft+mask grammatical", "mask_grammatical"),
-                   ("hard polarity", "hard_polarity"), ("hard punct", "hard_punct"), ("distinct-2 (soft)", "distinct2"))
-HELD_OUT_COLUMNS = (("model-only pos", "model_only_pos"), ("model-only neg", "model_only_neg"), ("paper sampler pos", "paper_pos"),
-                    ("paper sampler neg", "paper_neg"))
-
-
-def _control_tables(report: dict) -> str:
-    """The control tables of a semantic-fusion report's ``control`` section (mean ± std over seeds per model)."""
-    c, s = report["control"], report["control_settings"]
-    pm = lambda m, k: f"{m[k]:.3f} ± {m[k + '_std']:.3f}"  # noqa: E731
-    lines = [f"controllable decoding ({s['samples_per_setting_and_seed']} samples per setting and seed, decoding seed "
-             f"{s['decoding_seed']}; paper sampler alpha {s['paper_alpha']}, temperature {s['temperature']}, top-p {s['top_p']})", ""]
-    lines += harness.markdown_table(["model", *(h for h, _ in CONTROL_COLUMNS)], ([v, *(pm(c[v], k) for _, k in CONTROL_COLUMNS)] for v in c))
-    lines += ["", "held-out adjectives: hit rate per requested class (the model's own: soft, alpha = 0, no masks; the paper's sampler: "
-              "hard masks + class mixture, next to the share the mixture gives on its own)", ""]
-    lines += harness.markdown_table(["model", *(h for h, _ in HELD_OUT_COLUMNS), "sampler alone pos / neg"],
-                                    ([v, *(pm(c[v], k) for _, k in HELD_OUT_COLUMNS), f"{c[v]['sampler_alone']:.3f} / {c[v]['sampler_alone']:.3f}"] for v in c))
-    return "\n".join(lines)
-
-
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "semantic_fusion.format_report": semantic_fusion.format_report,
-    "semantic_fusion.control_tables": _control_tables,  # the transcribed reports' control section
     "control.format_control": control.format_control,  # a recipe report's own control tables (reproduce --json)
     "control.format_targets": control.format_targets,  # its control targets (issue 30 point 5)
     "semantic_kl.format_report": _kl_tables,

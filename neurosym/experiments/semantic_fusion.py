@@ -159,7 +159,11 @@ MAIN = ("baseline", "fusion", "fusion-control", "fusion-lexical")
 ABLATION = ("baseline-no-uniformizer", "baseline", "fusion", "fusion-no-uniformizer", "fusion-no-aux")
 METRICS = ("ppl", "seen_ppl", "focus_ce", "sem_mse")  # validation split
 TEST_METRICS = ("test_ppl", "test_seen_ppl", "test_focus_ce")  # test split: measured once per finished run, chosen on nothing
-PAIRS = (("baseline", "fusion", ""), ("baseline-fair", "fusion-fair", "fair"))  # (reference, variant, key suffix) of the tests
+# (reference, variant, key suffix, losses) of the tests on test; losses names an entry of LOSSES
+PAIRS = (("baseline", "fusion", "", "recipe"), ("baseline-fair", "fusion-fair", "fair", "fair"),
+         ("baseline-uniform", "fusion-lexical-uniform", "uniform", "uniform"))
+LOSSES = {"recipe": "the recipe's losses (aux on fusion only)", "fair": "the same losses, the aux head and loss on both",
+          "uniform": "the per-class uniformizer at 0.1 on both, aux on fusion only"}
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,7 @@ def reproduce(
     seed), per variant the mean, spread and per-seed figures (:data:`METRICS` on
     validation, :data:`TEST_METRICS` on test) and ``params``, Welch's test of fusion
     against baseline on validation (``welch_ppl``), the ``headline`` comparisons on test
-    (each pair of :data:`PAIRS` present: the recipe's losses and the fair ones), step
+    (each pair of :data:`PAIRS` present: the recipe's losses, the fair ones, the per-class uniformizer pair), step
     times (``timing``) and the paper's figures."""
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or len(set(variants)) != len(variants):
@@ -265,13 +269,13 @@ def reproduce(
         report["fusion_minus_baseline"] = {k: f[k] - b[k] for k in ("ppl", "seen_ppl") if k in f and k in b}
         report["welch_ppl"] = harness.welch([r["ppl"] for r in runs["fusion"]], [r["ppl"] for r in runs["baseline"]])
     report["headline"] = {}
-    for ref, var, name in PAIRS:
+    for ref, var, name, losses in PAIRS:
         if ref in runs and var in runs:
             a, b = [r["test_ppl"] for r in runs[var]], [r["test_ppl"] for r in runs[ref]]
             welch = harness.welch(a, b)
             diff = report[var]["test_ppl"] - report[ref]["test_ppl"]
             report["headline"][name or "recipe"] = {
-                "reference": ref, "variant": var, "split": "test", "losses": "fair" if name else "recipe", "diff": diff, **welch,
+                "reference": ref, "variant": var, "split": "test", "losses": losses, "diff": diff, **welch,
                 "verdict": harness.verdict(diff, welch["p"]),
             }
     report["all_at_or_above_floor"] = all(r[k] >= floor for rows in runs.values() for r in rows for k in ("ppl", "test_ppl") if k in r)
@@ -354,7 +358,7 @@ def format_test(r: dict) -> list[str]:
     lines.append("")
     for name, h in r["headline"].items():
         test = f"Welch's t = {h['t']:.2f}" if math.isfinite(h["p"]) else "one seed"
-        losses = "the same losses, the aux head and loss on both" if h["losses"] == "fair" else "the recipe's losses (aux on fusion only)"
+        losses = LOSSES[h["losses"]]
         lines.append(f"{h['variant']} against {h['reference']} on test ({losses}): {harness.verdict_sentence(h['diff'], h['p'])}; "
                      f"PPL {r[h['variant']]['test_ppl']:.4f} against {r[h['reference']]['test_ppl']:.4f} ({h['diff']:+.4f}; {test}).")
     return lines
