@@ -276,7 +276,7 @@ def test_decisions_are_compared_mask_and_end():
     import numpy as np
 
     def d(masks, ends):
-        return decode.Decisions({(0, k): np.array(m, dtype=np.uint32).tobytes() for k, m in enumerate(masks)}, {(0, k): e for k, e in enumerate(ends)}, [])
+        return decode.Trace({(0, k): np.array(m, dtype=np.uint32).tobytes() for k, m in enumerate(masks)}, {(0, k): e for k, e in enumerate(ends)}, [])
 
     ours = d([[0b0110], [0b0110], [0b0110], [0b0110], [0b1]], [True, False, True, False, True])
     theirs = d([[0b0110], [0b0100], [0b1110], [0b1001]], [True, True, False, False])  # one step fewer: not compared

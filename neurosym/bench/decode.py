@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from neurosym.bench.compile import bpe_tokenizer, frequent_words
+from neurosym.bench.grammar_engine import Trace, run_engine
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.fsg import load_fsg
 from neurosym.compile.regex import compile_regex, literal_alternatives
@@ -271,56 +272,19 @@ def engine_vocabularies(vocab: Vocab, eos: int):
     return out, seconds
 
 
-@dataclass
-class Decisions:
-    """One engine's answers along the strings: at step (string, k), the packed mask
-    over the real tokens (ids < V, as bytes) and whether the sequence may end; and the
-    (string, k) where the engine refused the string's k-th token."""
-
-    masks: dict[tuple[int, int], bytes]
-    ends: dict[tuple[int, int], bool]
-    refusals: list[tuple[int, int]]
-
-
-def run_strings(engine: Engine, token_lists: list[list[int]], words: int, eos: int) -> tuple[dict[str, list[float]], Decisions]:
+def run_strings(engine: Engine, token_lists: list[list[int]], eos: int) -> tuple[dict[str, list[float]], Trace]:
     """Times (µs) at every step of every string — ``mask`` (write the packed mask),
     ``advance`` (take the string's next token) and ``step`` (the two together, what a
-    decoder pays per token) — and the engine's decisions (:class:`Decisions`): a string
-    is refused part-way when a token of a string that fully matches the pattern under
-    Python's ``re`` is rejected."""
-    times: dict[str, list[float]] = {"mask": [], "advance": [], "step": []}
-    out = Decisions({}, {}, [])
-    buf = np.zeros(words, dtype=np.int32)
-    full, rest = divmod(eos, 32)  # the real tokens' bits: ids < eos
-    clock = time.perf_counter_ns
-    for i, tokens in enumerate(token_lists):
-        engine.start()
-        for k, tok in enumerate(tokens + [None]):
-            buf[:] = 0
-            t0 = clock()
-            engine.write_mask(buf)
-            mask_us = (clock() - t0) / 1000
-            times["mask"].append(mask_us)
-            real = buf[: full + 1].copy()
-            if full < len(real):
-                real[full] = int(real[full]) & ((1 << rest) - 1)
-            out.masks[i, k] = real.tobytes()
-            out.ends[i, k] = engine.end_allowed(buf, eos)
-            if tok is None:
-                continue
-            try:
-                t0 = clock()
-                engine.advance(tok)
-                advance_us = (clock() - t0) / 1000
-            except Exception:  # noqa: BLE001 - the engine's own refusal, counted
-                out.refusals.append((i, k))
-                break
-            times["advance"].append(advance_us)
-            times["step"].append(mask_us + advance_us)
-    return times, out
+    decoder pays per token) — and the engine's decisions (a :class:`Trace`: per step the
+    packed mask over the real tokens and the end decision, and where the engine refused a
+    token of a string that fully matches the pattern under Python's ``re``). The loop is
+    :func:`~neurosym.bench.grammar_engine.run_engine`, the one ``bench decode --cfg`` drives
+    its engines with."""
+    trace = run_engine(engine, token_lists, eos)
+    return trace.times, trace
 
 
-def compare_decisions(ours: Decisions, theirs: Decisions) -> dict[str, int]:
+def compare_decisions(ours: Trace, theirs: Trace) -> dict[str, int]:
     """Step-by-step comparison of another engine's decisions with neurosym's, over the
     steps both reached: masks differing (the other engine's set narrower, wider, or
     neither), and end-of-sequence decisions differing (the other engine refusing an end
@@ -452,7 +416,6 @@ def run(n_words: int = 5000, bpe_size: int = 32000, repeats: int = 3, progress: 
     vocab = Vocab.from_tokenizer(tokenizer)
     V = len(vocab)
     eos = V
-    words = (V + 1 + 31) // 32
     vocabularies, setup = engine_vocabularies(vocab, eos)
     rows = []
     for name, (pattern, strings) in bench_patterns(n_words).items():
@@ -476,11 +439,11 @@ def run(n_words: int = 5000, bpe_size: int = 32000, repeats: int = 3, progress: 
                 row["engines"][kind] = {"error": f"{type(err).__name__}: {str(err)[:200]}"}
         if literal_alternatives(pattern) is None:  # a word list takes the trie route: no regex parse
             row["regex_parse_seconds"] = parse_floor(pattern, repeats)
-        decisions: dict[str, Decisions] = {}
+        decisions: dict[str, Trace] = {}
         for e in engines:
             if isinstance(e, Ours):
                 row["batched_step"] = batched_steps(e.auto, token_lists)
-            times, decisions[e.name] = run_strings(e, token_lists, words, eos)
+            times, decisions[e.name] = run_strings(e, token_lists, eos)
             row["engines"][e.name] = {
                 "build_seconds": e.build_seconds,
                 "build_cpu_seconds": e.build_cpu_seconds,
