@@ -24,6 +24,7 @@ records those while the inputs are loaded; :func:`check_not_read` refuses them e
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from importlib import resources
 from pathlib import Path
@@ -142,6 +143,15 @@ def remove_stale_temps(path: str | Path) -> list[Path]:
 def atomic_write_bytes(path: str | Path, data: bytes, make_parents: bool = True) -> Path:
     """:func:`atomic_write` of a bytes object."""
     return atomic_write(path, lambda f: f.write(data), make_parents)
+
+
+def emit_report(report: Mapping[str, Any], path: str | Path | None = None) -> None:
+    """Print a JSON report and, with ``path``, write it there too (atomically): the tail of
+    the ``python -m neurosym.X [--json OUT]`` entry points."""
+    text = json.dumps(report, indent=2)
+    if path is not None:
+        atomic_write_bytes(path, (text + "\n").encode("utf-8"))
+    print(text)
 
 
 def digest(obj: Any) -> str:
@@ -357,6 +367,7 @@ __all__ = [
     "check_output",
     "check_writable",
     "digest",
+    "emit_report",
     "fsync_dir",
     "image_metadata",
     "recording_reads",

@@ -458,3 +458,12 @@ class _OneSentence:
     def __init__(self, task, sentence):
         self.__dict__.update(task.__dict__)
         self.sentences = lambda split: [sentence]
+
+
+def test_off_grammar_diagnostic_refuses_a_missing_run_without_a_traceback(tmp_path, capsys):
+    from neurosym.experiments.control import main
+
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path / "no-run")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "no-run" in err and "Traceback" not in err

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from neurosym.files import emit_report
 from neurosym.bench.compile import bpe_tokenizer
 from neurosym.decode.tokenized import StringPrefixModel
 from neurosym.errors import NeurosymError
@@ -131,10 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
     args = ap.parse_args(argv)
     report = run(args.grammar, args.bpe_size, args.documents, args.seed)
-    text = json.dumps(report, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    emit_report(report, args.json)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ Deterministic: no seed, no timing.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 from fractions import Fraction
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from neurosym.files import emit_report
 from neurosym.compile.pcfg import load_pcfg
 from neurosym.errors import NeurosymError
 from neurosym.layers.prefix import prefix_state
@@ -96,10 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     except NeurosymError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    text = json.dumps(report, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    emit_report(report, args.json)
 
 
 if __name__ == "__main__":

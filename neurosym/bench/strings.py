@@ -19,13 +19,13 @@ them (``batch``: milliseconds per step for the whole batch).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
 
 import numpy as np
 
+from neurosym.files import emit_report
 from neurosym.bench.compile import bpe_tokenizer
 from neurosym.decode.tokenized import StringPrefixModel
 from neurosym.kinds import load_grammar
@@ -121,10 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
     args = ap.parse_args(argv)
     report = run(args.bpe_size, args.sentences, args.seed)
-    text = json.dumps(report, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    emit_report(report, args.json)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import math
 import statistics
 import time
@@ -52,7 +53,7 @@ from neurosym.decode.processor import LogitsProcessor
 from neurosym.decode.run import load_run
 from neurosym.decode.sampling import ClassMixture, WithinClassMixture
 from neurosym.errors import NeurosymError
-from neurosym.files import atomic_write_bytes
+from neurosym.files import atomic_write_bytes, emit_report
 from neurosym.experiments import harness
 from neurosym.experiments.semantic_fusion import CONTROL
 from neurosym.lm.fusion import ControlColumns, control_names, make_batch
@@ -704,11 +705,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--split", default="valid", choices=("valid", "test"))
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
     args = ap.parse_args(argv)
-    report = {"runs": [diagnose_run(r, args.split) for r in args.runs]}
-    text = json.dumps(report, indent=2)
-    if args.json:
-        atomic_write_bytes(args.json, (text + "\n").encode())
-    print(text)
+    try:
+        report = {"runs": [diagnose_run(r, args.split) for r in args.runs]}
+    except NeurosymError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    emit_report(report, args.json)
 
 
 def format_eval(report: dict[str, Any]) -> str:

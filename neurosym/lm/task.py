@@ -806,10 +806,9 @@ class LMTask:
             heads = {"aux": AuxHead(lm.d_model, len(self.bank), aux.hidden)} if aux is not None else None
             model = CausalLM(lm, heads=heads, output=output)
         if h is not None and (h.blank_input or h.blank_dropout > 0):  # data.holdout: blank inputs (CausalLM.blank_inputs)
-            held = self.seen_ids.new_ones(len(self.vocab), dtype=torch.bool)
-            held[self.seen_ids] = False
-            seen_class_words = [int(i) for i in self.focus_ids if not held[i]]
-            model.blank_inputs(held.nonzero().flatten().tolist() if h.blank_input else [], seen_class_words, h.blank_dropout)
+            held = {self.vocab.id(w) for ws in self.holdout.values() for w in ws}
+            seen_class_words = [int(i) for i in self.focus_ids if int(i) not in held]
+            model.blank_inputs(sorted(held) if h.blank_input else [], seen_class_words, h.blank_dropout)
         return model
 
     def idea_config(self) -> IdeaConfig:
