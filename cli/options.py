@@ -40,6 +40,11 @@ def resume_option(help: str = "Resume interrupted runs (finished ones are reused
     return click.option("--resume", is_flag=True, help=help)
 
 
+def jobs_option(help: str = "Runs trained in parallel, one process each with --threads threads (2 on 2 cores with --threads 1).") -> Callable[[F], F]:
+    """``--jobs N`` (at least 1, default 1)."""
+    return click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1), help=help)
+
+
 def out_dir_option(default: str, help: str = "Where the runs go.") -> Callable[[F], F]:
     """A recipe's ``--out-dir`` (check it with :func:`check_out_dir`)."""
     return click.option("--out-dir", default=default, show_default=True, type=click.Path(path_type=Path), help=help)
@@ -119,6 +124,7 @@ __all__ = [
     "examples",
     "force_option",
     "gpu_option",
+    "jobs_option",
     "json_option",
     "limits",
     "out_dir_option",

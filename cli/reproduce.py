@@ -12,6 +12,7 @@ from neurosym.cli.options import (
     check_out_dir,
     examples,
     gpu_option,
+    jobs_option,
     json_option,
     out_dir_option,
     resume_option,
@@ -45,12 +46,13 @@ def reproduce() -> None:
 @click.option("--data", "data_dir", default=None, type=click.Path(path_type=Path),
               help="A folder with the corpus files (default: WikiText-2 from the shared data folder when it has train.txt, else the shipped corpora/).")
 @threads_option(1, "Torch threads (results depend on the thread count).")
+@jobs_option()
 @gpu_option("The larger configuration of docs/semantic_kl.md, on CUDA.")
 @out_dir_option("runs/semantic-kl")
 @resume_option()
 @json_option("Print the report as JSON.")
 def reproduce_semantic_kl(seeds: int, datasets: str, variants: str | None, epochs: int | None, budget: str, data_dir: Path | None,
-                          threads: int, gpu: bool, out_dir: Path, resume: bool, as_json: bool) -> None:
+                          threads: int, jobs: int, gpu: bool, out_dir: Path, resume: bool, as_json: bool) -> None:
     """A CE baseline vs semantic-KL LMs (two temperatures and a schedule) at the same size
     and budget, each a config of the built-in lm task, on WikiText-2 (the standard
     protocol: train on train.txt, choose on valid.txt, report on test.txt; trained on
@@ -70,10 +72,10 @@ def reproduce_semantic_kl(seeds: int, datasets: str, variants: str | None, epoch
     if gpu:
         report = recipe.reproduce(seeds=seeds, out_dir=out_dir, datasets=sets, variants=chosen, progress=say, resume=resume,
                                   model=recipe.GPU_MODEL, data=recipe.GPU_DATA, optim=recipe.GPU_OPTIM | optim,
-                                  threads=threads, device="cuda", data_dir=data_dir)
+                                  threads=threads, device="cuda", data_dir=data_dir, jobs=jobs)
     else:
         report = recipe.reproduce(seeds=seeds, out_dir=out_dir, datasets=sets, variants=chosen, progress=say, resume=resume,
-                                  optim=optim, threads=threads, data_dir=data_dir, budget=budget)
+                                  optim=optim, threads=threads, data_dir=data_dir, budget=budget, jobs=jobs)
     for d in report["datasets"]:
         for v in report["variants"]:
             for r in report[d][v]["runs"]:
@@ -190,11 +192,12 @@ def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, ep
               help="quick: the published models; cpu: WikiText-2, one epoch of train.txt (aimed at 10 min per model on one core; 20+ CPU min measured, docs/semantic_kl.md).")
 @click.option("--data", "data_dir", default=None, type=click.Path(path_type=Path),
               help="A folder with WikiText-2 (default: the shared data folder when it has train.txt, else the shipped corpora/).")
+@jobs_option()
 @gpu_option("The larger configuration, on CUDA (docs/idea_gating.md).")
 @out_dir_option("runs/idea-gating")
 @resume_option()
 @json_option("Print the report as JSON.")
-def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int, budget: str, data_dir: Path | None, gpu: bool,
+def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int, budget: str, data_dir: Path | None, jobs: int, gpu: bool,
                           out_dir: Path, resume: bool, as_json: bool) -> None:
     """Baseline vs idea-gated LMs at equal size (and the untied head, larger), each a
     config of the built-in lm task: PPL (gated and ungated), the drift rate after bridge
@@ -211,7 +214,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
     if data_dir is not None and not data_dir.is_dir():
         raise NeurosymError(f"--data {data_dir}: no such folder")
     report = reproduce_idea(seeds=seeds, out_dir=out_dir, datasets=chosen, progress=say, resume=resume, threads=threads, gpu=gpu,
-                            samples=samples, data_dir=data_dir, budget=budget)
+                            samples=samples, data_dir=data_dir, budget=budget, jobs=jobs)
     if as_json:
         click.echo(json.dumps(idea_json(report), indent=2, ensure_ascii=False, default=str))
     else:
@@ -233,7 +236,7 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
 @click.option("--steps", default=None, type=click.IntRange(min=1), help="Override the training steps of every run.")
 @click.option("--data", "data_dir", default=None, type=click.Path(path_type=Path), help="The shared data folder (default: ../shared/data or $NEUROSYM_SHARED_DATA).")
 @threads_option(1, "Torch threads (of the one process when --jobs is 1).")
-@click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1), help="Runs in parallel, one process of one thread each (2 on 2 cores).")
+@jobs_option("Runs in parallel, one process of one thread each (2 on 2 cores).")
 @gpu_option("Train on CUDA.")
 @out_dir_option("runs/structured-suite", "The run folder.")
 @resume_option("Resume an interrupted suite (finished runs are reused).")

@@ -88,6 +88,32 @@ def test_resume_reuses_finished_runs_and_a_rerun_without_it_is_refused(tmp_path)
     assert "[1/4] slow, seed 0 (resuming)" in lines
 
 
+class BrokenTask(LineTask):
+    """A task whose model cannot be built: the worker's error must reach the caller."""
+
+    def build_model(self, config: Config) -> nn.Module:
+        raise NeurosymError("no model for this run")
+
+
+def test_jobs_train_the_grid_in_worker_processes_with_the_same_figures(tmp_path):
+    serial = grid(tmp_path / "serial")
+    lines: list[str] = []
+    progress = harness.Progress(2 * len(LR), lines.append)
+    parallel = harness.train_grid(list(LR), 2, lambda v, seed: toy_config(tmp_path / "jobs", v, seed), LineTask, progress=progress, jobs=2)
+    for v in LR:
+        for a, b in zip(serial[v], parallel[v]):
+            assert b.how == "finished earlier, reused"  # trained by a worker, then measured here
+            assert b.figures["mse"] == a.figures["mse"] and b.figures["train_loss"] == a.figures["train_loss"]
+    assert lines[0] == "training 4 runs, 2 at a time in worker processes"
+    assert sorted(line.split("]")[0] for line in lines if line.startswith("  [")) == [f"  [{k}/4" for k in range(1, 5)]
+    with pytest.raises(NeurosymError, match="--resume"):  # checked before any worker starts
+        harness.train_grid(list(LR), 2, lambda v, seed: toy_config(tmp_path / "jobs", v, seed), LineTask, jobs=2)
+    with pytest.raises(NeurosymError, match="no model for this run"):
+        harness.train_grid(["slow"], 2, lambda v, seed: toy_config(tmp_path / "broken", v, seed), BrokenTask, jobs=2)
+    with pytest.raises(NeurosymError, match="cannot be sent to a worker process"):
+        harness.train_grid(["slow"], 2, lambda v, seed: toy_config(tmp_path / "local", v, seed), lambda c: LineTask(c), jobs=2)
+
+
 def test_welch_is_scipys_unequal_variance_test():
     a, b = [1.0, 1.2, 0.9, 1.1], [1.5, 1.7, 1.4]
     expected = stats.ttest_ind(a, b, equal_var=False)

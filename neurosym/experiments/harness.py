@@ -47,6 +47,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from neurosym.errors import NeurosymError
 from neurosym.files import atomic_write
 from neurosym.lm.config import Config
 from neurosym.lm.train import FitResult, Trainer, TrainingTask, earlier_run, interleaved_step_seconds, param_groups, seed_all
@@ -173,10 +174,20 @@ def train_grid(
     label: Callable[[str, int], str] = lambda v, seed: f"{v}, seed {seed}",
     measure: Callable[[Run], Mapping[str, Any]] | None = None,
     describe: Callable[[dict], str] | None = None,
+    jobs: int = 1,
 ) -> dict[str, list[Run]]:
     """Train every variant for seeds ``0 .. seeds - 1`` (seed-major: all variants of seed 0
     first); ``{variant: [Run per seed]}``. An existing run folder is an error unless
-    ``resume`` (then a finished run is reused and an unfinished one resumed)."""
+    ``resume`` (then a finished run is reused and an unfinished one resumed).
+
+    With ``jobs`` > 1 the runs are first trained ``jobs`` at a time in worker processes
+    (:func:`train_in_parallel`; ``task`` must then be picklable: a module-level function
+    or class), then reused here in order and measured; the figures are the same as one
+    at a time (each run is seeded by its config and trained with its own thread count)."""
+    if jobs > 1:
+        train_in_parallel([config(v, seed) for seed in range(seeds) for v in variants], task, jobs, resume=resume,
+                          say=progress.tell if progress else None)
+        resume = True  # every run is finished now: the loop below reuses and measures them
     runs: dict[str, list[Run]] = {v: [] for v in variants}
     for seed in range(seeds):
         for v in variants:
@@ -203,6 +214,48 @@ def train_grid(
                 text = describe(figures) if describe else f"{figures['seconds']:.0f} s of training"
                 progress.finish(time.monotonic() - started, f"{run.how}: {text}")
     return runs
+
+
+def _fit_one(config: dict[str, Any], task: Callable[[Config], TrainingTask]) -> tuple[str, float, int | None, int]:
+    """A worker of :func:`train_in_parallel`: train (or resume, or reuse) one run; its
+    folder, seconds, the step it resumed from and its steps."""
+    cfg = Config.from_dict(config)
+    result = Trainer(cfg, task(cfg)).fit(resume=(cfg.run_dir / "last.pt").exists())
+    return str(result.run_dir), result.seconds, result.resumed_from, result.steps
+
+
+def train_in_parallel(configs: Sequence[Config], task: Callable[[Config], TrainingTask], jobs: int, *, resume: bool = False,
+                      say: Callable[[str], None] | None = None) -> None:
+    """Train every config's run, ``jobs`` at a time, each in its own (spawned) process with
+    the config's thread count; an unfinished run is resumed and a finished one left as it
+    is. An existing run folder is an error unless ``resume`` (checked for all before any
+    starts); a worker's error is raised here once the runs under way have stopped."""
+    import multiprocessing  # lazy: only parallel grids need it
+    import pickle  # lazy: as above
+    from concurrent.futures import ProcessPoolExecutor, as_completed  # lazy: as above
+
+    if jobs < 1:
+        raise NeurosymError(f"--jobs: expected at least 1, got {jobs}")
+    for cfg in configs:
+        earlier_run(cfg, resume)
+    try:
+        pickle.dumps(task)
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        raise NeurosymError(f"--jobs {jobs}: the recipe's task {task!r} cannot be sent to a worker process ({e}); use --jobs 1") from None
+    todo = [{**c.to_dict(), "log": {**c.to_dict()["log"], "progress": False}} for c in configs]  # no per-run bars from the workers
+    if say:
+        say(f"training {len(todo)} runs, {min(jobs, len(todo))} at a time in worker processes")
+    ctx = multiprocessing.get_context("spawn")  # no forked torch thread pools
+    with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=ctx) as pool:
+        futures = {pool.submit(_fit_one, c, task): c["run"]["name"] for c in todo}
+        for k, fut in enumerate(as_completed(futures), 1):
+            if fut.exception() is not None:  # the runs not started yet are dropped; those under way finish
+                pool.shutdown(cancel_futures=True)
+                raise fut.exception()
+            run_dir, seconds, resumed_from, steps = fut.result()
+            how = "trained" if resumed_from is None else "finished earlier" if resumed_from == steps else f"resumed from step {resumed_from}"
+            if say:
+                say(f"  [{k}/{len(todo)}] {futures[fut]}: {how}, {seconds:.0f} s of training")
 
 
 # ---------------------------------------------------------------------- statistics

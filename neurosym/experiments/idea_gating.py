@@ -333,9 +333,10 @@ def reproduce(
     seeds: int = 3, out_dir: str | Path = "runs/idea-gating", datasets: Sequence[str] = DATASETS,
     variants: Sequence[str] = VARIANTS, progress: Callable[[str], None] | None = print, resume: bool = False,
     threads: int | None = RECIPE_THREADS, gpu: bool = False, samples: int = 400, overrides: dict | None = None,
-    plots: bool = True, data_dir: str | Path | None = None, budget: str = "quick", device: str | None = None,
+    plots: bool = True, data_dir: str | Path | None = None, budget: str = "quick", device: str | None = None, jobs: int = 1,
 ) -> dict:
-    """Train every variant on every dataset for ``seeds`` seeds and measure them; the
+    """Train every variant on every dataset for ``seeds`` seeds (``jobs`` at a time in worker
+    processes, see :func:`~neurosym.experiments.harness.train_grid`) and measure them; the
     report dict (see :func:`format_report`, :func:`json_report`)."""
     if seeds < 1:
         raise NeurosymError(f"--seeds: expected at least 1, got {seeds}")
@@ -388,7 +389,7 @@ def reproduce(
 
         grid = harness.train_grid(
             variants, seeds, config, task, resume=resume, progress=counter, label=lambda v, seed: f"{dataset}: {v}, seed {seed}",  # noqa: B023
-            measure=measure, describe=describe,
+            measure=measure, describe=describe, jobs=jobs,
         )
         t = grid[variants[-1]][-1].task
         runs = {v: [r.figures for r in rs] for v, rs in grid.items()}

@@ -172,8 +172,10 @@ def reproduce(
     device: str = "cpu",
     data_dir: str | Path | None = None,
     budget: str = "quick",
+    jobs: int = 1,
 ) -> dict:
-    """Train every variant on every dataset for ``seeds`` seeds; the report: per dataset
+    """Train every variant on every dataset for ``seeds`` seeds (``jobs`` at a time in worker
+    processes, see :func:`~neurosym.experiments.harness.train_grid`); the report: per dataset
     ``data`` (what was trained, chosen on and reported on, vocabulary, windows), then per
     variant the mean and ``_std`` of :data:`METRICS`, ``params`` and the per-seed runs,
     Welch's test of each variant against the baseline (``welch``), and the semantic-KL
@@ -194,7 +196,7 @@ def reproduce(
             lambda v, seed: recipe_config(v, dataset, seed, out_dir, model, data, optim, threads, device,  # noqa: B023
                                           progress_bar=progress is not None, data_dir=data_dir),
             task, resume=resume, progress=counter, label=lambda v, seed: f"{dataset}, {v}, seed {seed}",  # noqa: B023
-            measure=measure,
+            measure=measure, jobs=jobs,
             describe=lambda f: f"ppl {f['ppl']:.2f}, same-POS miss {f['same_pos_miss']:.4f}, {f['seconds']:.0f} s of training",
         )
         run = grid[variants[-1]][-1]
