@@ -14,9 +14,10 @@ from click.testing import CliRunner
 from neurosym.cli.main import main
 from neurosym.data.text import corpus_path
 from neurosym.errors import ConfigError, NeurosymError
+from neurosym.experiments import harness
 from neurosym.experiments.harness import diff_ci, mean_ci, wilson
 from neurosym.experiments.idea_gating import (
-    DomainText, DriftCorpus, format_report, hits_per_100, json_report, judge_continuation, recipe_config, reproduce, task,
+    DomainText, DriftCorpus, format_report, from_json, hits_per_100, json_report, judge_continuation, recipe_config, reproduce, task,
 )
 from neurosym.lm.idea import idea_parameters, matched_d_ff
 
@@ -158,6 +159,7 @@ def test_tiny_end_to_end_drift(tmp_path):
     assert {"ppl", "ppl_ungated", "params", "drift_rate", "stickiness", "ppl_std", "drift_rate_std", "stickiness_std"} <= set(out["variant"])
     text = format_report(r)
     assert "exact floor" in text and "x-ray" in text
+    assert format_report(from_json(json_report(r))) == text  # a doc's tables print from the committed JSON
     # a second call reuses the finished runs only with resume
     with pytest.raises(NeurosymError, match="--resume"):
         reproduce(seeds=1, out_dir=tmp_path, datasets=("drift",), progress=None, threads=1, samples=5, overrides=TINY)
@@ -168,6 +170,19 @@ def test_tiny_end_to_end_drift(tmp_path):
 
     ev = evaluate_run(v["runs"][0]["run_dir"], "valid")
     assert ev["ppl"] == pytest.approx(v["runs"][0]["ppl"], rel=1e-6) and ev["ppl_ungated"] == pytest.approx(v["runs"][0]["ppl_ungated"], rel=1e-6)
+
+
+def test_the_report_prints_the_same_from_its_json():
+    run = lambda ppl, sticky: {"ppl": ppl, "ppl_ungated": ppl + 1, "stickiness": sticky, "seconds": 10.0}  # noqa: E731
+    rows = {"baseline": [run(500.0, 0.4), run(510.0, 0.5)], "idea": [run(520.0, 0.6), run(530.0, 0.7)]}
+    rep = {"floor_ppl": None, "data": {"train_split": "train", "note": "trained on train.txt", "vocab_size": 9}}
+    for v, rs in rows.items():
+        rep[v] = harness.summarise(rs, ("ppl", "ppl_ungated", "stickiness", "seconds")) | {"params": 1000, "runs": rs, "stickiness_ci": (0.1, 0.9)}
+    rep["idea"] |= {"welch": {"ppl": harness.welch([520, 530], [500, 510])}, "stickiness_gain": (0.2, 0.1, 0.3)}
+    r = {"seeds": 2, "budget": "cpu", "datasets": {"wikitext-2": rep}}
+    text = format_report(r)
+    assert "| idea | 1,000 | 525.0000 ± 7.0711" in text and "stickiness gain +0.20 [0.10, 0.30]" in text
+    assert format_report(from_json(json_report(r))) == text
 
 
 def test_wikitext_task_and_stickiness(tmp_path):

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neurosym.experiments import control, semantic_fusion, semantic_kl
+from neurosym.experiments import control, idea_gating, semantic_fusion, semantic_kl
 
 SENTENCE = re.compile(r"<!--\s*figures\s+(?P<file>[^\s:]+):(?P<paths>[^>]*?)-->")
 BEGIN = re.compile(r"<!--\s*figures-begin\s+(?P<file>\S+)\s+(?P<renderer>\S+)\s*-->")
@@ -61,6 +61,7 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
     "control.format_control": control.format_control,  # a recipe report's own control tables (reproduce --json)
     "control.format_targets": control.format_targets,  # its control targets (issue 30 point 5)
     "semantic_kl.format_report": _kl_tables,
+    "idea_gating.format_report": lambda report: idea_gating.format_report(idea_gating.from_json(report)),  # the recipe's JSON (reproduce --json)
 }
 
 

@@ -491,6 +491,18 @@ def json_report(r: dict) -> dict:
     return {"seeds": r["seeds"], "budget": r.get("budget", "quick"), "datasets": out}
 
 
+def from_json(j: dict) -> dict:
+    """The report :func:`json_report` was made from, as far as :func:`format_report` reads
+    it (so the tables of a doc can be printed from the committed JSON)."""
+    names = {"baseline": "baseline", "variant": "idea", "untied": "idea-untied"}
+    datasets = {}
+    for dataset, entry in j["datasets"].items():
+        rep = {names[k]: {**entry[k], "runs": entry.get("runs", {}).get(names[k], [])} for k in names if k in entry}
+        rep.update({k: entry[k] for k in ("floor_ppl", "xray", "data") if k in entry})
+        datasets[dataset] = rep
+    return {"seeds": j["seeds"], "budget": j.get("budget", "quick"), "datasets": datasets}
+
+
 def format_report(r: dict) -> str:
     """Markdown tables per dataset and a verdict per comparison."""
     def pm(m: dict, k: str, fmt: str = ".3f") -> str:
