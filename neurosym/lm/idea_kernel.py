@@ -35,9 +35,11 @@ BLOCK_V = 2048
 
 @triton.jit
 def _gate(zz, alpha, beta, eps, OUTSIDE: tl.constexpr):
-    """The gate of idea logits (any shape) and the mask (1.0 / 0.0) where its clamp lets
-    the gradient through: the same operations in the same order as ``idea_gate``."""
-    s = tl.sigmoid(zz)
+    """The gate of idea logits (any shape), the mask where its clamp lets the gradient
+    through, ``s = sigmoid(z)`` and ``u = exp(-|z|)`` (for the softplus): the gate's
+    operations in the same order as ``idea_gate``; the sigmoid from ``u``, so no exp overflows."""
+    u = tl.exp(-tl.abs(zz))
+    s = tl.where(zz >= 0, 1.0 / (1.0 + u), u / (1.0 + u))
     log_p = tl.log(s + eps)
     if OUTSIDE:
         keep = log_p >= beta
@@ -46,16 +48,16 @@ def _gate(zz, alpha, beta, eps, OUTSIDE: tl.constexpr):
         scaled = log_p * alpha
         keep = scaled >= beta
         gate = tl.maximum(scaled, beta)
-    return gate, keep, s
+    return gate, keep, s, u
 
 
 @triton.jit
-def _softplus(x):
-    """log(1 + exp(x)) without overflow, log1p written out (exact where 1 + u rounds to 1)."""
-    u = tl.exp(-tl.abs(x))
+def _softplus(zz, u):
+    """log(1 + exp(z)) = max(z, 0) + log1p(u) with ``u = exp(-|z|)``, log1p written out
+    (exact where 1 + u rounds to 1)."""
     w = 1.0 + u
-    log1p = tl.where(w == 1.0, u, tl.log(w) * u / (w - 1.0))
-    return tl.maximum(x, 0.0) + log1p
+    log1p = tl.where(w == 1.0, u, tl.log(w) * u / tl.where(w == 1.0, 1.0, w - 1.0))
+    return tl.maximum(zz, 0.0) + log1p
 
 
 @triton.jit
@@ -86,14 +88,14 @@ def _idea_rows_kernel(logits_ptr, z_ptr, targets_ptr, col_ptr, params_ptr, g_log
         x = tl.load(l_row + offs, mask=inside, other=0.0).to(DTYPE)
         zz = tl.load(z_row + offs, mask=inside, other=0.0).to(DTYPE)
         col = tl.load(col_ptr + offs, mask=inside, other=0)
-        gate, keep, s = _gate(zz, alpha, beta, eps, OUTSIDE)
+        gate, keep, s, u = _gate(zz, alpha, beta, eps, OUTSIDE)
         gated = tl.where(inside, x + gate, float("-inf"))
         m_new = tl.maximum(m, tl.max(gated, axis=0))
         total = total * tl.exp(m - m_new) + tl.sum(tl.exp(gated - m_new), axis=0)
         m = m_new
-        neg += tl.sum(tl.where(inside & (col != 0), _softplus(zz), 0.0), axis=0)
+        neg += tl.sum(tl.where(inside & (col != 0), _softplus(zz, u), 0.0), axis=0)
     # the target's gated logit, by the same formula as its tile's
-    gate_t, keep_t, s_t = _gate(tl.load(z_row + tc).to(DTYPE), alpha, beta, eps, OUTSIDE)
+    gate_t, _, _, _ = _gate(tl.load(z_row + tc).to(DTYPE), alpha, beta, eps, OUTSIDE)
     picked = tl.load(l_row + tc).to(DTYPE) + gate_t
     tl.store(ce_ptr + row, tl.where(kept, m + tl.log(total) - picked, 0.0))
     tl.store(neg_ptr + row, tl.where(kept, neg, 0.0))
@@ -107,7 +109,7 @@ def _idea_rows_kernel(logits_ptr, z_ptr, targets_ptr, col_ptr, params_ptr, g_log
         x = tl.load(l_row + offs, mask=inside, other=0.0).to(DTYPE)
         zz = tl.load(z_row + offs, mask=inside, other=0.0).to(DTYPE)
         col = tl.load(col_ptr + offs, mask=inside, other=0)
-        gate, keep, s = _gate(zz, alpha, beta, eps, OUTSIDE)
+        gate, keep, s, _ = _gate(zz, alpha, beta, eps, OUTSIDE)
         gl = tl.exp(x + gate - m) * inv - tl.where(offs == tc, ce_scale, 0.0)
         d = s * (1.0 - s) / (s + eps)
         gz = tl.where(keep, gl * d * alpha, 0.0) + tl.where(col != 0, bce_scale * s, 0.0)
