@@ -79,9 +79,9 @@ def _idea_rows_kernel(logits_ptr, z_ptr, targets_ptr, col_ptr, params_ptr, g_log
     l_row = logits_ptr + row * stride_l
     z_row = z_ptr + row * stride_z
     # pass 1: the online max and sum of exp of the gated row; the kept columns' softplus(z)
-    m = tl.full((), float("-inf"), DTYPE)
-    total = tl.zeros((), DTYPE)
-    neg = tl.zeros((), DTYPE)
+    m = tl.full([], float("-inf"), DTYPE)
+    total = tl.zeros([], DTYPE)
+    neg = tl.zeros([], DTYPE)
     for start in range(0, V, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         inside = offs < V
@@ -91,7 +91,8 @@ def _idea_rows_kernel(logits_ptr, z_ptr, targets_ptr, col_ptr, params_ptr, g_log
         gate, keep, s, u = _gate(zz, alpha, beta, eps, OUTSIDE)
         gated = tl.where(inside, x + gate, float("-inf"))
         m_new = tl.maximum(m, tl.max(gated, axis=0))
-        total = total * tl.exp(m - m_new) + tl.sum(tl.exp(gated - m_new), axis=0)
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # tiles of -inf logits so far: no -inf - -inf
+        total = total * tl.exp(m - shift) + tl.sum(tl.exp(gated - shift), axis=0)
         m = m_new
         neg += tl.sum(tl.where(inside & (col != 0), _softplus(zz, u), 0.0), axis=0)
     # the target's gated logit, by the same formula as its tile's

@@ -64,9 +64,10 @@ def dense_rows(logits, z, targets, keep_col, *, alpha, beta, eps, outside, ce_sc
     gate = torch.log(torch.sigmoid(zz) + eps)
     gate = alpha * torch.clamp(gate, min=beta) if outside else torch.clamp(alpha * gate, min=beta)
     gated = lg + gate
-    kept = (targets >= 0).double()
-    ce = (torch.logsumexp(gated, -1) - gated.gather(-1, targets.clamp(min=0)[:, None]).squeeze(-1)) * kept
-    neg = (F.softplus(zz) * keep_col.double()).sum(-1) * kept
+    kept = targets >= 0
+    zero = torch.zeros((), dtype=torch.float64)
+    ce = torch.where(kept, torch.logsumexp(gated, -1) - gated.gather(-1, targets.clamp(min=0)[:, None]).squeeze(-1), zero)
+    neg = torch.where(kept, (F.softplus(zz) * keep_col.double()).sum(-1), zero)
     (ce_scale * ce.sum() + bce_scale * neg.sum()).backward()
     return lg.grad, zz.grad, ce.detach(), neg.detach()
 
@@ -310,3 +311,22 @@ def test_bench_train_times_the_kernel_and_checks_it_against_the_torch_blocks(mon
     assert c["rows"] == 16 and c["vocab_size"] == r["setup"]["vocab_size"] and c["total_rel_diff"] < 1e-6
     assert c["g_logits_max_abs_diff"] <= 1e-6 * c["g_logits_max_abs"] and c["g_z_max_abs_diff"] <= 1e-6 * c["g_z_max_abs"]
     assert "idea-gating-triton against the torch blocks on this device (16 rows" in train.format_results(r)
+
+
+def test_masked_logits_minus_infinity_in_whole_tiles():
+    """Logits of -inf (masked words) filling the first tiles of a row: the online maximum
+    starts at -inf there, and the kernel still equals the dense reference (no nan)."""
+    g = torch.Generator().manual_seed(9)
+    N, V = 3, 40
+    logits = torch.randn(N, V, generator=g, dtype=torch.float64)
+    logits[:, :16] = float("-inf")  # two whole tiles of 8
+    logits[2, 30:] = float("-inf")
+    z = 2 * torch.randn(N, V, generator=g, dtype=torch.float64)
+    targets = torch.tensor([20, 35, -1])
+    keep_col = torch.rand(V, generator=g) < 0.5
+    kw = dict(alpha=0.5, beta=-2.0, eps=1e-6, outside=False, ce_scale=0.5, bce_scale=0.01)
+    ref = dense_rows(logits, z, targets, keep_col, **kw)
+    out = idea_kernel.idea_rows(logits.to(DEVICE), z.to(DEVICE), targets.to(DEVICE), keep_col.to(DEVICE), block=8, **kw)
+    for o, r in zip(out, ref):
+        assert not torch.isnan(o).any()
+        close(o.cpu(), r, rtol=1e-12, atol=1e-15)
