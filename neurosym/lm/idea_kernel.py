@@ -23,6 +23,8 @@ when the Triton path is asked for (triton is not a dependency of neurosym).
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -152,12 +154,12 @@ def idea_rows(
     if N == 0:
         return g_logits, g_z, ce, neg
     block = min(triton.next_power_of_2(V), BLOCK_V) if block is None else block
-    idea_rows_kernel[(N,)](
-        logits, z, targets.to(torch.int64).contiguous(), keep_col.to(torch.int8).contiguous(), params, g_logits, g_z, ce, neg,
-        V, logits.stride(0), z.stride(0), g_logits.stride(0),
-        OUTSIDE=outside, DTYPE=tl.float64 if cdt == torch.float64 else tl.float32, BLOCK=block,
-        num_warps=min(8, max(1, block // 128)),
-    )
+    launch = dict(OUTSIDE=outside, DTYPE=tl.float64 if cdt == torch.float64 else tl.float32, BLOCK=block, num_warps=min(8, max(1, block // 128)))
+    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():  # Triton launches on the current device
+        idea_rows_kernel[(N,)](
+            logits, z, targets.to(torch.int64).contiguous(), keep_col.to(torch.int8).contiguous(), params, g_logits, g_z, ce, neg,
+            V, logits.stride(0), z.stride(0), g_logits.stride(0), **launch,
+        )
     return g_logits, g_z, ce, neg
 
 
