@@ -272,7 +272,8 @@ def bench_train(repeats: int, threads: int, batch: int, device: str, gpu_shape: 
     """Time per training step of the baseline LM, the semantic-fusion model, semantic KL and
     idea gating at the same size on one batch of WikiText-2 windows, in process CPU time
     (on CUDA in synchronised wall time), as ratios to the baseline (docs/semantic_kl.md,
-    docs/gpu.md)."""
+    docs/gpu.md). On CUDA with triton, idea gating also with its objective in the Triton
+    kernel (idea-gating-triton, checked against the torch blocks on the device)."""
     from neurosym.bench import train as bench_train_module  # lazy: --help must not load torch and every subsystem
 
     results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch, device=device, gpu_shape=gpu_shape, launches=launches,

@@ -54,6 +54,7 @@ def check_parts(parts: dict) -> None:
     train = parts["bench-train"]["result"]["result"]
     assert set(train) >= {"setup", "baseline", "fusion", "semantic-kl", "idea-gating"} and "CPU proxy" in train["setup"]["launches"]
     assert train["idea-gating"]["ratio_median"] > 0 and train["idea-gating"]["launch_ratio"] > 1
+    assert "CUDA only" in train["idea-gating-triton"]["skipped"]  # the Triton kernel is timed on a GPU
     inside = parts["bench-inside"]["result"]["result"]["rows"][0]
     assert inside["neurosym"]["status"] == "ok" and inside["neurosym"]["median_seconds"] > 0
     if inside["torch_struct"]["status"] == "ok":  # the reference is an optional package

@@ -15,7 +15,13 @@ variant adds is timed:
 * ``idea-gating``: the baseline LM with the tied idea head and gate as its output layer
   (:class:`~neurosym.lm.idea.IdeaOutput`, default :class:`~neurosym.lm.idea.IdeaConfig`),
   its loss CE of the gated logits + the idea BCE (stop words: the 50 most frequent tokens of the batch),
-  computed as the recipe does (:func:`~neurosym.lm.idea.idea_training_loss`: the fused objective).
+  computed as the recipe does (:func:`~neurosym.lm.idea.idea_training_loss`: the fused objective)
+  with its torch row blocks (``kernel="torch"``);
+* ``idea-gating-triton``: the same model and loss with the objective's V-wide part in one
+  Triton kernel (``kernel="triton"``, :mod:`neurosym.lm.idea_kernel`; what ``kernel="auto"``
+  runs on CUDA when triton imports). Timed on CUDA only, when triton imports; otherwise
+  the JSON says why it was skipped (``{"skipped": reason}``). On CUDA the run also checks the
+  kernel against the torch blocks on the device (:func:`kernel_check`, under ``check``).
 
 A step is forward, loss, backward and the AdamW update. Steps are interleaved across the
 variants (a load change on a shared machine hits all alike) and timed in **process CPU
@@ -48,14 +54,16 @@ from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
 from neurosym.errors import NeurosymError
 from neurosym.experiments.semantic_kl import GPU_DATA, GPU_MODEL, RECIPE_DATA, RECIPE_MODEL, RECIPE_OPTIM
 from neurosym.lm.fusion import build_fusion_lm
-from neurosym.lm.idea import CPU_BLOCK_ELEMENTS, IdeaConfig, IdeaOutput, idea_block_elements, idea_training_loss, stop_word_ids
+from neurosym.lm.idea import (
+    CPU_BLOCK_ELEMENTS, IdeaConfig, IdeaOutput, idea_block_elements, idea_objective, idea_training_loss, resolve_kernel, stop_word_ids,
+)
 from neurosym.lm.losses import aux_bce
 from neurosym.lm.model import CausalLM, LMConfig, LMSection
 from neurosym.lm.semantic_kl import semantic_kl_terms
 from neurosym.lm.train import param_groups
 from neurosym.vocab import Vocab
 
-VARIANTS = ("baseline", "fusion", "semantic-kl", "idea-gating")
+VARIANTS = ("baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton")
 NO_KERNEL = frozenset({
     "aten::view", "aten::reshape", "aten::_unsafe_view", "aten::as_strided", "aten::t", "aten::transpose", "aten::permute",
     "aten::expand", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::alias",
@@ -95,16 +103,56 @@ def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Ten
             out = model(ids, features=features)
             ce = F.cross_entropy(out.logits.reshape(-1, V).float(), targets.reshape(-1))
             return ce + aux_bce(out.extras["aux"], aux_targets, torch.ones(ids.shape, dtype=torch.bool, device=ids.device), 0.5)
-    elif variant == "idea-gating":
+    elif variant in ("idea-gating", "idea-gating-triton"):
         idea = IdeaConfig()
         model = CausalLM(lm, output=IdeaOutput(m.d_model, V, idea))
         stop = stop_word_ids(ids, idea.stop_words, V, exclude=(0,))
+        kernel = "triton" if variant == "idea-gating-triton" else "torch"
 
-        def loss() -> torch.Tensor:
-            return idea_training_loss(model, ids, targets, stop, 0, block_elements=block_elements)[0]  # the recipe's fused CE(gated) + weight * BCE
+        def loss() -> torch.Tensor:  # the recipe's fused CE(gated) + weight * BCE
+            return idea_training_loss(model, ids, targets, stop, 0, block_elements=block_elements, kernel=kernel)[0]
     else:
         raise NeurosymError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     return model, loss
+
+
+def triton_skip_reason(device: torch.device) -> str | None:
+    """Why ``idea-gating-triton`` cannot be timed on ``device`` (None: it can): it is timed
+    on CUDA only, and needs triton."""
+    if device.type != "cuda":
+        return f"the Triton kernel is timed on CUDA only (device {device})"
+    try:
+        resolve_kernel("triton", device)
+    except NeurosymError as e:
+        return str(e)
+    return None
+
+
+def kernel_check(targets: torch.Tensor, vocab_size: int, device: torch.device, seed: int = 0) -> dict:
+    """The Triton kernel against the torch row blocks on ``device``: :func:`~neurosym.lm.idea.idea_objective`
+    of random logits and idea logits (B, L, V) (normal, standard deviation 3) at the
+    targets (B, L) and :class:`~neurosym.lm.idea.IdeaConfig`'s defaults, both kernels,
+    value and gradients: ``{"rows", "vocab_size", "total_torch", "total_triton", "total_rel_diff",
+    "g_logits_max_abs_diff", "g_logits_max_abs", "g_z_max_abs_diff", "g_z_max_abs"}``."""
+    idea = IdeaConfig()
+    g = torch.Generator(device=device).manual_seed(seed)
+    shape = (*targets.shape, vocab_size)
+    logits = 3 * torch.randn(shape, generator=g, device=device)
+    z = 3 * torch.randn(shape, generator=g, device=device)
+    stop = stop_word_ids(targets, idea.stop_words, vocab_size, exclude=(0,))
+    got = {}
+    for kernel in ("torch", "triton"):
+        lg, zz = logits.clone().requires_grad_(True), z.clone().requires_grad_(True)
+        total = idea_objective(lg, zz, targets, alpha=idea.alpha, window=idea.window, pad_id=0, beta=idea.beta, eps=idea.eps,
+                               variant=idea.variant, weight=idea.weight, stop_ids=stop, pos_weight=idea.pos_weight, kernel=kernel)[0]
+        total.backward()
+        got[kernel] = (float(total.detach()), lg.grad, zz.grad)
+        del lg, zz, total
+    (t_torch, gl_torch, gz_torch), (t_triton, gl_triton, gz_triton) = got["torch"], got["triton"]
+    return {"rows": targets.numel(), "vocab_size": vocab_size, "total_torch": t_torch, "total_triton": t_triton,
+            "total_rel_diff": abs(t_triton - t_torch) / abs(t_torch),
+            "g_logits_max_abs_diff": float((gl_triton - gl_torch).abs().max()), "g_logits_max_abs": float(gl_torch.abs().max()),
+            "g_z_max_abs_diff": float((gz_triton - gz_torch).abs().max()), "g_z_max_abs": float(gz_torch.abs().max())}
 
 
 def count_launches(step: Callable[[], None], device: torch.device) -> int:
@@ -135,6 +183,8 @@ def run(
 ) -> dict:
     """Time ``repeats`` interleaved training steps of each variant after ``warmup`` steps on
     ``device``; with ``launches``, count one step's kernel launches (:func:`count_launches`).
+    ``idea-gating-triton`` is timed only where it can be (:func:`triton_skip_reason`; else
+    ``{"skipped": reason}``), with its check against the torch blocks (:func:`kernel_check`).
 
     ``window`` and ``min_freq`` default to the recipe's (its ``--gpu`` shape's with
     ``gpu_shape``, which also takes :data:`~neurosym.experiments.semantic_kl.GPU_MODEL` under
@@ -158,6 +208,10 @@ def run(
             raise NeurosymError("--split train: WikiText-2's train.txt is not in the shipped copy; no shared data folder was found")
     dev = torch.device(device)
     cuda = dev.type == "cuda"
+    skipped = {}
+    if "idea-gating-triton" in variants and (reason := triton_skip_reason(dev)) is not None:
+        skipped["idea-gating-triton"] = reason
+        variants = tuple(v for v in variants if v not in skipped)
     data = GPU_DATA if gpu_shape else RECIPE_DATA
     window = data["window"] if window is None else window
     min_freq = data["min_freq"] if min_freq is None else min_freq
@@ -202,6 +256,7 @@ def run(
         for _, _, loss, opt in setups:
             for _ in range(warmup):
                 step(loss, opt)
+        check = kernel_check(targets[:8], len(vocab), dev) if "idea-gating-triton" in variants else None
         times: dict[str, list[float]] = {v: [] for v in variants}
         for _ in range(repeats):
             for v, _, loss, opt in setups:
@@ -235,6 +290,10 @@ def run(
                   "params": sum(p.numel() for p in net.parameters())}
         if launches:
             out[v]["launches"] = counted[v]
+    for v, reason in skipped.items():
+        out[v] = {"skipped": reason}
+    if check is not None:
+        out["idea-gating-triton"]["check"] = check
     for v in variants:
         out[v]["ratio_best"] = out[v]["best_ms"] / out["baseline"]["best_ms"]
         out[v]["ratio_median"] = out[v]["median_ms"] / out["baseline"]["median_ms"]
@@ -257,10 +316,19 @@ def format_results(r: dict) -> str:
              f"{s['repeats']} interleaved steps each, {s['clock']}", "",
              "| variant | parameters | best ms/step | median ms/step | ratio (best) | ratio (median) |" + (" launches | launch ratio |" if launches else ""),
              "| --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if launches else "")]
-    for v in (k for k in r if k != "setup"):
+    for v in (k for k in r if k != "setup" and "skipped" not in r[k]):
         m = r[v]
         lines.append(f"| {v} | {m['params']:,} | {m['best_ms']:.1f} | {m['median_ms']:.1f} | {m['ratio_best']:.3f}x | {m['ratio_median']:.3f}x |"
                      + (f" {m['launches']:,} | {m['launch_ratio']:.2f}x |" if launches else ""))
+    for v in (k for k in r if k != "setup"):
+        if "skipped" in r[v]:
+            lines += ["", f"{v}: skipped ({r[v]['skipped']})"]
+        elif "check" in r[v]:
+            c = r[v]["check"]
+            lines += ["", f"{v} against the torch blocks on this device ({c['rows']:,} rows of {c['vocab_size']:,}): loss {c['total_triton']:.6f} vs "
+                          f"{c['total_torch']:.6f} (relative difference {c['total_rel_diff']:.1e}), gradients' largest difference "
+                          f"{c['g_logits_max_abs_diff']:.1e} (logits; largest entry {c['g_logits_max_abs']:.1e}) and "
+                          f"{c['g_z_max_abs_diff']:.1e} (z; {c['g_z_max_abs']:.1e})"]
     if launches:
         lines += ["", f"launches: {s['launches']}"]
         idea = r.get("idea-gating", {})

@@ -29,7 +29,8 @@ padding), V the vocabulary, K the window.
   ``CE(log_softmax(logits + gate)) + weight * BCE`` fused into one pass over row blocks of
   (B, L, V), value and gradient together, ``sigmoid(z)`` computed once; equal to the
   unfused formulas up to float rounding (tests compare values and gradients in float32 and
-  float64).
+  float64). On CUDA with triton installed the V-wide part is one Triton kernel instead
+  (:mod:`neurosym.lm.idea_kernel`, two passes over each row; ``kernel=`` chooses).
 
 :class:`IdeaOutput` plugs all of it into :class:`~neurosym.lm.model.CausalLM` as its
 ``output`` layer: it returns the gated logits and ``extras = {"idea": z, "ungated":
@@ -38,6 +39,7 @@ logits}``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -231,63 +233,90 @@ def ramped_alpha(alpha: float, step: int, ramp_steps: int) -> float:
 
 
 # ---------------------------------------------------------------------- the fused training objective
+KERNELS = ("auto", "torch", "triton")
+"""The implementations of :func:`idea_objective`'s V-wide part: ``torch`` (row blocks of
+torch operations), ``triton`` (one Triton kernel, :mod:`neurosym.lm.idea_kernel`), ``auto``
+(Triton on CUDA tensors when triton imports, else torch)."""
+
+
+def _torch_rows(logits: Tensor, z: Tensor, targets: Tensor, keep_col: Tensor, alpha: float, beta: float, eps: float, outside: bool,
+                ce_scale: float, bce_scale: float, block: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The V-wide part of the objective in row blocks of ``block`` rows of torch operations:
+    logits, z (N, V), targets (N,) (-1 on padding) -> the gradients (N, V) of
+    ``ce_scale * sum CE + bce_scale * sum BCE`` (the BCE as if every entry were negative),
+    and the float64 sums of the rows' CE and of the kept entries' ``softplus(z)``."""
+    N, V = logits.shape
+    cdt = torch.promote_types(torch.promote_types(logits.dtype, z.dtype), torch.float32)  # float32, or float64 for float64 inputs
+    keep_row = targets != -1
+    col = keep_col.to(cdt)  # (V,)
+    g_logits = torch.empty(N, V, dtype=cdt, device=logits.device)
+    g_z = torch.empty(N, V, dtype=cdt, device=logits.device)
+    ce_sum = logits.new_zeros((), dtype=torch.float64)
+    neg_sum = logits.new_zeros((), dtype=torch.float64)
+    t_all = targets.clamp(min=0)
+    for a in range(0, N, block):
+        b = min(a + block, N)
+        zc = z[a:b].to(cdt)
+        rows = keep_row[a:b]
+        rowf = rows.to(cdt)[:, None]  # (n, 1)
+        gl, gz = g_logits[a:b], g_z[a:b]  # this block's gradients are written in place
+        # the gate, the same operations in the same order as idea_gate (so the same values)
+        s = torch.sigmoid(zc)
+        s_eps = s + eps
+        gate = s_eps.log()
+        keep = torch.empty_like(s)  # 1.0 where the clamp lets the gradient through (a float comparison: a bool mask costs 5x)
+        if outside:
+            torch.ge(gate, beta, out=keep)
+            gate.clamp_(min=beta).mul_(alpha)
+        else:
+            gate.mul_(alpha)
+            torch.ge(gate, beta, out=keep)
+            gate.clamp_(min=beta)
+        torch.add(gate, logits[a:b].to(cdt), out=gl)  # the gated logits
+        # CE of the gated logits: lse - gated[t]; gradient (softmax - onehot) / n_ce
+        t = t_all[a:b, None]
+        picked = gl.gather(-1, t)  # (n, 1)
+        top = gl.amax(dim=-1, keepdim=True)
+        total_exp = gl.sub_(top).exp_().sum(dim=-1, keepdim=True)  # gl now holds exp(gated - max)
+        ce_sum += ((top + total_exp.log() - picked).squeeze(-1) * rows).sum(dtype=torch.float64)
+        gl.mul_(rowf * ce_scale / total_exp)  # softmax / n_ce on kept rows, 0 on padding
+        gl.scatter_add_(-1, t, -rowf * ce_scale)
+        # dz = dCE/dgated * alpha s (1 - s) / (s + eps) where the clamp lets it through (as _Gate.backward) ...
+        d = torch.addcmul(s, s, s, value=-1.0).div_(s_eps)  # s (1 - s) / (s + eps)
+        torch.mul(d, gl, out=gz).mul_(keep).mul_(alpha)
+        # ... + the BCE's, every kept entry as if y = 0: value softplus(z), gradient s
+        neg_sum += (F.softplus(zc) @ col * rowf.squeeze(-1)).sum(dtype=torch.float64)
+        gz.addcmul_(s, rowf * col, value=bce_scale)
+    return g_logits, g_z, ce_sum, neg_sum
+
+
 class _IdeaObjective(torch.autograd.Function):
     """CE of the gated logits plus ``weight`` times the idea BCE, value and gradient in one
-    pass over row blocks of (N, V) (see :func:`idea_objective`). The gradients with
-    respect to ``logits`` and ``z`` are formed in the forward pass, block by block while the
-    block's intermediates are still in cache, and saved; the backward pass scales them by
-    the incoming gradient."""
+    pass over (N, V) (see :func:`idea_objective`): row blocks of torch operations
+    (:func:`_torch_rows`) or one Triton kernel (``triton``: :func:`neurosym.lm.idea_kernel.idea_rows`).
+    The gradients with respect to ``logits`` and ``z`` are formed in the forward pass,
+    block by block while the block's intermediates are still in cache (or row by row in
+    the kernel), and saved; the backward pass scales them by the incoming gradient."""
 
     @staticmethod
     def forward(ctx, logits: Tensor, z: Tensor, targets: Tensor, tokens: Tensor, first: Tensor, keep_col: Tensor,
-                alpha: float, beta: float, eps: float, outside: bool, weight: float, pos_weight: float, block: int):
+                alpha: float, beta: float, eps: float, outside: bool, weight: float, pos_weight: float, block: int, triton: bool):
         N, V = logits.shape
         cdt = torch.promote_types(torch.promote_types(logits.dtype, z.dtype), torch.float32)  # float32, or float64 for float64 inputs
         keep_row = targets != -1  # (N,) rows with a real next token (the caller maps pad to -1)
         n_ce = int(keep_row.sum())
         kept_cols = int(keep_col.sum())
         n_bce = n_ce * kept_cols
-        col = keep_col.to(cdt)  # (V,)
-        g_logits = torch.empty(N, V, dtype=cdt, device=logits.device)
-        g_z = torch.empty(N, V, dtype=cdt, device=logits.device)
-        ce_sum = logits.new_zeros((), dtype=torch.float64)
-        neg_sum = logits.new_zeros((), dtype=torch.float64)
         ce_scale = 1.0 / n_ce if n_ce else 0.0
         bce_scale = weight / n_bce if n_bce else 0.0
-        t_all = targets.clamp(min=0)
-        for a in range(0, N, block):
-            b = min(a + block, N)
-            zc = z[a:b].to(cdt)
-            rows = keep_row[a:b]
-            rowf = rows.to(cdt)[:, None]  # (n, 1)
-            gl, gz = g_logits[a:b], g_z[a:b]  # this block's gradients are written in place
-            # the gate, the same operations in the same order as idea_gate (so the same values)
-            s = torch.sigmoid(zc)
-            s_eps = s + eps
-            gate = s_eps.log()
-            keep = torch.empty_like(s)  # 1.0 where the clamp lets the gradient through (a float comparison: a bool mask costs 5x)
-            if outside:
-                torch.ge(gate, beta, out=keep)
-                gate.clamp_(min=beta).mul_(alpha)
-            else:
-                gate.mul_(alpha)
-                torch.ge(gate, beta, out=keep)
-                gate.clamp_(min=beta)
-            torch.add(gate, logits[a:b].to(cdt), out=gl)  # the gated logits
-            # CE of the gated logits: lse - gated[t]; gradient (softmax - onehot) / n_ce
-            t = t_all[a:b, None]
-            picked = gl.gather(-1, t)  # (n, 1)
-            top = gl.amax(dim=-1, keepdim=True)
-            total_exp = gl.sub_(top).exp_().sum(dim=-1, keepdim=True)  # gl now holds exp(gated - max)
-            ce_sum += ((top + total_exp.log() - picked).squeeze(-1) * rows).sum(dtype=torch.float64)
-            gl.mul_(rowf * ce_scale / total_exp)  # softmax / n_ce on kept rows, 0 on padding
-            gl.scatter_add_(-1, t, -rowf * ce_scale)
-            # dz = dCE/dgated * alpha s (1 - s) / (s + eps) where the clamp lets it through (as _Gate.backward) ...
-            d = torch.addcmul(s, s, s, value=-1.0).div_(s_eps)  # s (1 - s) / (s + eps)
-            torch.mul(d, gl, out=gz).mul_(keep).mul_(alpha)
-            # ... + the BCE's, every kept entry as if y = 0: value softplus(z), gradient s
-            neg_sum += (F.softplus(zc) @ col * rowf.squeeze(-1)).sum(dtype=torch.float64)
-            gz.addcmul_(s, rowf * col, value=bce_scale)
+        if triton:
+            from neurosym.lm.idea_kernel import idea_rows  # lazy: triton is optional, loaded only when asked for
+
+            g_logits, g_z, ce_rows, neg_rows = idea_rows(logits, z, targets, keep_col, alpha=alpha, beta=beta, eps=eps, outside=outside,
+                                                         ce_scale=ce_scale, bce_scale=bce_scale)
+            ce_sum, neg_sum = ce_rows.sum(dtype=torch.float64), neg_rows.sum(dtype=torch.float64)
+        else:
+            g_logits, g_z, ce_sum, neg_sum = _torch_rows(logits, z, targets, keep_col, alpha, beta, eps, outside, ce_scale, bce_scale, block)
         # the positives (gathered from the (N, K) windows): y (p softplus(-z) - softplus(z)),
         # gradient y (p (s - 1) - s)
         safe = tokens.clamp(max=V - 1)
@@ -310,7 +339,7 @@ class _IdeaObjective(torch.autograd.Function):
         g_logits, g_z = ctx.saved_tensors
         if not torch.equal(grad, torch.ones_like(grad)):  # the usual case (loss.backward()) needs no pass
             g_logits, g_z = g_logits * grad, g_z * grad
-        return (g_logits.to(ctx.dtypes[0]), g_z.to(ctx.dtypes[1])) + (None,) * 11
+        return (g_logits.to(ctx.dtypes[0]), g_z.to(ctx.dtypes[1])) + (None,) * 12
 
 
 CPU_BLOCK_ELEMENTS = 1 << 18
@@ -333,10 +362,43 @@ def idea_block_elements(device: torch.device | str) -> int:
     return max(CPU_BLOCK_ELEMENTS, free // CUDA_BYTES_PER_ENTRY)
 
 
+@functools.cache
+def _kernel_module():
+    """neurosym.lm.idea_kernel, or None when triton does not import (tried once)."""
+    try:
+        from neurosym.lm import idea_kernel  # lazy: triton is optional and heavy
+    except ImportError:
+        return None
+    return idea_kernel
+
+
+def resolve_kernel(kernel: str, device: torch.device | str) -> str:
+    """The implementation :func:`idea_objective` runs for ``kernel`` (one of :data:`KERNELS`)
+    on tensors of ``device``: ``"torch"`` or ``"triton"``. ``auto`` is Triton on CUDA when
+    triton imports, else torch; ``triton`` without triton, or on CPU tensors outside Triton's
+    interpreter (``TRITON_INTERPRET=1`` before triton is imported), is a
+    :class:`~neurosym.errors.NeurosymError`."""
+    if kernel not in KERNELS:
+        raise NeurosymError(f"idea_objective: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    cuda = torch.device(device).type == "cuda"
+    if kernel == "torch" or (kernel == "auto" and not cuda):
+        return "torch"
+    module = _kernel_module()
+    if kernel == "auto":
+        return "torch" if module is None else "triton"
+    if module is None:
+        raise NeurosymError("idea_objective: kernel='triton' needs the triton package, which does not import here "
+                            "(it is optional: pip install triton; or use kernel='torch' / 'auto')")
+    if not cuda and not module.interpreted():
+        raise NeurosymError(f"idea_objective: kernel='triton' runs on CUDA tensors (these are on {device}), or on the CPU under "
+                            "Triton's interpreter (TRITON_INTERPRET=1 set before triton is imported)")
+    return "triton"
+
+
 def idea_objective(
     logits: Tensor, z: Tensor, targets: Tensor, *, alpha: float, window: int, pad_id: int = 0, beta: float = -2.0,
     eps: float = 1e-6, variant: GateVariant = "published", weight: float = 1.0, stop_ids: Tensor | Sequence[int] | None = None,
-    pos_weight: float | None = None, block_elements: int | None = None,
+    pos_weight: float | None = None, block_elements: int | None = None, kernel: str = "auto",
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The training loss of an idea-gated LM, fused: ``(total, ce, bce)`` with
 
@@ -358,12 +420,18 @@ def idea_objective(
     computed once for the gate, its derivative and the BCE gradient. The BCE's positives
     come from the sparse (B, L, K) windows (:func:`window_tokens`): no dense target.
     ``ce`` is 0 (with no gradient) when every target is padding (``F.cross_entropy``
-    would give nan)."""
+    would give nan).
+
+    ``kernel`` (:func:`resolve_kernel`): ``"torch"``, the row blocks above; ``"triton"``, one
+    Triton kernel that makes two passes over each row instead (:mod:`neurosym.lm.idea_kernel`,
+    ``block_elements`` unused); ``"auto"`` (default), Triton on CUDA tensors when triton
+    imports, else torch (so the CPU always runs the torch blocks)."""
     if logits.shape != z.shape or logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise NeurosymError(f"idea_objective: expected logits and z (B, L, V) and targets (B, L), got "
                             f"{tuple(logits.shape)}, {tuple(z.shape)}, {tuple(targets.shape)}")
     if variant not in GATE_VARIANTS:
         raise NeurosymError(f"idea_objective: variant must be one of {', '.join(GATE_VARIANTS)}, got {variant!r}")
+    triton = resolve_kernel(kernel, logits.device) == "triton"
     B, L, V = logits.shape
     keep_col = torch.ones(V, dtype=torch.bool, device=z.device)
     keep_col[pad_id] = False
@@ -377,6 +445,7 @@ def idea_objective(
     return _IdeaObjective.apply(
         logits.reshape(B * L, V), z.reshape(B * L, V), flat_targets, tokens.reshape(B * L, -1), first.reshape(B * L, -1), keep_col,
         float(alpha), float(beta), float(eps), variant == "outside", float(weight), 1.0 if pos_weight is None else float(pos_weight), block,
+        triton,
     )
 
 
@@ -441,7 +510,7 @@ class IdeaOutput(nn.Module):
 
 def idea_training_loss(
     model: nn.Module, ids: Tensor, targets: Tensor, stop_ids: Tensor | Sequence[int] | None, pad_id: int,
-    block_elements: int | None = None, **inputs,
+    block_elements: int | None = None, kernel: str = "auto", **inputs,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One training forward pass of a :class:`~neurosym.lm.model.CausalLM` whose output
     layer is an :class:`IdeaOutput`, and its loss through :func:`idea_objective`:
@@ -452,7 +521,8 @@ def idea_training_loss(
     of the gated logits and the idea BCE (weight, window, gate and ``pos_weight`` from the
     output's :class:`IdeaConfig`) at the alpha this forward pass had on the ramp. Equal
     to ``F.cross_entropy(model(ids).logits, ...) + weight * idea_loss(...)`` up to rounding.
-    ``block_elements``: the objective's row blocks (default: chosen for the device)."""
+    ``block_elements``: the objective's row blocks (default: chosen for the device);
+    ``kernel``: its implementation (``auto``, ``torch`` or ``triton``: :func:`resolve_kernel`)."""
     output = getattr(model, "output", None)
     if not isinstance(output, IdeaOutput):
         raise NeurosymError("idea_training_loss: the model has no idea gate (its output layer is not an IdeaOutput)")
@@ -465,7 +535,7 @@ def idea_training_loss(
     c = output.config
     return idea_objective(out.logits, out.extras["idea"], targets, alpha=alpha, window=c.window, pad_id=pad_id, beta=c.beta,
                           eps=c.eps, variant=c.variant, weight=c.weight, stop_ids=stop_ids, pos_weight=c.pos_weight,
-                          block_elements=block_elements)
+                          block_elements=block_elements, kernel=kernel)
 
 
 def idea_parameters(d_model: int, vocab_size: int, hidden: int, tied: bool) -> int:
@@ -530,6 +600,6 @@ def xray(model: nn.Module, ids: Sequence[int], k: int = 10) -> dict[str, list[tu
 
 
 __all__ = [
-    "CPU_BLOCK_ELEMENTS", "CUDA_BYTES_PER_ENTRY", "GATE_VARIANTS", "IdeaConfig", "IdeaHead", "IdeaOutput", "idea_block_elements", "idea_gate", "idea_loss", "idea_objective", "idea_parameters",
-    "idea_perplexities", "idea_targets", "idea_training_loss", "matched_d_ff", "ramped_alpha", "stop_word_ids", "window_tokens", "xray",
+    "CPU_BLOCK_ELEMENTS", "CUDA_BYTES_PER_ENTRY", "GATE_VARIANTS", "KERNELS", "IdeaConfig", "IdeaHead", "IdeaOutput", "idea_block_elements", "idea_gate", "idea_loss", "idea_objective", "idea_parameters",
+    "idea_perplexities", "idea_targets", "idea_training_loss", "matched_d_ff", "ramped_alpha", "resolve_kernel", "stop_word_ids", "window_tokens", "xray",
 ]

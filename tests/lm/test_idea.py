@@ -335,3 +335,36 @@ def test_block_size_follows_the_device(monkeypatch):
     assert idea_block_elements("cuda:0") == (64 << 30) // CUDA_BYTES_PER_ENTRY  # a 32 x 256 x 33k step is one block
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1 << 20, 80 << 30))  # almost none free
     assert idea_block_elements("cuda") == CPU_BLOCK_ELEMENTS
+
+
+def test_kernel_switch_without_triton(monkeypatch):
+    """kernel=: auto is the torch blocks on the CPU (triton never imported for it) and on CUDA
+    without triton; triton without the package, or on CPU tensors outside Triton's
+    interpreter, is a clear error; a bad name is an error. The CPU result does not depend
+    on kernel= (auto and torch are the same path)."""
+    from types import SimpleNamespace
+
+    import neurosym.lm.idea as idea
+
+    def never():
+        raise AssertionError("triton was looked up for a CPU tensor under kernel='auto'")
+
+    monkeypatch.setattr(idea, "_kernel_module", never)
+    assert idea.resolve_kernel("auto", "cpu") == "torch" and idea.resolve_kernel("torch", "cuda:0") == "torch"
+    g = torch.Generator().manual_seed(1)
+    logits, z, targets = torch.randn(2, 5, 11, generator=g), torch.randn(2, 5, 11, generator=g), torch.randint(1, 11, (2, 5), generator=g)
+    a = idea_objective(logits, z, targets, alpha=0.5, window=3)
+    b = idea_objective(logits, z, targets, alpha=0.5, window=3, kernel="torch")
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    monkeypatch.setattr(idea, "_kernel_module", lambda: None)  # triton does not import
+    assert idea.resolve_kernel("auto", "cuda") == "torch"
+    with pytest.raises(NeurosymError, match="needs the triton package"):
+        idea_objective(logits, z, targets, alpha=0.5, window=3, kernel="triton")
+    monkeypatch.setattr(idea, "_kernel_module", lambda: SimpleNamespace(interpreted=lambda: False))  # triton, compiled for a GPU
+    assert idea.resolve_kernel("auto", "cuda") == "triton" and idea.resolve_kernel("triton", "cuda:1") == "triton"
+    with pytest.raises(NeurosymError, match="runs on CUDA tensors"):
+        idea_objective(logits, z, targets, alpha=0.5, window=3, kernel="triton")
+    with pytest.raises(NeurosymError, match="kernel must be one of auto, torch, triton"):
+        idea_objective(logits, z, targets, alpha=0.5, window=3, kernel="cuda")
+    with pytest.raises(NeurosymError, match="kernel must be one of"):
+        idea_training_loss(_model(), torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long), None, 0, kernel="fast")
