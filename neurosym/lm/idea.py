@@ -74,6 +74,7 @@ class IdeaConfig:
     stop_words: int = 50  # the N most frequent training tokens get no idea loss
     pos_weight: float | None = None  # BCE weight of the positive entries (None: 1)
     ramp: float | None = None  # the lm task: alpha ramps over this share of the training steps (sets ramp_steps)
+    kernel: str = "torch"  # the training objective's implementation (:func:`resolve_kernel`); "auto"/"triton" opt in to the Triton kernel
 
     def __post_init__(self) -> None:
         for key in ("window", "hidden"):
@@ -96,6 +97,8 @@ class IdeaConfig:
             raise ConfigError(f"model.idea_weight: expected a finite number >= 0, got {self.weight!r}")
         if self.pos_weight is not None and not (_number(self.pos_weight) and self.pos_weight > 0):
             raise ConfigError(f"model.idea_pos_weight: expected a finite number > 0, got {self.pos_weight!r}")
+        if self.kernel not in KERNELS:
+            raise ConfigError(f"model.idea_kernel: expected one of {', '.join(map(repr, KERNELS))}, got {self.kernel!r}")
         if self.ramp is not None and not (_number(self.ramp) and 0 <= self.ramp <= 1):
             raise ConfigError(f"model.idea_ramp: expected a share of the training steps in [0, 1], got {self.ramp!r}")
 
@@ -398,7 +401,7 @@ def resolve_kernel(kernel: str, device: torch.device | str) -> str:
 def idea_objective(
     logits: Tensor, z: Tensor, targets: Tensor, *, alpha: float, window: int, pad_id: int = 0, beta: float = -2.0,
     eps: float = 1e-6, variant: GateVariant = "published", weight: float = 1.0, stop_ids: Tensor | Sequence[int] | None = None,
-    pos_weight: float | None = None, block_elements: int | None = None, kernel: str = "auto",
+    pos_weight: float | None = None, block_elements: int | None = None, kernel: str = "torch",
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The training loss of an idea-gated LM, fused: ``(total, ce, bce)`` with
 
@@ -424,8 +427,10 @@ def idea_objective(
 
     ``kernel`` (:func:`resolve_kernel`): ``"torch"``, the row blocks above; ``"triton"``, one
     Triton kernel that makes two passes over each row instead (:mod:`neurosym.lm.idea_kernel`,
-    ``block_elements`` unused); ``"auto"`` (default), Triton on CUDA tensors when triton
-    imports, else torch (so the CPU always runs the torch blocks)."""
+    ``block_elements`` unused); ``"auto"``, Triton on CUDA tensors when triton imports, else
+    torch. The default is ``"torch"``, the path measured on a GPU (the Triton kernel is
+    tested under Triton's CPU interpreter but not yet run on a card: opt in with
+    ``kernel=`` or the ``model.idea`` table's ``kernel`` key)."""
     if logits.shape != z.shape or logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise NeurosymError(f"idea_objective: expected logits and z (B, L, V) and targets (B, L), got "
                             f"{tuple(logits.shape)}, {tuple(z.shape)}, {tuple(targets.shape)}")
@@ -510,7 +515,7 @@ class IdeaOutput(nn.Module):
 
 def idea_training_loss(
     model: nn.Module, ids: Tensor, targets: Tensor, stop_ids: Tensor | Sequence[int] | None, pad_id: int,
-    block_elements: int | None = None, kernel: str = "auto", **inputs,
+    block_elements: int | None = None, kernel: str | None = None, **inputs,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One training forward pass of a :class:`~neurosym.lm.model.CausalLM` whose output
     layer is an :class:`IdeaOutput`, and its loss through :func:`idea_objective`:
@@ -522,7 +527,8 @@ def idea_training_loss(
     output's :class:`IdeaConfig`) at the alpha this forward pass had on the ramp. Equal
     to ``F.cross_entropy(model(ids).logits, ...) + weight * idea_loss(...)`` up to rounding.
     ``block_elements``: the objective's row blocks (default: chosen for the device);
-    ``kernel``: its implementation (``auto``, ``torch`` or ``triton``: :func:`resolve_kernel`)."""
+    ``kernel``: its implementation (``auto``, ``torch`` or ``triton``: :func:`resolve_kernel`;
+    default: the output's ``IdeaConfig.kernel``)."""
     output = getattr(model, "output", None)
     if not isinstance(output, IdeaOutput):
         raise NeurosymError("idea_training_loss: the model has no idea gate (its output layer is not an IdeaOutput)")
@@ -535,7 +541,7 @@ def idea_training_loss(
     c = output.config
     return idea_objective(out.logits, out.extras["idea"], targets, alpha=alpha, window=c.window, pad_id=pad_id, beta=c.beta,
                           eps=c.eps, variant=c.variant, weight=c.weight, stop_ids=stop_ids, pos_weight=c.pos_weight,
-                          block_elements=block_elements, kernel=kernel)
+                          block_elements=block_elements, kernel=c.kernel if kernel is None else kernel)
 
 
 def idea_parameters(d_model: int, vocab_size: int, hidden: int, tied: bool) -> int:

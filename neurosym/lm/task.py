@@ -880,7 +880,8 @@ class LMTask:
             stop = getattr(self, "stop_ids", None)
             part, ce, bce = idea_objective(out.logits, out.extras["idea"], y, alpha=alpha, window=c.window, pad_id=self.pad_id,
                                            beta=c.beta, eps=c.eps, variant=c.variant, weight=c.weight / (1.0 - lam),
-                                           stop_ids=None if stop is None else stop.to(y.device), pos_weight=c.pos_weight)
+                                           stop_ids=None if stop is None else stop.to(y.device), pos_weight=c.pos_weight,
+                                           kernel=c.kernel)
             total = (1.0 - lam) * part  # = (1 - lam) * ce(gated) + weight * bce
             logs.update(ce=float(ce), idea_bce=float(bce), idea_alpha=alpha)
         else:

@@ -368,3 +368,10 @@ def test_kernel_switch_without_triton(monkeypatch):
         idea_objective(logits, z, targets, alpha=0.5, window=3, kernel="cuda")
     with pytest.raises(NeurosymError, match="kernel must be one of"):
         idea_training_loss(_model(), torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long), None, 0, kernel="fast")
+    assert IdeaConfig().kernel == "torch"  # training stays on the torch blocks unless a config opts in
+    with pytest.raises(ConfigError, match="model.idea_kernel: expected one of 'auto', 'torch', 'triton'"):
+        IdeaConfig(kernel="fast")
+    monkeypatch.setattr(idea, "_kernel_module", lambda: None)
+    model = _model(kernel="triton")
+    with pytest.raises(NeurosymError, match="needs the triton package"):  # the config's kernel is the default of idea_training_loss
+        idea_training_loss(model, torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long), None, 0)
