@@ -183,6 +183,7 @@ def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, ep
 )
 @seeds_option(3, "Model seeds (the corpora are fixed).")
 @click.option("--datasets", default="drift,wikitext-2", show_default=True, help="Comma-separated: drift, wikitext-2.")
+@click.option("--variants", default=None, help="Comma-separated variants (default: baseline, idea, idea-untied).")
 @samples_option(
     400, "Generated continuations per model and seed (drift prompts; domain prompts on WikiText-2, as many as the test text has).",
     least=1, dest="samples",
@@ -197,7 +198,7 @@ def reproduce_semantic_fusion(quick: bool, seeds: int | None, ablation: bool, ep
 @out_dir_option("runs/idea-gating")
 @resume_option()
 @json_option("Print the report as JSON.")
-def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int, budget: str, data_dir: Path | None, jobs: int, gpu: bool,
+def reproduce_idea_gating(seeds: int, datasets: str, variants: str | None, samples: int, threads: int, budget: str, data_dir: Path | None, jobs: int, gpu: bool,
                           out_dir: Path, resume: bool, as_json: bool) -> None:
     """Baseline vs idea-gated LMs at equal size (and the untied head, larger), each a
     config of the built-in lm task: PPL (gated and ungated), the drift rate after bridge
@@ -213,7 +214,8 @@ def reproduce_idea_gating(seeds: int, datasets: str, samples: int, threads: int,
     say = None if as_json else (lambda line: click.echo(line, err=True))
     if data_dir is not None and not data_dir.is_dir():
         raise NeurosymError(f"--data {data_dir}: no such folder")
-    report = reproduce_idea(seeds=seeds, out_dir=out_dir, datasets=chosen, progress=say, resume=resume, threads=threads, gpu=gpu,
+    extra = {"variants": tuple(v.strip() for v in variants.split(",") if v.strip())} if variants is not None else {}
+    report = reproduce_idea(seeds=seeds, out_dir=out_dir, datasets=chosen, progress=say, **extra, resume=resume, threads=threads, gpu=gpu,
                             samples=samples, data_dir=data_dir, budget=budget, jobs=jobs)
     if as_json:
         click.echo(json.dumps(idea_json(report), indent=2, ensure_ascii=False, default=str))

@@ -244,3 +244,5 @@ def test_cli_reproduce_idea_gating_json(tmp_path):
     assert set(data["datasets"]["drift"]) >= {"baseline", "variant", "untied", "floor_ppl"}
     res = CliRunner().invoke(main, ["reproduce", "idea-gating", "--datasets", "drift", "--out-dir", str(tmp_path / "x"), "--seeds", "0"])
     assert res.exit_code != 0
+    res = CliRunner().invoke(main, ["reproduce", "idea-gating", "--datasets", "drift", "--variants", "baseline,gated", "--out-dir", str(tmp_path / "y")])
+    assert res.exit_code == 2 and "variants among baseline, idea, idea-untied, got gated" in res.output
