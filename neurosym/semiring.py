@@ -80,12 +80,15 @@ class _Exp(torch.autograd.Function):
         y = _max(b - t_fin, -2)
         b_exp = (b - t_fin).sub_(y).exp_()
         ctx.mark_non_differentiable(t, y)
+        ctx.set_materialize_grads(False)  # no zero tensors for the gradients of t and y
         ctx.save_for_backward(b_exp)
         return b_exp, t, y
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: Tensor, _t, _y) -> Tensor:
+    def backward(ctx, grad: Tensor | None, _t, _y) -> Tensor | None:
+        if grad is None:
+            return None
         (b_exp,) = ctx.saved_tensors
         return (grad * b_exp).nan_to_num_(0.0, 0.0, 0.0)  # exp 0 (b = -inf) times inf: no gradient
 
@@ -111,13 +114,16 @@ class _LogMatmul(torch.autograd.Function):
         lost = c < recompute_nats(c.dtype)  # underflowed, or too close to it to trust
         c.add_(x).add_(y)
         ctx.mark_non_differentiable(lost)
+        ctx.set_materialize_grads(False)  # no zero tensor for the gradient of ``lost``
         ctx.save_for_backward(a_exp, b_exp, x, y, c)
         ctx.a_shape = a.shape
         return c, lost
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: Tensor, _lost) -> tuple:
+    def backward(ctx, grad: Tensor | None, _lost) -> tuple:
+        if grad is None:
+            return None, None, None, None
         a_exp, b_exp, x, y, c = ctx.saved_tensors
         # dc[i, j] / da[i, k] = exp(a[i, k] + b[k, j] - c[i, j]) = a_exp[i, k] * b_exp[k, j] * exp(x[i] + y[j] - c[i, j]);
         # where c underflowed (-inf or subnormal) the last factor overflows: no gradient there
