@@ -153,6 +153,46 @@ def _leaf(x: Tensor, grad: bool) -> Tensor:
     return x.detach().requires_grad_(grad)
 
 
+def _build(semiring: type[Semiring], terms: Tensor, rules: Tensor, grad_terms: bool, grad_rules: bool) -> tuple[Tensor, list, tuple]:
+    """The chart (B, L, L + 1, N) of :class:`_Chart`; with a gradient wanted, also each
+    width's graph ``(out, leaves)`` (leaves: detached views of the chart and of the
+    prepared operands) and the graph before the loop, ``(terms, rules, width 2, token
+    operand's tensors, rule operand's tensors)``."""
+    B, L, T = terms.shape
+    N = rules.shape[1]
+    grad = grad_terms or grad_rules
+    with torch.enable_grad() if grad else torch.no_grad():
+        terms_in, rules_in = _leaf(terms, grad_terms), _leaf(rules, grad_rules)
+        r = _split_rules(rules_in, N)
+        # the tokens folded into the rules: [:, 0] a token right of a nonterminal, [:, 1] left of one
+        folded = torch.stack([semiring.matmul(terms_in, x).unflatten(-1, (N, N)) for x in (r.nt_pt, r.pt_nt)], 1)  # (B, 2, L, N, N)
+        token = semiring.prepare(folded)
+        both_nt = semiring.prepare(r.both_nt)
+        two_tokens = semiring.times(terms_in[:, :-1, :, None], terms_in[:, 1:, None, :]).flatten(-2)  # (B, L-1, T*T)
+        width2 = semiring.matmul(two_tokens, r.both_pt)  # (B, L-1, N)
+        chart = terms.new_full((B, L, L + 1, N), semiring.zero)
+        chart[:, : L - 1, 2] = width2.detach()
+        token_f = [_leaf(x, grad and x.requires_grad) for x in _operand_fields(token)]
+        both_f = [_leaf(x, grad and x.requires_grad) for x in _operand_fields(both_nt)]
+        steps = []
+        for w in range(3, L + 1):
+            n = L - w + 1
+            near = _leaf(_next_to_token(chart, w), grad)
+            tok = [_leaf(_by_width(x, w), x.requires_grad) for x in token_f]
+            parts = [semiring.matmul(near, _operand(token, tok)).squeeze(-2)]  # (B, 2, n, N)
+            leaves = [near, *tok]
+            if w >= 4:
+                left, right = (_leaf(x, grad) for x in _children(chart, w))
+                pairs = semiring.matmul(left.mT, right)  # (B, n, N, N): summed over the split points
+                parts.append(semiring.matmul(pairs.flatten(-2), _operand(both_nt, both_f))[:, None])  # (B, 1, n, N)
+                leaves += [left, right, *both_f]
+            out = semiring.sum(torch.cat(parts, 1), 1)  # (B, n, N)
+            chart[:, :n, w] = out.detach()
+            if grad:
+                steps.append((out, leaves))
+    return chart, steps, (terms_in, rules_in, width2, _operand_fields(token), _operand_fields(both_nt))
+
+
 class _Chart(torch.autograd.Function):
     """The inside chart (B, L, L + 1, N): ``chart[:, i, w]`` scores the nonterminals of
     the span of width w >= 2 starting at token i (``semiring.zero`` elsewhere), as one
@@ -160,48 +200,16 @@ class _Chart(torch.autograd.Function):
     of the chart; the backward runs them from the widest span down, adding each one's
     gradients into one chart-shaped buffer through the same views (one operator per
     child view), where autograd over slices of a growing chart zero-pads and adds a
-    full gradient per slice read. The width graphs are kept until the node is freed,
-    so a retained graph can be differentiated again. ``probe`` (or None) is never read:
-    its gradient is the chart's (``marginals``'s spans)."""
+    full gradient per slice read. The backward frees the width graphs as it goes; a
+    second backward through a retained graph rebuilds them from the saved inputs.
+    ``probe`` (or None) is never read: its gradient is the chart's (``marginals``'s spans)."""
 
     @staticmethod
     def forward(ctx, semiring: type[Semiring], terms: Tensor, rules: Tensor, probe: Tensor | None) -> Tensor:
-        B, L, T = terms.shape
-        N = rules.shape[1]
-        grad = any(ctx.needs_input_grad)
-        with torch.enable_grad() if grad else torch.no_grad():
-            terms_in = _leaf(terms, ctx.needs_input_grad[1])
-            rules_in = _leaf(rules, ctx.needs_input_grad[2])
-            r = _split_rules(rules_in, N)
-            # the tokens folded into the rules: [:, 0] a token right of a nonterminal, [:, 1] left of one
-            folded = torch.stack([semiring.matmul(terms_in, x).unflatten(-1, (N, N)) for x in (r.nt_pt, r.pt_nt)], 1)  # (B, 2, L, N, N)
-            token = semiring.prepare(folded)
-            both_nt = semiring.prepare(r.both_nt)
-            two_tokens = semiring.times(terms_in[:, :-1, :, None], terms_in[:, 1:, None, :]).flatten(-2)  # (B, L-1, T*T)
-            width2 = semiring.matmul(two_tokens, r.both_pt)  # (B, L-1, N)
-            chart = terms.new_full((B, L, L + 1, N), semiring.zero)
-            chart[:, : L - 1, 2] = width2.detach()
-            token_f = [_leaf(x, grad and x.requires_grad) for x in _operand_fields(token)]
-            both_f = [_leaf(x, grad and x.requires_grad) for x in _operand_fields(both_nt)]
-            steps = []
-            for w in range(3, L + 1):
-                n = L - w + 1
-                near = _leaf(_next_to_token(chart, w), grad)
-                tok = [_leaf(_by_width(x, w), x.requires_grad) for x in token_f]
-                parts = [semiring.matmul(near, _operand(token, tok)).squeeze(-2)]  # (B, 2, n, N)
-                leaves = [near, *tok]
-                if w >= 4:
-                    left, right = (_leaf(x, grad) for x in _children(chart, w))
-                    pairs = semiring.matmul(left.mT, right)  # (B, n, N, N): summed over the split points
-                    parts.append(semiring.matmul(pairs.flatten(-2), _operand(both_nt, both_f))[:, None])  # (B, 1, n, N)
-                    leaves += [left, right, *both_f]
-                out = semiring.sum(torch.cat(parts, 1), 1)  # (B, n, N)
-                chart[:, :n, w] = out.detach()
-                if grad:
-                    steps.append((out, leaves))
-        if grad:
-            ctx.steps = steps
-            ctx.prep = (terms_in, rules_in, width2, _operand_fields(token), _operand_fields(both_nt))
+        chart, steps, prep = _build(semiring, terms, rules, ctx.needs_input_grad[1], ctx.needs_input_grad[2])
+        if any(ctx.needs_input_grad):
+            ctx.save_for_backward(terms, rules)
+            ctx.semiring, ctx.steps, ctx.prep = semiring, steps, prep
         return chart
 
     @staticmethod
@@ -209,14 +217,19 @@ class _Chart(torch.autograd.Function):
     def backward(ctx, grad_chart: Tensor) -> tuple:
         g = grad_chart.contiguous().clone()  # d(out)/d(chart), completed width by width from the widest
         B, L, _, N = g.shape
-        terms_in, rules_in, width2, token_f, both_f = ctx.prep
+        if ctx.steps is None:  # a second backward through a retained graph
+            terms, rules = ctx.saved_tensors
+            ctx.steps, ctx.prep = _build(ctx.semiring, terms, rules, ctx.needs_input_grad[1], ctx.needs_input_grad[2])[1:]
+        steps, (terms_in, rules_in, width2, token_f, both_f) = ctx.steps, ctx.prep
+        ctx.steps = ctx.prep = None  # freed as the backward goes
         g_token: list[Tensor | None] = [None] * len(token_f)
         g_both: list[Tensor | None] = [None] * len(both_f)
         for w in range(L, 2, -1):
-            out, leaves = ctx.steps[w - 3]
+            out, leaves = steps[w - 3]
+            steps[w - 3] = None
             n = L - w + 1
             want = [x for x in leaves if x.requires_grad]
-            got = dict(zip(map(id, want), torch.autograd.grad(out, want, g[:, :n, w], retain_graph=True, allow_unused=True)))
+            got = dict(zip(map(id, want), torch.autograd.grad(out, want, g[:, :n, w], allow_unused=True)))
             near, tok = leaves[0], leaves[1 : 1 + len(token_f)]
             if got.get(id(near)) is not None:
                 gn = got[id(near)][:, :, :, 0]
@@ -241,7 +254,7 @@ class _Chart(torch.autograd.Function):
             outs += [x for x, gx in zip(fields, gs) if gx is not None]
             grads += [gx for gx in gs if gx is not None]
         want = [x for x in (terms_in, rules_in) if x.requires_grad]
-        got = dict(zip(map(id, want), torch.autograd.grad(outs, want, grads, retain_graph=True, allow_unused=True)))
+        got = dict(zip(map(id, want), torch.autograd.grad(outs, want, grads, allow_unused=True)))
         return None, got.get(id(terms_in)), got.get(id(rules_in)), g if ctx.needs_input_grad[3] else None
 
 
