@@ -76,9 +76,9 @@ class _Exp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         t = b.amax(-1, keepdim=True)
-        t_fin = t.nan_to_num(0.0, 0.0, 0.0)
-        y = _max(b - t_fin, -2)
-        b_exp = (b - t_fin).sub_(y).exp_()
+        b_exp = b - t.nan_to_num(0.0, 0.0, 0.0)
+        y = _max(b_exp, -2)
+        b_exp.sub_(y).exp_()
         ctx.mark_non_differentiable(t, y)
         ctx.set_materialize_grads(False)  # no zero tensors for the gradients of t and y
         ctx.save_for_backward(b_exp)
