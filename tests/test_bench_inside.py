@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from neurosym.bench import inside as bench_inside
-from neurosym.bench.train import count_launches
+from neurosym.bench.launches import count_launches
 from neurosym.layers.inside import inside
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -14,7 +14,7 @@ limit stands in for it) and a time limit, so a configuration that runs out of me
 time is reported as such.
 
 With ``launches``, each process also counts the operators of one more forward + backward
-with ``torch.profiler`` (:func:`neurosym.bench.train.count_launches`): on the CPU the leaf
+with ``torch.profiler`` (:func:`neurosym.bench.launches.count_launches`): on the CPU the leaf
 ``aten::`` operators that would each launch a kernel on a GPU (the CPU proxy of launch
 overhead, issue 30), on CUDA the CUDA kernels the profiler saw.
 """
@@ -34,6 +34,7 @@ import time
 
 import torch
 
+from neurosym.bench.launches import count_launches
 from neurosym.errors import NeurosymError
 from neurosym.layers.inside import inside
 
@@ -91,8 +92,6 @@ def _worker(cfg: dict) -> dict:
     peak = torch.cuda.max_memory_allocated(device) if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
     out = {"status": "ok", "seconds": seconds, "peak_bytes": int(peak), "log_z": log_z.detach().cpu().tolist()}
     if cfg.get("launches"):
-        from neurosym.bench.train import count_launches  # lazy: it lives with bench train, which loads the LM stack
-
         def step() -> None:
             for x in (terms, rules, roots):
                 x.grad = None

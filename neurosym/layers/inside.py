@@ -153,14 +153,14 @@ def _leaf(x: Tensor, grad: bool) -> Tensor:
     return x.detach().requires_grad_(grad)
 
 
-def _build(semiring: type[Semiring], terms: Tensor, rules: Tensor, grad_terms: bool, grad_rules: bool) -> tuple[Tensor, list, tuple]:
+def _build(semiring: type[Semiring], terms: Tensor, rules: Tensor, grad_terms: bool, grad_rules: bool, grad: bool) -> tuple[Tensor, list, tuple]:
     """The chart (B, L, L + 1, N) of :class:`_Chart`; with a gradient wanted, also each
     width's graph ``(out, leaves)`` (leaves: detached views of the chart and of the
     prepared operands) and the graph before the loop, ``(terms, rules, width 2, token
-    operand's tensors, rule operand's tensors)``."""
+    operand's tensors, rule operand's tensors)``. ``grad``: build the graphs (a gradient of
+    the chart itself is wanted, if not of ``terms`` or ``rules``)."""
     B, L, T = terms.shape
     N = rules.shape[1]
-    grad = grad_terms or grad_rules
     with torch.enable_grad() if grad else torch.no_grad():
         terms_in, rules_in = _leaf(terms, grad_terms), _leaf(rules, grad_rules)
         r = _split_rules(rules_in, N)
@@ -206,7 +206,7 @@ class _Chart(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, semiring: type[Semiring], terms: Tensor, rules: Tensor, probe: Tensor | None) -> Tensor:
-        chart, steps, prep = _build(semiring, terms, rules, ctx.needs_input_grad[1], ctx.needs_input_grad[2])
+        chart, steps, prep = _build(semiring, terms, rules, ctx.needs_input_grad[1], ctx.needs_input_grad[2], any(ctx.needs_input_grad))
         if any(ctx.needs_input_grad):
             ctx.save_for_backward(terms, rules)
             ctx.semiring, ctx.steps, ctx.prep = semiring, steps, prep
@@ -219,7 +219,7 @@ class _Chart(torch.autograd.Function):
         B, L, _, N = g.shape
         if ctx.steps is None:  # a second backward through a retained graph
             terms, rules = ctx.saved_tensors
-            ctx.steps, ctx.prep = _build(ctx.semiring, terms, rules, ctx.needs_input_grad[1], ctx.needs_input_grad[2])[1:]
+            ctx.steps, ctx.prep = _build(ctx.semiring, terms, rules, ctx.needs_input_grad[1], ctx.needs_input_grad[2], True)[1:]
         steps, (terms_in, rules_in, width2, token_f, both_f) = ctx.steps, ctx.prep
         ctx.steps = ctx.prep = None  # freed as the backward goes
         g_token: list[Tensor | None] = [None] * len(token_f)
@@ -254,7 +254,7 @@ class _Chart(torch.autograd.Function):
             outs += [x for x, gx in zip(fields, gs) if gx is not None]
             grads += [gx for gx in gs if gx is not None]
         want = [x for x in (terms_in, rules_in) if x.requires_grad]
-        got = dict(zip(map(id, want), torch.autograd.grad(outs, want, grads, allow_unused=True)))
+        got = dict(zip(map(id, want), torch.autograd.grad(outs, want, grads, allow_unused=True))) if want else {}
         return None, got.get(id(terms_in)), got.get(id(rules_in)), g if ctx.needs_input_grad[3] else None
 
 
