@@ -33,7 +33,7 @@ def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json
     click.echo(json.dumps(results, indent=2) if as_json else bench_compile_module.format_results(results))
 
 
-@bench.command(name="inside", epilog=examples("neurosym bench inside", "neurosym bench inside --lengths 20 --sizes 16,32 --repeats 5 --json"))
+@bench.command(name="inside", epilog=examples("neurosym bench inside", "neurosym bench inside --lengths 20 --sizes 16,32 --repeats 5 --json", "neurosym bench inside --lengths 20 --sizes 32 --launches --threads 1"))
 @click.option("--batch", default=8, show_default=True, type=click.IntRange(min=1), help="Sentences per batch.")
 @click.option("--lengths", default="20,40", show_default=True, help="Comma-separated sentence lengths.")
 @click.option("--sizes", default="16,32,64", show_default=True, help="Comma-separated N = T.")
@@ -41,10 +41,11 @@ def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json
 @click.option("--device", default="cpu", show_default=True, help='Torch device of both implementations: "cpu", "cuda" or "cuda:N".')
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before a run is abandoned.")
 @click.option("--memory-cap-gb", default=20.0, show_default=True, help="Address-space cap per process (at most 75% of available memory).")
+@click.option("--launches", is_flag=True, help="Also count the operators (CPU: the launch proxy) or CUDA kernels of one forward+backward, with torch.profiler.")
 @threads_option(None, "Torch threads per process (default: torch's).")
 @json_option()
-def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str, timeout: float, memory_cap_gb: float, threads: int | None, as_json: bool) -> None:
-    """Inside algorithm forward+backward: ours vs pytorch-struct's SentCFG (seconds, ratio, peak memory)."""
+def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str, timeout: float, memory_cap_gb: float, launches: bool, threads: int | None, as_json: bool) -> None:
+    """Inside algorithm forward+backward: ours vs pytorch-struct's SentCFG (seconds, ratio, peak memory; with --launches, operators per pass)."""
     from neurosym.bench import inside as bench_inside_module  # lazy: --help must not load torch and every subsystem
     def ints(text: str, what: str) -> tuple[int, ...]:
         try:
@@ -54,7 +55,7 @@ def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str
 
     results = bench_inside_module.run(
         batch=batch, lengths=ints(lengths, "lengths"), sizes=ints(sizes, "sizes"), repeats=repeats, device=device,
-        timeout=timeout, memory_cap_gb=memory_cap_gb, threads=threads, progress=not as_json,
+        timeout=timeout, memory_cap_gb=memory_cap_gb, threads=threads, progress=not as_json, launches=launches,
     )
     click.echo(json.dumps(results, indent=2) if as_json else bench_inside_module.format_results(results))
 

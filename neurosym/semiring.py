@@ -50,8 +50,7 @@ MAX_CHUNK = 2**24  # elements of the (..., i, k, j) broadcast the max semiring h
 def _max(x: Tensor, dim: int) -> Tensor:
     """The (detached) max of ``x`` over ``dim``, kept as a size-1 dim; 0 for an all
     ``-inf`` slice, so that subtracting it never makes ``-inf - -inf``."""
-    m = x.detach().amax(dim, keepdim=True)
-    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return x.detach().amax(dim, keepdim=True).nan_to_num_(0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -77,16 +76,19 @@ class _Exp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         t = b.amax(-1, keepdim=True)
-        t_fin = torch.where(torch.isfinite(t), t, torch.zeros_like(t))
-        y = _max(b - t_fin, -2)
-        b_exp = (b - t_fin).sub_(y).exp_()
+        b_exp = b - t.nan_to_num(0.0, 0.0, 0.0)
+        y = _max(b_exp, -2)
+        b_exp.sub_(y).exp_()
         ctx.mark_non_differentiable(t, y)
+        ctx.set_materialize_grads(False)  # no zero tensors for the gradients of t and y
         ctx.save_for_backward(b_exp)
         return b_exp, t, y
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: Tensor, _t, _y) -> Tensor:
+    def backward(ctx, grad: Tensor | None, _t, _y) -> Tensor | None:
+        if grad is None:
+            return None
         (b_exp,) = ctx.saved_tensors
         return (grad * b_exp).nan_to_num_(0.0, 0.0, 0.0)  # exp 0 (b = -inf) times inf: no gradient
 
@@ -112,23 +114,53 @@ class _LogMatmul(torch.autograd.Function):
         lost = c < recompute_nats(c.dtype)  # underflowed, or too close to it to trust
         c.add_(x).add_(y)
         ctx.mark_non_differentiable(lost)
+        ctx.set_materialize_grads(False)  # no zero tensor for the gradient of ``lost``
         ctx.save_for_backward(a_exp, b_exp, x, y, c)
         ctx.a_shape = a.shape
         return c, lost
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: Tensor, _lost) -> tuple:
+    def backward(ctx, grad: Tensor | None, _lost) -> tuple:
+        if grad is None:
+            return None, None, None, None
         a_exp, b_exp, x, y, c = ctx.saved_tensors
         # dc[i, j] / da[i, k] = exp(a[i, k] + b[k, j] - c[i, j]) = a_exp[i, k] * b_exp[k, j] * exp(x[i] + y[j] - c[i, j]);
         # where c underflowed (-inf or subnormal) the last factor overflows: no gradient there
         w = (x - c).add_(y).exp_().mul_(grad).nan_to_num_(0.0, 0.0, 0.0)
-        grad_a = (w @ b_exp.mT).mul_(a_exp).nan_to_num_(0.0, 0.0, 0.0).sum_to_size(ctx.a_shape)
+        grad_a = _sum_to((w @ b_exp.mT).mul_(a_exp).nan_to_num_(0.0, 0.0, 0.0), ctx.a_shape)
         if b_exp.dim() == 2 and a_exp.dim() > 2:  # one shared right operand: fold the batch into rows
             grad_b = a_exp.reshape(-1, a_exp.shape[-1]).T @ w.reshape(-1, w.shape[-1])
         else:
-            grad_b = (a_exp.mT @ w).sum_to_size(b_exp.shape)
+            grad_b = _sum_to(a_exp.mT @ w, b_exp.shape)
         return grad_a, grad_b, None, None
+
+
+def _sum_to(x: Tensor, shape: torch.Size) -> Tensor:
+    """``x`` summed down to a broadcast ``shape`` (no operator when it already has it)."""
+    return x if x.shape == shape else x.sum_to_size(shape)
+
+
+class _LogSumExp(torch.autograd.Function):
+    """``log sum_dim exp(x)`` shifted by the (finite) max; an all ``-inf`` slice gives
+    ``-inf`` (log 0) and a zero gradient. The gradient is ``exp(x - out)`` times the
+    incoming one: four operators, where autograd's chain through max, exp, sum and log
+    takes about ten."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, dim: int) -> Tensor:
+        m = _max(x, dim)
+        out = (x - m).exp_().sum(dim, keepdim=True).log_().add_(m)  # all -inf: log 0 + 0
+        ctx.save_for_backward(x, out)
+        ctx.dim = dim
+        return out.squeeze(dim)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple:
+        x, out = ctx.saved_tensors
+        # out = -inf (no finite term): -inf - -inf is NaN there, and that slice gets no gradient
+        return (x - out).exp_().mul_(grad.unsqueeze(ctx.dim)).nan_to_num_(0.0, 0.0, 0.0), None
 
 
 def recompute_nats(dtype: torch.dtype) -> float:
@@ -201,10 +233,7 @@ class LogSemiring(Semiring):
     def sum(x: Tensor, dim: int = -1) -> Tensor:
         """``logsumexp`` over ``dim``; an all ``-inf`` slice gives ``-inf`` and a zero
         gradient (``torch.logsumexp`` gives NaN there)."""
-        m = _max(x, dim)
-        s = torch.exp(x - m).sum(dim, keepdim=True)
-        ok = s > 0
-        return (torch.where(ok, torch.log(torch.where(ok, s, 1.0)), LOG_ZERO) + m).squeeze(dim)
+        return _LogSumExp.apply(x, dim)
 
     @staticmethod
     def matmul(a: Tensor, b: Tensor | LogOperand) -> Tensor:

@@ -57,6 +57,7 @@ def check_parts(parts: dict) -> None:
     assert "CUDA only" in train["idea-gating-triton"]["skipped"]  # the Triton kernel is timed on a GPU
     inside = parts["bench-inside"]["result"]["result"]["rows"][0]
     assert inside["neurosym"]["status"] == "ok" and inside["neurosym"]["median_seconds"] > 0
+    assert inside["neurosym"]["launches"] > 0  # the kernels (on the CPU: operators) of one forward + backward
     if inside["torch_struct"]["status"] == "ok":  # the reference is an optional package
         assert inside["ratio"] > 0 and inside["torch_struct"]["log_z"] == pytest.approx(inside["neurosym"]["log_z"], rel=1e-4)
     decode = parts["decode"]["result"]["batches"]

@@ -155,6 +155,43 @@ def test_log_sum_and_plus():
     assert torch.autograd.gradcheck(lambda y: LogSemiring.sum(y, 0), (randn(5, 3, seed=31).requires_grad_(),))
 
 
+def plain_log_sum(x, dim):
+    """The log-semiring sum by autograd of the textbook formula (the reference for the
+    custom Function): shifted by the finite max, -inf and a zero gradient where every
+    term is -inf."""
+    m = x.detach().amax(dim, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    s = torch.exp(x - m).sum(dim, keepdim=True)
+    ok = s > 0
+    return (torch.where(ok, torch.log(torch.where(ok, s, 1.0)), NEG) + m).squeeze(dim)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), seed=st.integers(0, 10_000), holes=st.floats(0.0, 1.0),
+       scale=st.sampled_from([1.0, 30.0, 300.0]), dtype=st.sampled_from([torch.float32, torch.float64]), data=st.data())
+def test_log_sum_function_matches_autograd_of_the_formula(shape, seed, holes, scale, dtype, data):
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    g = torch.Generator().manual_seed(seed)
+    x = (scale * torch.randn(shape, generator=g, dtype=torch.float64)).to(dtype)
+    x[torch.rand(shape, generator=g) < holes] = NEG  # all -inf slices included
+    grad = torch.randn([n for i, n in enumerate(shape) if i != dim % len(shape)], generator=g, dtype=torch.float64).to(dtype)
+    ours_x, ref_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ours, ref = LogSemiring.sum(ours_x, dim), plain_log_sum(ref_x, dim)
+    assert torch.equal(ours.detach(), ref.detach())  # the same formula: the same value
+    (g_ours,) = torch.autograd.grad(ours, ours_x, grad)
+    (g_ref,) = torch.autograd.grad(ref, ref_x, grad)
+    assert not g_ours.isnan().any() and not g_ref.isnan().any()
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    assert torch.allclose(g_ours, g_ref, rtol=tol, atol=tol)
+    assert torch.all(g_ours[torch.isneginf(x)] == 0)
+
+
+def test_log_sum_gradcheck_with_minus_inf():
+    x = with_holes(randn(4, 5, seed=32), seed=33).requires_grad_()
+    for dim in (0, 1, -1):
+        assert torch.autograd.gradcheck(lambda y: LogSemiring.sum(y, dim).nan_to_num(0.0, 0.0, 0.0), (x,))  # noqa: B023
+
+
 # ---------------------------------------------------------------------- max semiring
 @pytest.mark.parametrize("chunk", [2**24, 7])
 def test_max_matmul_matches_naive(monkeypatch, chunk):

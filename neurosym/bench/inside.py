@@ -12,6 +12,11 @@ Each process has its address space capped (``RLIMIT_AS``; on the CPU only: CUDA 
 virtual address space far beyond any such cap when it starts, and the card's own memory
 limit stands in for it) and a time limit, so a configuration that runs out of memory or
 time is reported as such.
+
+With ``launches``, each process also counts the operators of one more forward + backward
+with ``torch.profiler`` (:func:`neurosym.bench.launches.count_launches`): on the CPU the leaf
+``aten::`` operators that would each launch a kernel on a GPU (the CPU proxy of launch
+overhead, issue 30), on CUDA the CUDA kernels the profiler saw.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import time
 
 import torch
 
+from neurosym.bench.launches import count_launches
 from neurosym.errors import NeurosymError
 from neurosym.layers.inside import inside
 
@@ -84,7 +90,18 @@ def _worker(cfg: dict) -> dict:
         seconds.append(time.perf_counter() - t0)
         watchdog.cancel()
     peak = torch.cuda.max_memory_allocated(device) if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
-    return {"status": "ok", "seconds": seconds, "peak_bytes": int(peak), "log_z": log_z.detach().cpu().tolist()}
+    out = {"status": "ok", "seconds": seconds, "peak_bytes": int(peak), "log_z": log_z.detach().cpu().tolist()}
+    if cfg.get("launches"):
+        def step() -> None:
+            for x in (terms, rules, roots):
+                x.grad = None
+            log_partition().sum().backward()
+
+        watchdog = threading.Timer(cfg["timeout"], abandon)
+        watchdog.start()
+        out["launches"] = count_launches(step, torch.device(device))
+        watchdog.cancel()
+    return out
 
 
 def _worker_main(arg: str) -> None:
@@ -102,15 +119,16 @@ def _worker_main(arg: str) -> None:
     print(json.dumps(out), flush=True)
 
 
-def measure(impl: str, batch: int, length: int, size: int, repeats: int, device: str, timeout: float, memory_cap_bytes: int | None, threads: int | None) -> dict:
+def measure(impl: str, batch: int, length: int, size: int, repeats: int, device: str, timeout: float, memory_cap_bytes: int | None, threads: int | None, launches: bool = False) -> dict:
     """One implementation on one configuration, in a fresh process: ``status`` is
-    ``ok`` (with ``seconds`` per run, ``peak_bytes``, ``log_z``), ``timeout`` (a run
-    took over ``timeout`` seconds), ``out of memory`` or ``error`` (with ``message``)."""
-    cfg = dict(impl=impl, batch=batch, length=length, size=size, repeats=repeats, device=device, timeout=timeout, memory_cap_bytes=memory_cap_bytes, threads=threads)
+    ``ok`` (with ``seconds`` per run, ``peak_bytes``, ``log_z`` and, with ``launches``,
+    ``launches``: the operators of one forward + backward), ``timeout`` (a run took over
+    ``timeout`` seconds), ``out of memory`` or ``error`` (with ``message``)."""
+    cfg = dict(impl=impl, batch=batch, length=length, size=size, repeats=repeats, device=device, timeout=timeout, memory_cap_bytes=memory_cap_bytes, threads=threads, launches=launches)
     try:  # the child abandons a run after ``timeout`` s; this is a safety net
         proc = subprocess.run(
             [sys.executable, "-m", "neurosym.bench.inside", "--worker", json.dumps(cfg)],
-            capture_output=True, text=True, timeout=repeats * (timeout + 60) + 120,
+            capture_output=True, text=True, timeout=(repeats + launches) * (timeout + 60) + 120,
         )
     except subprocess.TimeoutExpired:
         return {"status": "timeout"}
@@ -159,11 +177,13 @@ def run(
     memory_cap_gb: float = 20.0,
     threads: int | None = None,
     progress: bool = True,
+    launches: bool = False,
 ) -> dict:
     """Seconds (median of ``repeats``) and peak memory of forward + backward, ours vs
-    torch-struct's, per (length, size). A run over ``timeout`` seconds is abandoned
-    and each process's address space is capped at ``memory_cap_gb`` (lowered to 75%
-    of the memory available now)."""
+    torch-struct's, per (length, size); with ``launches``, the operators (CPU) or
+    kernels (CUDA) of one forward + backward of each. A run over ``timeout`` seconds is
+    abandoned and each process's address space is capped at ``memory_cap_gb`` (lowered
+    to 75% of the memory available now)."""
     check_device(device)
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
     reference = importlib.util.find_spec("torch_struct") is not None
@@ -180,7 +200,7 @@ def run(
             row: dict = {"length": length, "size": size}
             for impl in impls:
                 say(f"L={length} N=T={size}: {impl} ...")
-                r = measure(impl, batch, length, size, repeats, device, timeout, cap, threads)
+                r = measure(impl, batch, length, size, repeats, device, timeout, cap, threads, launches)
                 if r["status"] == "ok":
                     r["median_seconds"] = statistics.median(r["seconds"])
                 row[impl] = r
@@ -188,6 +208,8 @@ def run(
             if theirs and ours["status"] == theirs["status"] == "ok":
                 row["ratio"] = theirs["median_seconds"] / ours["median_seconds"]
                 row["max_abs_log_z_diff"] = max(abs(a - b) for a, b in zip(ours["log_z"], theirs["log_z"]))
+                if "launches" in ours and "launches" in theirs:
+                    row["launch_ratio"] = theirs["launches"] / ours["launches"]
             rows.append(row)
     import torch
 
@@ -197,6 +219,8 @@ def run(
         "device": device,
         "threads": threads or torch.get_num_threads(),
         "timeout_seconds": timeout,
+        "launches": launches,
+        "launch_measure": ("CUDA kernels seen by torch.profiler" if device.startswith("cuda") else "leaf aten operators that are not views or allocations, torch.profiler (the CPU proxy)") if launches else None,
         "memory_cap_bytes": None if device.startswith("cuda") else cap,  # CUDA: no address-space cap (see the module docstring)
         "memory_measure": "CUDA max_memory_allocated" if device.startswith("cuda") else "peak RSS growth of a fresh process (ru_maxrss after the runs minus before the first run)",
         "torch": torch.__version__,
@@ -219,6 +243,10 @@ def _memory(r: dict | None) -> str:
     return f"{r['peak_bytes'] / 2**20:,.0f} MB"
 
 
+def _launches(r: dict | None) -> str:
+    return f"{r['launches']:,}" if r is not None and "launches" in r else "-"
+
+
 def format_results(r: dict) -> str:
     """A table of :func:`run`'s results, with how they were measured."""
     capped = "no address-space cap (CUDA)" if r["memory_cap_bytes"] is None else f"each process capped at {r['memory_cap_bytes'] / 2**30:.1f} GB of address space"
@@ -231,7 +259,11 @@ def format_results(r: dict) -> str:
         lines.append("torch-struct is not installed (pip install -e '.[bench]'): neurosym alone")
     else:
         lines.append(f"reference: torch-struct {r['torch_struct']} SentCFG(...).partition")
-    lines += ["", f"{'L':>4}{'N=T':>5}{'neurosym s':>12}{'torch-struct s':>18}{'ratio':>9}{'neurosym peak':>15}{'torch-struct peak':>19}{'|dlogZ|':>10}"]
+    counted = r.get("launches", False)
+    if counted:
+        lines.append(f"launches per forward + backward: {r['launch_measure']}")
+    header = f"{'L':>4}{'N=T':>5}{'neurosym s':>12}{'torch-struct s':>18}{'ratio':>9}{'neurosym peak':>15}{'torch-struct peak':>19}{'|dlogZ|':>10}"
+    lines += ["", header + (f"{'neurosym ops':>14}{'torch-struct ops':>18}" if counted else "")]
     for row in r["rows"]:
         ours, theirs = row["neurosym"], row.get("torch_struct")
         if "ratio" in row:
@@ -244,6 +276,7 @@ def format_results(r: dict) -> str:
         lines.append(
             f"{row['length']:>4}{row['size']:>5}{_seconds(ours, r['timeout_seconds']):>12}{_seconds(theirs, r['timeout_seconds']):>18}"
             f"{ratio:>9}{_memory(ours):>15}{_memory(theirs):>19}{diff:>10}"
+            + (f"{_launches(ours):>14}{_launches(theirs):>18}" if counted else "")
         )
     return "\n".join(lines)
 

@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from neurosym.bench.inside import check_device
+from neurosym.bench.launches import count_launches
 from neurosym.compile.lexicon import load_lexicon
 from neurosym.data import shared_data_dir, shipped_file
 from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
@@ -64,15 +65,6 @@ from neurosym.lm.train import param_groups
 from neurosym.vocab import Vocab
 
 VARIANTS = ("baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton")
-NO_KERNEL = frozenset({
-    "aten::view", "aten::reshape", "aten::_unsafe_view", "aten::as_strided", "aten::t", "aten::transpose", "aten::permute",
-    "aten::expand", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze", "aten::detach", "aten::alias",
-    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::resize_", "aten::split", "aten::chunk", "aten::narrow",
-    "aten::unbind", "aten::contiguous", "aten::lift_fresh", "aten::result_type", "aten::item", "aten::_local_scalar_dense",
-    "aten::is_nonzero", "aten::numel", "aten::size", "aten::stride", "aten::split_with_sizes", "aten::expand_as", "aten::view_as",
-    "aten::set_", "aten::_reshape_alias", "aten::flatten", "aten::unflatten", "aten::diagonal",
-})
-"""Operators that only make a view or allocate: no kernel on a GPU, left out of the launch count."""
 
 
 def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Tensor, m: LMSection, bank,
@@ -153,26 +145,6 @@ def kernel_check(targets: torch.Tensor, vocab_size: int, device: torch.device, s
             "total_rel_diff": abs(t_triton - t_torch) / abs(t_torch),
             "g_logits_max_abs_diff": float((gl_triton - gl_torch).abs().max()), "g_logits_max_abs": float(gl_torch.abs().max()),
             "g_z_max_abs_diff": float((gz_triton - gz_torch).abs().max()), "g_z_max_abs": float(gz_torch.abs().max())}
-
-
-def count_launches(step: Callable[[], None], device: torch.device) -> int:
-    """Kernel launches of one call of ``step``, counted with ``torch.profiler``: on the CPU
-    the leaf ``aten::`` operators that are not views or allocations (:data:`NO_KERNEL`; the
-    CPU proxy), on CUDA the CUDA kernels the profiler saw."""
-    from torch.profiler import ProfilerActivity, profile  # lazy: the profiler only when launches are counted
-
-    cuda = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        step()
-        if cuda:
-            torch.cuda.synchronize(device)
-    events = prof.events()
-    if cuda:  # the kernels are device events of their own, and also listed under the operator that launched them
-        kernels = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
-        return kernels or sum(len(e.kernels) for e in events if e.device_type == torch.autograd.DeviceType.CPU)
-    return sum(1 for e in events if e.name.startswith("aten::") and e.name not in NO_KERNEL
-               and not any(c.name.startswith("aten::") for c in e.cpu_children))
 
 
 def run(

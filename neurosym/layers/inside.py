@@ -24,10 +24,12 @@ positions never change its results (their potentials must not be NaN).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from neurosym.errors import NeurosymError
 from neurosym.semiring import LOG_ZERO, LogSemiring, MaxSemiring, Semiring
@@ -105,44 +107,179 @@ def _split_rules(rules: Tensor, N: int) -> _Rules:
     )
 
 
-def _chart(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, semiring: type[Semiring]) -> tuple[Tensor, list[Tensor]]:
-    """log Z (B,) and the chart: ``chart[w]`` (B, L - w + 1, N) scores the nonterminals
-    of every span of width w >= 2 by its start (width 1 is ``terms``).
+def _operand_fields(op) -> list[Tensor]:
+    """The tensors of a prepared right operand: a tensor, or a dataclass of tensors
+    (:class:`~neurosym.semiring.LogOperand`)."""
+    return [op] if isinstance(op, Tensor) else [getattr(op, f.name) for f in dataclasses.fields(op)]
+
+
+def _operand(like, fields: list[Tensor]):
+    """The prepared operand of ``like``'s kind made of ``fields``."""
+    return fields[0] if isinstance(like, Tensor) else type(like)(*fields)
+
+
+def _by_width(x: Tensor, w: int) -> Tensor:
+    """The view (B, 2, n, ...) of ``x`` (B, 2, L, ...) for spans of width w (n = L - w + 1):
+    ``[:, 0, i] = x[:, 0, i + w - 1]`` (the token at a span's end) and ``[:, 1, i] = x[:, 1, i]``
+    (the token at its start)."""
+    B, _, L = x.shape[:3]
+    s = x.stride()
+    return x.as_strided((B, 2, L - w + 1, *x.shape[3:]), (s[0], s[1] - (w - 1) * s[2], s[2], *s[3:]), x.storage_offset() + (w - 1) * s[2])
+
+
+def _next_to_token(c: Tensor, w: int) -> Tensor:
+    """The nonterminal child of every span of width w whose other child is one token,
+    a view (B, 2, n, 1, N) of the chart ``c`` (B, L, L + 1, N): ``[:, 0, i]`` spans
+    ``i .. i+w-2`` (the token is ``i+w-1``), ``[:, 1, i]`` spans ``i+1 .. i+w-1`` (the
+    token is ``i``). The two halves overlap."""
+    B, L, _, N = c.shape
+    s = c.stride()
+    return c.as_strided((B, 2, L - w + 1, 1, N), (s[0], s[1], s[1], s[3], s[3]), c.storage_offset() + (w - 1) * s[2])
+
+
+def _children(c: Tensor, w: int) -> tuple[Tensor, Tensor]:
+    """Both-nonterminal children of every span of width w, views (B, n, w-3, N) of the
+    chart ``c`` (B, L, L + 1, N) with no copy: ``left[:, i, k-2]`` spans ``i .. i+k-1``
+    and ``right[:, i, k-2]`` spans ``i+k .. i+w-1``, for the splits k = 2 .. w-2."""
+    B, L, _, N = c.shape
+    n = L - w + 1
+    s = c.stride()
+    right = c.as_strided((B, n, w - 3, N), (s[0], s[1], s[1] - s[2], s[3]), c.storage_offset() + 2 * s[1] + (w - 2) * s[2])
+    return c[:, :n, 2 : w - 1], right
+
+
+def _leaf(x: Tensor, grad: bool) -> Tensor:
+    """``x`` detached, a leaf of a width's graph (requiring grad if ``grad``)."""
+    return x.detach().requires_grad_(grad)
+
+
+def _build(semiring: type[Semiring], terms: Tensor, rules: Tensor, grad_terms: bool, grad_rules: bool, grad: bool) -> tuple[Tensor, list, tuple]:
+    """The chart (B, L, L + 1, N) of :class:`_Chart`; with a gradient wanted, also each
+    width's graph ``(out, leaves)`` (leaves: detached views of the chart and of the
+    prepared operands) and the graph before the loop, ``(terms, rules, width 2, token
+    operand's tensors, rule operand's tensors)``. ``grad``: build the graphs (a gradient of
+    the chart itself is wanted, if not of ``terms`` or ``rules``)."""
+    B, L, T = terms.shape
+    N = rules.shape[1]
+    with torch.enable_grad() if grad else torch.no_grad():
+        terms_in, rules_in = _leaf(terms, grad_terms), _leaf(rules, grad_rules)
+        r = _split_rules(rules_in, N)
+        # the tokens folded into the rules: [:, 0] a token right of a nonterminal, [:, 1] left of one
+        folded = torch.stack([semiring.matmul(terms_in, x).unflatten(-1, (N, N)) for x in (r.nt_pt, r.pt_nt)], 1)  # (B, 2, L, N, N)
+        token = semiring.prepare(folded)
+        both_nt = semiring.prepare(r.both_nt)
+        two_tokens = semiring.times(terms_in[:, :-1, :, None], terms_in[:, 1:, None, :]).flatten(-2)  # (B, L-1, T*T)
+        width2 = semiring.matmul(two_tokens, r.both_pt)  # (B, L-1, N)
+        chart = terms.new_full((B, L, L + 1, N), semiring.zero)
+        chart[:, : L - 1, 2] = width2.detach()
+        token_f = [_leaf(x, grad and x.requires_grad) for x in _operand_fields(token)]
+        both_f = [_leaf(x, grad and x.requires_grad) for x in _operand_fields(both_nt)]
+        steps = []
+        for w in range(3, L + 1):
+            n = L - w + 1
+            near = _leaf(_next_to_token(chart, w), grad)
+            tok = [_leaf(_by_width(x, w), x.requires_grad) for x in token_f]
+            parts = [semiring.matmul(near, _operand(token, tok)).squeeze(-2)]  # (B, 2, n, N)
+            leaves = [near, *tok]
+            if w >= 4:
+                left, right = (_leaf(x, grad) for x in _children(chart, w))
+                pairs = semiring.matmul(left.mT, right)  # (B, n, N, N): summed over the split points
+                parts.append(semiring.matmul(pairs.flatten(-2), _operand(both_nt, both_f))[:, None])  # (B, 1, n, N)
+                leaves += [left, right, *both_f]
+            out = semiring.sum(torch.cat(parts, 1), 1)  # (B, n, N)
+            chart[:, :n, w] = out.detach()
+            if grad:
+                steps.append((out, leaves))
+    return chart, steps, (terms_in, rules_in, width2, _operand_fields(token), _operand_fields(both_nt))
+
+
+class _Chart(torch.autograd.Function):
+    """The inside chart (B, L, L + 1, N): ``chart[:, i, w]`` scores the nonterminals of
+    the span of width w >= 2 starting at token i (``semiring.zero`` elsewhere), as one
+    autograd node. The forward keeps each width's small graph, built on detached views
+    of the chart; the backward runs them from the widest span down, adding each one's
+    gradients into one chart-shaped buffer through the same views (one operator per
+    child view), where autograd over slices of a growing chart zero-pads and adds a
+    full gradient per slice read. The backward frees the width graphs as it goes; a
+    second backward through a retained graph rebuilds them from the saved inputs.
+    ``probe`` (or None) is never read: its gradient is the chart's (``marginals``'s spans)."""
+
+    @staticmethod
+    def forward(ctx, semiring: type[Semiring], terms: Tensor, rules: Tensor, probe: Tensor | None) -> Tensor:
+        chart, steps, prep = _build(semiring, terms, rules, ctx.needs_input_grad[1], ctx.needs_input_grad[2], any(ctx.needs_input_grad))
+        if any(ctx.needs_input_grad):
+            ctx.save_for_backward(terms, rules)
+            ctx.semiring, ctx.steps, ctx.prep = semiring, steps, prep
+        return chart
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_chart: Tensor) -> tuple:
+        g = grad_chart.contiguous().clone()  # d(out)/d(chart), completed width by width from the widest
+        B, L, _, N = g.shape
+        if ctx.steps is None:  # a second backward through a retained graph
+            terms, rules = ctx.saved_tensors
+            ctx.steps, ctx.prep = _build(ctx.semiring, terms, rules, ctx.needs_input_grad[1], ctx.needs_input_grad[2], True)[1:]
+        steps, (terms_in, rules_in, width2, token_f, both_f) = ctx.steps, ctx.prep
+        ctx.steps = ctx.prep = None  # freed as the backward goes
+        g_token: list[Tensor | None] = [None] * len(token_f)
+        g_both: list[Tensor | None] = [None] * len(both_f)
+        for w in range(L, 2, -1):
+            out, leaves = steps[w - 3]
+            steps[w - 3] = None
+            n = L - w + 1
+            want = [x for x in leaves if x.requires_grad]
+            got = dict(zip(map(id, want), torch.autograd.grad(out, want, g[:, :n, w], allow_unused=True)))
+            near, tok = leaves[0], leaves[1 : 1 + len(token_f)]
+            if got.get(id(near)) is not None:
+                gn = got[id(near)][:, :, :, 0]
+                g[:, :n, w - 1].add_(gn[:, 0])
+                g[:, 1 : n + 1, w - 1].add_(gn[:, 1])
+            for f, x in enumerate(tok):
+                if got.get(id(x)) is not None:
+                    if g_token[f] is None:
+                        g_token[f] = torch.zeros_like(token_f[f])
+                    _by_width(g_token[f], w).add_(got[id(x)])
+            if w >= 4:
+                left, right, *both = leaves[1 + len(token_f) :]
+                for view, x in zip(_children(g, w), (left, right)):
+                    if got.get(id(x)) is not None:
+                        view.add_(got[id(x)])
+                for f, x in enumerate(both):
+                    gx = got.get(id(x))
+                    if gx is not None:
+                        g_both[f] = gx if g_both[f] is None else g_both[f].add_(gx)
+        outs, grads = [width2], [g[:, : L - 1, 2]]
+        for fields, gs in ((token_f, g_token), (both_f, g_both)):
+            outs += [x for x, gx in zip(fields, gs) if gx is not None]
+            grads += [gx for gx in gs if gx is not None]
+        want = [x for x in (terms_in, rules_in) if x.requires_grad]
+        got = dict(zip(map(id, want), torch.autograd.grad(outs, want, grads, allow_unused=True))) if want else {}
+        return None, got.get(id(terms_in)), got.get(id(rules_in)), g if ctx.needs_input_grad[3] else None
+
+
+def _chart(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, semiring: type[Semiring], probe: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """log Z (B,) and the chart (B, L, L + 1, N): ``chart[:, i, w]`` scores the
+    nonterminals of the span of width w >= 2 starting at token i (``semiring.zero`` for
+    widths 0 and 1 and past the end). ``probe`` (B, L, L + 1, N) zeros, if given, gets
+    the chart's gradient.
 
     A span of width w splits after its first k tokens (k = 1 .. w-1); a child of one
     token is a preterminal, a longer one a nonterminal. For every span of a width at
     once, in the semiring:
 
-    * both children nonterminals (k = 2 .. w-2): one batched matmul sums over split
-      points, (B, spans, N, splits) x (B, spans, splits, N) -> (B, spans, N, N) pairs,
-      and another contracts the pairs with the rules, (B, spans, N*N) x (N*N, N);
+    * both children nonterminals (k = 2 .. w-2): the children at all split points are
+      strided views of the chart, left and right (B, spans, splits, N); one batched
+      matmul sums over split points, (B, spans, N, splits) x (B, spans, splits, N) ->
+      (B, spans, N, N) pairs, and another contracts the pairs with the rules,
+      (B, spans, N*N) x (N*N, N);
     * a nonterminal next to a single token (k = w-1 or k = 1): the token's terms are
-      folded into the rules once per position, (B, L, T) x (T, N*N), leaving a
-      vector-matrix product per span, (B, spans, 1, N) x (B, spans, N, N);
+      folded into the rules once per position, (B, L, T) x (T, N*N), leaving one
+      vector-matrix product per span and side, (B, 2, spans, 1, N) x (B, 2, spans, N, N);
     * two tokens (w = 2): (B, L-1, T*T) x (T*T, N)."""
-    B, L, T = terms.shape
-    N = roots.shape[1]
-    r = _split_rules(rules, N)
-    both_nt = semiring.prepare(r.both_nt)
-    token_right = semiring.prepare(semiring.matmul(terms, r.nt_pt).unflatten(-1, (N, N)))  # (B, L, N, N): [j, B, A]
-    token_left = semiring.prepare(semiring.matmul(terms, r.pt_nt).unflatten(-1, (N, N)))  # (B, L, N, N): [i, C, A]
-    two_tokens = semiring.times(terms[:, :-1, :, None], terms[:, 1:, None, :]).flatten(-2)  # (B, L-1, T*T)
-    chart = [terms.new_empty(0), terms, semiring.matmul(two_tokens, r.both_pt)]
-    for w in range(3, L + 1):
-        n = L - w + 1  # spans (i, i + w - 1), i = 0 .. n - 1
-        parts = [
-            semiring.matmul(chart[w - 1][:, :n, None], token_right[:, w - 1 :]).squeeze(-2),  # (i .. i+w-2) (i+w-1)
-            semiring.matmul(chart[w - 1][:, 1:, None], token_left[:, :n]).squeeze(-2),  # (i) (i+1 .. i+w-1)
-        ]
-        if w >= 4:
-            left = torch.stack([chart[k][:, :n] for k in range(2, w - 1)], 2)  # (B, n, w-3, N): tokens i .. i+k-1
-            right = torch.stack([chart[w - k][:, k : k + n] for k in range(2, w - 1)], 2)  # tokens i+k .. i+w-1
-            pairs = semiring.matmul(left.mT, right)  # (B, n, N, N)
-            parts.append(semiring.matmul(pairs.flatten(-2), both_nt))
-        chart.append(semiring.sum(torch.stack(parts), 0))
-    none = terms.new_full((B, N), semiring.zero)  # one token: no nonterminal
-    whole = torch.stack([none] + [chart[w][:, 0] for w in range(2, L + 1)], 1)  # (B, L, N): spans (0, w - 1)
-    top = whole[torch.arange(B, device=terms.device), (lengths - 1).clamp(min=0)]  # length 0 reads width 1: zero
+    B = terms.shape[0]
+    chart = _Chart.apply(semiring, terms, rules, probe)
+    top = chart[torch.arange(B, device=terms.device), 0, lengths]  # (B, N); lengths 0 and 1 read the zero columns
     return semiring.sum(semiring.times(roots, top), -1), chart
 
 
@@ -176,19 +313,19 @@ def _parts(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None, 
     with torch.enable_grad():
         # contiguous: a batch-shared ``rules`` gets its own copy per sentence, so rule counts are per sentence
         terms, rules, roots = (x.detach().contiguous().requires_grad_() for x in (terms, rules, roots))
+        probe = terms.new_zeros(B, L, L + 1, N).requires_grad_()  # its gradient: the chart's
         if L < 2:
-            log_z, chart = terms.new_full((B,), semiring.zero), []
+            log_z = terms.new_full((B,), semiring.zero)
         else:
-            log_z, chart = _chart(terms, rules, roots, lengths, semiring)
-        nodes = chart[2:]
+            log_z = _chart(terms, rules, roots, lengths, semiring, probe)[0]
         finite = torch.isfinite(log_z)
         objective = torch.where(finite, log_z, torch.zeros_like(log_z)).sum()
-        grads = torch.autograd.grad(objective, [terms, rules, roots, *nodes], allow_unused=True) if finite.any() else [None] * (3 + len(nodes))
+        grads = torch.autograd.grad(objective, [terms, rules, roots, probe], allow_unused=True) if finite.any() else [None] * 4
     g_terms, g_rules, g_roots = (torch.zeros_like(x) if g is None else g for x, g in zip((terms, rules, roots), grads))
     spans = terms.new_zeros(B, L, L, N)
-    for w, g in enumerate(grads[3:], start=2):
-        if g is not None:  # None: no finite sentence reaches this width
-            spans.diagonal(w - 1, 1, 2).copy_(g.mT)  # span (i, i + w - 1)
+    if grads[3] is not None:
+        for w in range(2, L + 1):
+            spans.diagonal(w - 1, 1, 2).copy_(grads[3][:, : L - w + 1, w].mT)  # span (i, i + w - 1)
     return Marginals(log_z.detach(), g_terms, g_rules, g_roots, spans)
 
 
@@ -248,7 +385,7 @@ def sample_parses(
         dense = terms.new_full((B, L, L, S), LOG_ZERO)  # dense[b, i, j]: span (i, j), nonterminals then preterminals
         dense.diagonal(0, 1, 2)[:, N:] = terms.mT
         for w in range(2, L + 1):
-            dense.diagonal(w - 1, 1, 2)[:, :N] = chart[w].mT
+            dense.diagonal(w - 1, 1, 2)[:, :N] = chart[:, : L - w + 1, w].mT
         ok = torch.isfinite(log_z) & (lengths >= 2)
         sent = torch.arange(B, device=terms.device).repeat_interleave(n)[ok.repeat_interleave(n)]
         owner = torch.arange(B * n, device=terms.device)[ok.repeat_interleave(n)]

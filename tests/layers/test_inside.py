@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch_struct  # in the test extra: the reference must run, not skip
 
 from neurosym.compile.cnf import to_cnf
@@ -31,7 +33,7 @@ from neurosym.layers.inside import (
     tree_score,
     viterbi,
 )
-from neurosym.semiring import MaxSemiring
+from neurosym.semiring import LogSemiring, MaxSemiring
 from references import rule_tensors_log_prob, cnf_prob
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -348,7 +350,7 @@ def test_sentence_log_prob_gradients_are_finite():
 
 
 def test_marginals_when_no_sentence_reaches_the_longest_width():
-    """Widths no finite sentence uses get no gradient at all (None), not an error."""
+    """Widths no finite sentence uses get zero span marginals, not an error."""
     from pathlib import Path
 
     import neurosym
@@ -360,3 +362,86 @@ def test_marginals_when_no_sentence_reaches_the_longest_width():
     m = marginals(*rules.potentials(ids), torch.tensor([4, 3]))
     assert m.log_z[0] == -float("inf") and torch.isfinite(m.log_z[1])
     assert m.spans[0].abs().sum() == 0 and m.spans[1, 0, 2].sum() == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------- the one-node chart against plain autograd
+def _plain_sum(x, semiring):
+    """The semiring sum over the last dim by autograd of the textbook formulas."""
+    if semiring is MaxSemiring:
+        return x.max(-1).values
+    m = x.detach().amax(-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    s = torch.exp(x - m).sum(-1, keepdim=True)
+    ok = s > 0
+    return (torch.where(ok, torch.log(torch.where(ok, s, 1.0)), NEG) + m).squeeze(-1)
+
+
+def plain_cky(terms, rules, roots, lengths, semiring, spans):
+    """CKY span by span and split by split over (N+T)-vectors, by plain autograd (no
+    custom Function, no folding of tokens, no strided views): the reference for the
+    chart's hand-run backward. ``spans`` (B, L, L, N) zeros are added to every
+    nonterminal cell, so their gradients are the span marginals."""
+    B, L, T = terms.shape
+    N = roots.shape[1]
+    out = []
+    for b in range(B):
+        n = int(lengths[b])
+        if n < 2:
+            out.append(terms.new_tensor(NEG))
+            continue
+        cell = {(i, i): torch.cat([terms.new_full((N,), NEG), terms[b, i]]) for i in range(n)}
+        for w in range(2, n + 1):
+            for i in range(n - w + 1):
+                j = i + w - 1
+                split = torch.stack([rules[b] + cell[i, k][None, :, None] + cell[k + 1, j][None, None, :] for k in range(i, j)], 1)  # (N, splits, S, S)
+                cell[i, j] = torch.cat([_plain_sum(split.flatten(1), semiring) + spans[b, i, j], terms.new_full((T,), NEG)])
+        out.append(_plain_sum(roots[b] + cell[0, n - 1][:N], semiring))
+    return torch.stack(out)
+
+
+@settings(max_examples=25, deadline=None)
+@given(B=st.integers(1, 3), L=st.integers(2, 6), N=st.integers(1, 3), T=st.integers(1, 3), sparsity=st.sampled_from([0.0, 0.3, 0.7]),
+       scale=st.sampled_from([1.0, 40.0]), seed=st.integers(0, 10_000), semiring=st.sampled_from([LogSemiring, MaxSemiring]), data=st.data())
+def test_chart_gradients_match_plain_autograd(B, L, N, T, sparsity, scale, seed, semiring, data):
+    """log Z (or the best score) and the gradients of terms, rules, roots and every span
+    of the one-node chart equal plain autograd of a CKY written span by span, with -inf
+    rules and short or empty sentences (float64)."""
+    terms, rules, roots = (scale * x for x in potentials(B, L, N, T, seed=seed, sparsity=sparsity))
+    lengths = torch.tensor(data.draw(st.lists(st.integers(0, L), min_size=B, max_size=B)))
+    ref_in = [x.clone().requires_grad_() for x in (terms, rules, roots, terms.new_zeros(B, L, L, N))]
+    ref = plain_cky(*ref_in[:3], lengths, semiring, ref_in[3])
+    ours = inside(terms, rules, roots, lengths, semiring=semiring)
+    fin = torch.isfinite(ref)
+    assert torch.equal(torch.isfinite(ours), fin)
+    assert_close(ours[fin], ref[fin])
+    if not fin.any():
+        return
+    g_ref = torch.autograd.grad(ref[fin].sum(), ref_in, allow_unused=True)
+    ours_in = [x.clone().requires_grad_() for x in (terms, rules, roots)]
+    g_ours = torch.autograd.grad(inside(*ours_in, lengths, semiring=semiring)[fin].sum(), ours_in)
+    for a, r in zip(g_ours, g_ref[:3]):
+        assert not a.isnan().any()
+        assert_close(a, torch.zeros_like(a) if r is None else r)
+    if semiring is LogSemiring:  # the span marginals: the chart's gradient
+        got = marginals(terms, rules, roots, lengths).spans[fin]
+        assert_close(got, g_ref[3][fin])
+    else:
+        best = viterbi(terms, rules, roots, lengths)[1]
+        assert all((p is not None) == bool(f) for p, f in zip(best, fin))
+
+
+def test_chart_backward_twice_with_a_retained_graph():
+    terms, rules, roots = (x.requires_grad_() for x in potentials(2, 6, 3, 2, seed=11, sparsity=0.3))
+    log_z = inside(terms, rules, roots, torch.tensor([6, 4])).sum()
+    first = torch.autograd.grad(log_z, (terms, rules, roots), retain_graph=True)
+    second = torch.autograd.grad(log_z, (terms, rules, roots))
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def test_chart_without_gradients_keeps_no_graph():
+    terms, rules, roots = potentials(2, 5, 2, 2, seed=12)
+    with torch.no_grad():
+        log_z = inside(terms, rules, roots)
+    assert not log_z.requires_grad
+    assert_close(log_z, inside(terms.requires_grad_(), rules, roots).detach())
