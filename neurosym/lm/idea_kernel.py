@@ -66,6 +66,19 @@ def _softplus(zz, u):
 
 
 @triton.jit
+def _tile(l_row, z_row, col_ptr, start, V, alpha, beta, eps, OUTSIDE: tl.constexpr, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    """One tile of a row, as both passes read it: offsets, in-range mask, logits, idea
+    logits, kept-column flags and :func:`_gate`'s four outputs."""
+    offs = start + tl.arange(0, BLOCK)
+    inside = offs < V
+    x = tl.load(l_row + offs, mask=inside, other=0.0).to(DTYPE)
+    zz = tl.load(z_row + offs, mask=inside, other=0.0).to(DTYPE)
+    col = tl.load(col_ptr + offs, mask=inside, other=0)
+    gate, keep, s, u = _gate(zz, alpha, beta, eps, OUTSIDE)
+    return offs, inside, x, zz, col, gate, keep, s, u
+
+
+@triton.jit
 def idea_rows_kernel(logits_ptr, z_ptr, targets_ptr, col_ptr, params_ptr, g_logits_ptr, g_z_ptr, ce_ptr, neg_ptr,
                       V, stride_l, stride_z, stride_g,
                       OUTSIDE: tl.constexpr, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
@@ -88,12 +101,7 @@ def idea_rows_kernel(logits_ptr, z_ptr, targets_ptr, col_ptr, params_ptr, g_logi
     total = tl.zeros([], DTYPE)
     neg = tl.zeros([], DTYPE)
     for start in range(0, V, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        inside = offs < V
-        x = tl.load(l_row + offs, mask=inside, other=0.0).to(DTYPE)
-        zz = tl.load(z_row + offs, mask=inside, other=0.0).to(DTYPE)
-        col = tl.load(col_ptr + offs, mask=inside, other=0)
-        gate, keep, s, u = _gate(zz, alpha, beta, eps, OUTSIDE)
+        offs, inside, x, zz, col, gate, keep, s, u = _tile(l_row, z_row, col_ptr, start, V, alpha, beta, eps, OUTSIDE, DTYPE, BLOCK)
         gated = tl.where(inside, x + gate, float("-inf"))
         m_new = tl.maximum(m, tl.max(gated, axis=0))
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # tiles of -inf logits so far: no -inf - -inf
@@ -109,12 +117,7 @@ def idea_rows_kernel(logits_ptr, z_ptr, targets_ptr, col_ptr, params_ptr, g_logi
     gl_row = g_logits_ptr + row * stride_g
     gz_row = g_z_ptr + row * stride_g
     for start in range(0, V, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        inside = offs < V
-        x = tl.load(l_row + offs, mask=inside, other=0.0).to(DTYPE)
-        zz = tl.load(z_row + offs, mask=inside, other=0.0).to(DTYPE)
-        col = tl.load(col_ptr + offs, mask=inside, other=0)
-        gate, keep, s, u = _gate(zz, alpha, beta, eps, OUTSIDE)
+        offs, inside, x, zz, col, gate, keep, s, u = _tile(l_row, z_row, col_ptr, start, V, alpha, beta, eps, OUTSIDE, DTYPE, BLOCK)
         gl = tl.exp(x + gate - m) * inv - tl.where(offs == tc, ce_scale, 0.0)
         d = s * (1.0 - s) / (s + eps)
         gz = tl.where(keep, gl * d * alpha, 0.0) + tl.where(col != 0, bce_scale * s, 0.0)
