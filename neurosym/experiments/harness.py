@@ -216,12 +216,12 @@ def train_grid(
     return runs
 
 
-def _fit_one(config: dict[str, Any], task: Callable[[Config], TrainingTask]) -> tuple[str, float, int | None, int]:
+def _fit_one(config: dict[str, Any], task: Callable[[Config], TrainingTask]) -> tuple[float, int | None, int]:
     """A worker of :func:`train_in_parallel`: train (or resume, or reuse) one run; its
-    folder, seconds, the step it resumed from and its steps."""
+    seconds, the step it resumed from and its steps."""
     cfg = Config.from_dict(config)
     result = Trainer(cfg, task(cfg)).fit(resume=(cfg.run_dir / "last.pt").exists())
-    return str(result.run_dir), result.seconds, result.resumed_from, result.steps
+    return result.seconds, result.resumed_from, result.steps
 
 
 def train_in_parallel(configs: Sequence[Config], task: Callable[[Config], TrainingTask], jobs: int, *, resume: bool = False,
@@ -242,7 +242,9 @@ def train_in_parallel(configs: Sequence[Config], task: Callable[[Config], Traini
         pickle.dumps(task)
     except (pickle.PicklingError, AttributeError, TypeError) as e:
         raise NeurosymError(f"--jobs {jobs}: the recipe's task {task!r} cannot be sent to a worker process ({e}); use --jobs 1") from None
-    todo = [{**c.to_dict(), "log": {**c.to_dict()["log"], "progress": False}} for c in configs]  # no per-run bars from the workers
+    todo = [c.to_dict() for c in configs]
+    for c in todo:
+        c["log"] = {**c["log"], "progress": False}  # no per-run bars from the workers
     if say:
         say(f"training {len(todo)} runs, {min(jobs, len(todo))} at a time in worker processes")
     ctx = multiprocessing.get_context("spawn")  # no forked torch thread pools
@@ -252,7 +254,7 @@ def train_in_parallel(configs: Sequence[Config], task: Callable[[Config], Traini
             if fut.exception() is not None:  # the runs not started yet are dropped; those under way finish
                 pool.shutdown(cancel_futures=True)
                 raise fut.exception()
-            run_dir, seconds, resumed_from, steps = fut.result()
+            seconds, resumed_from, steps = fut.result()
             how = "trained" if resumed_from is None else "finished earlier" if resumed_from == steps else f"resumed from step {resumed_from}"
             if say:
                 say(f"  [{k}/{len(todo)}] {futures[fut]}: {how}, {seconds:.0f} s of training")
