@@ -313,6 +313,7 @@ def test_reproduce_runs_the_control_and_lexical_variants(tmp_path):
     variants = ("fusion", "fusion-control", "fusion-lexical")
     r = reproduce(seeds=1, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=128, valid=32, variants=variants,
                   threads=1, timing=False)
+    assert all(r["config"]["variant_optim"][v] == {**r["config"]["optim"], "epochs": 1} for v in variants)
     n_control, n_lexical = 12, 15  # sentiment.lex: 9 max: + 3 final: control columns, 15 context-free columns
     d = TINY["d_model"]
     assert r["fusion-control"]["params"] - r["fusion"]["params"] == 2 * n_control * d  # W_s and W_g read c
@@ -388,3 +389,20 @@ def test_the_uniformizer_pair_is_tested_on_test(tmp_path):
     assert head["diff"] == pytest.approx(r["fusion-lexical-uniform"]["test_ppl"] - r["baseline-uniform"]["test_ppl"])
     assert set(r["headline"]) == {"uniform"}
     assert "fusion-lexical-uniform against baseline-uniform on test (the per-class uniformizer at 0.1 on both, aux on fusion only)" in format_report(r)
+
+
+def test_a_variants_optim_entry_overrides_the_recipes_and_epochs_override_both():
+    """``*-ctl2`` carry their own learning rate and epochs (issue 30 point 5); the other
+    keys stay the recipe's, ``epochs=`` still wins, and the baseline and fusion of the
+    pair get the same optimiser and the same losses."""
+    from neurosym.experiments.semantic_fusion import RECIPE_OPTIM, VARIANTS
+
+    f, b = (recipe_config(v, 0, model=TINY) for v in ("fusion-ctl2", "baseline-ctl2"))
+    assert f.optim.lr == b.optim.lr == VARIANTS["fusion-ctl2"]["optim"]["lr"] != RECIPE_OPTIM["lr"]
+    assert f.optim.epochs == b.optim.epochs == 16 and f.optim.weight_decay == RECIPE_OPTIM["weight_decay"]
+    assert recipe_config("fusion-ctl2", 0, epochs=2, model=TINY).optim.epochs == 2
+    assert recipe_config("fusion", 0, model=TINY).optim.lr == RECIPE_OPTIM["lr"]
+    assert "optim" in VARIANTS["fusion-ctl2"]  # recipe_config reads it without changing the table
+    for cfg in (f, b):
+        objective = task(cfg).objective
+        assert objective.uniformizer.weight == 2.0 and objective.uniformizer.per_class and objective.label_smoothing == 0.0
