@@ -395,7 +395,7 @@ def test_a_variants_optim_entry_overrides_the_recipes_and_epochs_override_both()
     """``*-ctl2`` carry their own learning rate and epochs (issue 30 point 5); the other
     keys stay the recipe's, ``epochs=`` still wins, and the baseline and fusion of the
     pair get the same optimiser and the same losses."""
-    from neurosym.experiments.semantic_fusion import RECIPE_OPTIM, VARIANTS
+    from neurosym.experiments.semantic_fusion import RECIPE_OPTIM
 
     f, b = (recipe_config(v, 0, model=TINY) for v in ("fusion-ctl2", "baseline-ctl2"))
     assert f.optim.lr == b.optim.lr == VARIANTS["fusion-ctl2"]["optim"]["lr"] != RECIPE_OPTIM["lr"]
