@@ -55,8 +55,8 @@ torch path's ``nan_to_num`` does (it gives zeros there too).
 
 Launches per forward + backward: 2 (max(lengths) - 1) Triton kernels and a few torch
 operators around them (the chart's initialisation, log Z, the gradient buffers). Tile
-sizes are chosen to bound a program's registers (BA x BR x BC <= 8192 entries), not yet
-timed on a GPU.
+sizes (:data:`TILES`) are chosen so that the kernels compile for sm_90 without register
+spills; not yet timed on a GPU.
 
 This module imports triton at the top: :mod:`neurosym.layers.inside` imports it lazily,
 only when the Triton path is asked for (triton is not a dependency of neurosym).
@@ -73,10 +73,17 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from triton.runtime.interpreter import InterpretedFunction
 
-NEG = float("-inf")
-MAX_BA, MAX_BR, MAX_BC = 16, 16, 32
-"""Largest tiles: parents per block, left children (rows) and right children (columns) per
-tile; each a power of two, shrunk to the grammar's sizes."""
+from neurosym.semiring import LOG_ZERO
+
+NEG = tl.constexpr(LOG_ZERO)  # log 0 inside the kernels (a global a kernel reads must be a constexpr)
+TILES = {torch.float32: (16, 16, 32), torch.float64: (8, 16, 16)}
+"""Largest tiles per compute dtype: (parents per block BA, left children per tile BR, right
+children per tile BC), each a power of two, shrunk to the grammar's sizes. With 8 warps both
+kernels compile for sm_90 without register spills at these sizes (ptxas through Triton's
+ahead-of-time compiler, ``tests/layers/test_inside_kernel.py``); 16 x 16 x 32 in float64, or
+on 4 warps in float32, spills. Not yet timed on a GPU."""
+NUM_WARPS = 8
+"""Warps per program for tiles of at least 2048 entries (4 below)."""
 SHARED_GROUPS = 16
 """Sentence groups whose rule gradients are summed apart (then added) for batch-shared rules."""
 
@@ -254,13 +261,19 @@ def interpreted() -> bool:
     return INTERPRETED
 
 
-def _blocks(N: int, T: int, blocks: tuple[int, int, int] | None) -> tuple[int, int, int]:
-    """(BA, BR, BC): the given tiles, or the largest ones up to :data:`MAX_BA` etc. that the
-    grammar's sizes need."""
+def tiles(N: int, T: int, dtype: torch.dtype, blocks: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
+    """(BA, BR, BC): ``blocks`` if given, else the largest of :data:`TILES` for the compute
+    ``dtype`` that the grammar's sizes need."""
     if blocks is not None:
         return blocks
     most = triton.next_power_of_2(max(N, T))
-    return min(triton.next_power_of_2(N), MAX_BA), min(most, MAX_BR), min(most, MAX_BC)
+    ba, br, bc = TILES[dtype]
+    return min(triton.next_power_of_2(N), ba), min(most, br), min(most, bc)
+
+
+def warps(blocks: tuple[int, int, int]) -> int:
+    """Warps per program for tiles ``blocks`` (:data:`NUM_WARPS` for big ones)."""
+    return NUM_WARPS if blocks[0] * blocks[1] * blocks[2] >= 2048 else 4
 
 
 class _LogPartition(torch.autograd.Function):
@@ -272,7 +285,7 @@ class _LogPartition(torch.autograd.Function):
         N = roots.shape[1]
         cdt = torch.promote_types(torch.promote_types(terms.dtype, rules.dtype), torch.promote_types(roots.dtype, torch.float32))
         dtype = tl.float64 if cdt == torch.float64 else tl.float32
-        d = terms.new_full((B, L + 1, L, N + T), NEG, dtype=cdt)
+        d = terms.new_full((B, L + 1, L, N + T), LOG_ZERO, dtype=cdt)
         d[:, 1, :, N:] = terms
         top_len = int(lengths.max()) if B else 0
         ba, br, bc = blocks
@@ -282,7 +295,7 @@ class _LogPartition(torch.autograd.Function):
             for w in range(2, top_len + 1):
                 n = L - w + 1
                 inside_width_kernel[(n * B * nba,)](
-                    d, rules, N, T, w, n, nba, *d.stride()[:3], sr_b, *rules.stride()[1:], DTYPE=dtype, BA=ba, BR=br, BC=bc)
+                    d, rules, N, T, w, n, nba, *d.stride()[:3], sr_b, *rules.stride()[1:], DTYPE=dtype, BA=ba, BR=br, BC=bc, num_warps=warps(blocks))
         top = d[torch.arange(B, device=d.device), lengths, 0, :N]  # (B, N); lengths 0 and 1 read -inf rows
         log_z = torch.logsumexp(roots.to(cdt) + top, -1)
         ctx.save_for_backward(d, rules, roots, lengths, log_z)
@@ -321,7 +334,7 @@ class _LogPartition(torch.autograd.Function):
                 outside_width_kernel[(n * B + groups * nba * n_tiles,)](
                     d, gbuf, rules, drules, B, N, T, w, n, nba, n_tiles_c, n_tiles, spg,
                     *d.stride()[:3], sr_b, *rules.stride()[1:], *drules.stride()[:3],
-                    DTYPE=ctx.dtype, BA=ba, BR=br, BC=bc)
+                    DTYPE=ctx.dtype, BA=ba, BR=br, BC=bc, num_warps=warps(ctx.blocks))
         g_rules = (drules.sum(0, keepdim=True) if ctx.shared and groups > 1 else drules) if want_rules else None
         g_terms = gbuf[:, 1, :, N:]
         return (*(None if x is None else x.to(dt) for x, dt in zip((g_terms, g_rules, root), ctx.dtypes)), None, None, None)
@@ -337,15 +350,16 @@ def log_partition(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, 
     lengths (B,) long (checked by the caller, :func:`neurosym.layers.inside.inside`), by the
     width kernels; differentiable in the three potentials (first order). A batch-shared
     ``rules`` (stride 0 on B, or B = 1) is read without copies and its gradient summed once.
-    ``blocks``: (BA, BR, BC) tiles, powers of two (default :func:`_blocks`)."""
+    ``blocks``: (BA, BR, BC) tiles, powers of two (default :func:`tiles`)."""
     B, L, T = terms.shape
     N = roots.shape[1]
     shared = rules.shape[0] == 1 or rules.stride(0) == 0
     if shared:
         rules = rules[:1]
     if B == 0 or N == 0 or T == 0 or L < 2:  # no tree anywhere (as inside(): a constant)
-        return terms.new_full((B,), NEG)
-    return _LogPartition.apply(terms, rules, roots, lengths, shared, _blocks(N, T, blocks))
+        return terms.new_full((B,), LOG_ZERO)
+    cdt = torch.promote_types(torch.promote_types(terms.dtype, rules.dtype), torch.promote_types(roots.dtype, torch.float32))
+    return _LogPartition.apply(terms, rules, roots, lengths, shared, tiles(N, T, cdt, blocks))
 
 
-__all__ = ["INTERPRETED", "MAX_BA", "MAX_BC", "MAX_BR", "SHARED_GROUPS", "inside_width_kernel", "interpreted", "log_partition", "outside_width_kernel"]
+__all__ = ["INTERPRETED", "NUM_WARPS", "SHARED_GROUPS", "TILES", "inside_width_kernel", "interpreted", "log_partition", "outside_width_kernel", "tiles", "warps"]

@@ -223,3 +223,49 @@ def test_the_switch():
 def test_hypothesis_small_shapes(B, L, N, T, sparsity, scale, seed, data):
     lengths = data.draw(st.lists(st.integers(0, L), min_size=B, max_size=B))
     check(potentials(B, L, N, T, seed=seed, scale=scale, sparsity=sparsity), lengths)
+
+
+COMPILE = """
+import inspect, subprocess, sys
+from pathlib import Path
+import torch, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from neurosym.layers import inside_kernel
+
+dtype = getattr(torch, sys.argv[1])
+name = "fp32" if dtype == torch.float32 else "fp64"
+blocks = inside_kernel.tiles(64, 64, dtype)
+assert blocks == inside_kernel.TILES[dtype]
+tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+for fn in (inside_kernel.inside_width_kernel, inside_kernel.outside_width_kernel):
+    sig = {p: "constexpr" if p in ("DTYPE", "BA", "BR", "BC") else "*fp32" if p == "r_ptr" else "*" + name if p.endswith("_ptr")
+           else "i64" if p.startswith("s") else "i32" for p in inspect.signature(fn.fn).parameters}
+    consts = dict(DTYPE=tl.float32 if dtype == torch.float32 else tl.float64, BA=blocks[0], BR=blocks[1], BC=blocks[2])
+    compiled = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": inside_kernel.warps(blocks)})
+    Path(sys.argv[2]).write_bytes(compiled.asm["cubin"])
+    print(fn.__name__, subprocess.run([str(tool), "-res-usage", sys.argv[2]], capture_output=True, text=True, check=True).stdout)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_kernels_compile_for_sm90_without_spills(dtype, tmp_path):
+    """Both kernels through Triton's ahead-of-time compiler for an H100 (sm_90), no GPU
+    needed, in a fresh process without the interpreter: the interpreter accepts code the
+    compiler refuses (a global that is not a constexpr did), and the default tiles must not
+    spill registers (cuobjdump's STACK:0). About a minute on the CPU."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump").exists():
+        pytest.skip("this triton has no CUDA backend tools (cuobjdump)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_DEFAULT_FP_FUSION": "1"}
+    out = subprocess.run([sys.executable, "-c", COMPILE, dtype, str(tmp_path / "kernel.cubin")], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    usage = [line for line in out.stdout.splitlines() if "REG:" in line]
+    assert len(usage) == 2 and all("STACK:0 " in line for line in usage), out.stdout
