@@ -201,6 +201,27 @@ def test_kernel_launches_per_pass(monkeypatch):
     assert launches == ["inside_width_kernel"] * 3 + ["outside_width_kernel"] * 3
 
 
+def test_torch_operators_around_the_kernels_do_not_grow_with_the_length(monkeypatch):
+    """With both kernels stubbed out, torch.profiler counts the torch operators of a
+    forward + backward (``count_launches``: the CPU proxy, or CUDA kernels): a fixed number,
+    43 on the CPU, whatever the length; the pass adds its 2 (L - 1) kernel launches."""
+    from neurosym.bench.launches import count_launches
+
+    class Stub:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    for name in ("inside_width_kernel", "outside_width_kernel"):
+        monkeypatch.setattr(inside_kernel, name, Stub())
+    counts = []
+    for L in (5, 20):
+        terms, rules, roots = (x.to(DEVICE).float().requires_grad_() for x in potentials(8, L, 32, 32, seed=L))
+        counts.append(count_launches(lambda: inside(terms, rules, roots, kernel="triton").sum().backward(), torch.device(DEVICE)))
+    assert counts[0] == counts[1] <= 50, counts
+    if DEVICE == "cpu":
+        assert counts[0] == 43
+
+
 def test_the_switch():
     assert resolve_kernel("auto", "cpu") == "torch"  # the CPU's behaviour is unchanged
     assert resolve_kernel("torch", DEVICE) == "torch"
