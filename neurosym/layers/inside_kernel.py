@@ -261,6 +261,14 @@ def interpreted() -> bool:
     return INTERPRETED
 
 
+def compute_dtype(*potentials: Tensor) -> torch.dtype:
+    """float64 if a potential is float64, else float32 (half inputs are read and up-cast)."""
+    out = torch.float32
+    for x in potentials:
+        out = torch.promote_types(out, x.dtype)
+    return out
+
+
 def tiles(N: int, T: int, dtype: torch.dtype, blocks: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
     """(BA, BR, BC): ``blocks`` if given, else the largest of :data:`TILES` for the compute
     ``dtype`` that the grammar's sizes need."""
@@ -283,7 +291,7 @@ class _LogPartition(torch.autograd.Function):
     def forward(ctx, terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, shared: bool, blocks: tuple[int, int, int]) -> Tensor:
         B, L, T = terms.shape
         N = roots.shape[1]
-        cdt = torch.promote_types(torch.promote_types(terms.dtype, rules.dtype), torch.promote_types(roots.dtype, torch.float32))
+        cdt = compute_dtype(terms, rules, roots)
         dtype = tl.float64 if cdt == torch.float64 else tl.float32
         d = terms.new_full((B, L + 1, L, N + T), LOG_ZERO, dtype=cdt)
         d[:, 1, :, N:] = terms
@@ -358,8 +366,7 @@ def log_partition(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, 
         rules = rules[:1]
     if B == 0 or N == 0 or T == 0 or L < 2:  # no tree anywhere (as inside(): a constant)
         return terms.new_full((B,), LOG_ZERO)
-    cdt = torch.promote_types(torch.promote_types(terms.dtype, rules.dtype), torch.promote_types(roots.dtype, torch.float32))
-    return _LogPartition.apply(terms, rules, roots, lengths, shared, tiles(N, T, cdt, blocks))
+    return _LogPartition.apply(terms, rules, roots, lengths, shared, tiles(N, T, compute_dtype(terms, rules, roots), blocks))
 
 
-__all__ = ["INTERPRETED", "NUM_WARPS", "SHARED_GROUPS", "TILES", "inside_width_kernel", "interpreted", "log_partition", "outside_width_kernel", "tiles", "warps"]
+__all__ = ["INTERPRETED", "NUM_WARPS", "SHARED_GROUPS", "TILES", "compute_dtype", "inside_width_kernel", "interpreted", "log_partition", "outside_width_kernel", "tiles", "warps"]

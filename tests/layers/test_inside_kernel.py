@@ -222,6 +222,21 @@ def test_torch_operators_around_the_kernels_do_not_grow_with_the_length(monkeypa
         assert counts[0] == 43
 
 
+def test_half_inputs_compute_in_float32_and_a_retained_graph_backward_twice():
+    terms, rules, roots = (x.to(DEVICE) for x in potentials(2, 3, 2, 2, seed=21, dtype=torch.float16))
+    lengths = torch.tensor([3, 2], device=DEVICE)
+    half = log_z_and_grads(kernel, terms, rules, roots, lengths, torch.ones(2))
+    full = log_z_and_grads(kernel, terms.float(), rules.float(), roots.float(), lengths, torch.ones(2))
+    assert half[0].dtype == torch.float16 and all(g.dtype == torch.float16 for g in half[1])
+    for a, b in zip((half[0], *half[1]), (full[0], *full[1])):
+        torch.testing.assert_close(a, b.half())  # the same float32 arithmetic, rounded once
+    leaves = [x.float().requires_grad_() for x in (terms, rules, roots)]
+    log_z = inside(*leaves, lengths, kernel="triton").sum()
+    first = torch.autograd.grad(log_z, leaves, retain_graph=True)
+    for a, b in zip(first, torch.autograd.grad(log_z, leaves)):
+        assert torch.equal(a, b)
+
+
 def test_the_switch():
     assert resolve_kernel("auto", "cpu") == "torch"  # the CPU's behaviour is unchanged
     assert resolve_kernel("torch", DEVICE) == "torch"
@@ -276,7 +291,7 @@ def test_kernels_compile_for_sm90_without_spills(dtype, tmp_path):
     """Both kernels through Triton's ahead-of-time compiler for an H100 (sm_90), no GPU
     needed, in a fresh process without the interpreter: the interpreter accepts code the
     compiler refuses (a global that is not a constexpr did), and the default tiles must not
-    spill registers (cuobjdump's STACK:0). About a minute on the CPU."""
+    spill registers (cuobjdump's STACK:0). Seconds with a warm Triton cache."""
     import subprocess
     import sys
     from pathlib import Path
