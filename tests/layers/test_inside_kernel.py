@@ -239,7 +239,7 @@ def test_half_inputs_compute_in_float32_and_a_retained_graph_backward_twice():
         assert torch.equal(a, b)
 
 
-def test_the_switch():
+def test_the_switch(monkeypatch):
     assert resolve_kernel("auto", "cpu") == "torch"  # the CPU's behaviour is unchanged
     assert resolve_kernel("torch", DEVICE) == "torch"
     assert resolve_kernel("triton", DEVICE) == "triton"
@@ -250,6 +250,9 @@ def test_the_switch():
     terms, rules, roots = (x.to(DEVICE) for x in potentials(1, 3, 2, 2))
     with pytest.raises(NeurosymError, match="kernel must be one of"):
         inside(terms, rules, roots, kernel="cuda")
+    monkeypatch.setattr(inside_kernel, "INTERPRETED", False)  # CPU tensors, compiled kernels
+    with pytest.raises(NeurosymError, match="runs on CUDA tensors"):
+        inside(terms.cpu(), rules.cpu(), roots.cpu(), kernel="triton")
 
 
 @settings(max_examples=12, deadline=None)
