@@ -38,14 +38,14 @@ def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json
 @click.option("--lengths", default="20,40", show_default=True, help="Comma-separated sentence lengths.")
 @click.option("--sizes", default="16,32,64", show_default=True, help="Comma-separated N = T.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(min=1), help="Timed runs per configuration (the median is reported).")
-@click.option("--device", default="cpu", show_default=True, help='Torch device of both implementations: "cpu", "cuda" or "cuda:N".')
+@click.option("--device", default="cpu", show_default=True, help='Torch device of every implementation: "cpu", "cuda" or "cuda:N".')
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before a run is abandoned.")
 @click.option("--memory-cap-gb", default=20.0, show_default=True, help="Address-space cap per process (at most 75% of available memory).")
 @click.option("--launches", is_flag=True, help="Also count the operators (CPU: the launch proxy) or CUDA kernels of one forward+backward, with torch.profiler.")
 @threads_option(None, "Torch threads per process (default: torch's).")
 @json_option()
 def bench_inside(batch: int, lengths: str, sizes: str, repeats: int, device: str, timeout: float, memory_cap_gb: float, launches: bool, threads: int | None, as_json: bool) -> None:
-    """Inside algorithm forward+backward: ours vs pytorch-struct's SentCFG (seconds, ratio, peak memory; with --launches, operators per pass)."""
+    """Inside algorithm forward+backward: ours (the torch path; on CUDA with triton also the Triton kernels) vs pytorch-struct's SentCFG (seconds, ratio, peak memory; with --launches, operators per pass)."""
     from neurosym.bench import inside as bench_inside_module  # lazy: --help must not load torch and every subsystem
     def ints(text: str, what: str) -> tuple[int, ...]:
         try:

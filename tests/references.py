@@ -129,6 +129,42 @@ def rule_tensors_log_prob(rt, ids) -> float:
     return float(torch.logsumexp(rt.root + chart[0, L][:N], 0))
 
 
+def masked_log_sum_exp(x: torch.Tensor) -> torch.Tensor:
+    """``log sum exp`` over the last dim, -inf for an all ``-inf`` slice, with a gradient
+    that is 0 there (torch.logsumexp's is NaN), so references can be differentiated on
+    sparse grammars."""
+    m = x.detach().amax(-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    s = (x - m).exp().sum(-1)
+    some = s > 0
+    return torch.where(some, torch.where(some, s, torch.ones_like(s)).log() + m.squeeze(-1), torch.full_like(s, float("-inf")))
+
+
+def cky_log_z(terms: torch.Tensor, rules: torch.Tensor, roots: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """log Z (B,) of inside potentials (terms (B, L, T), rules (B, N, N+T, N+T), roots
+    (B, N)) by the textbook CKY, a logsumexp at every span, sentence by sentence; -inf for
+    sentences of fewer than 2 tokens. Differentiable, NaN-free on ``-inf`` potentials
+    (:func:`masked_log_sum_exp`): the reference of neurosym.layers.inside's marginals.
+
+    Symbols 0..N-1 are nonterminals, N..N+T-1 preterminals; a width-1 span holds the
+    preterminals, a wider one the nonterminals (the convention of layers/inside.py)."""
+    N, T = roots.shape[1], terms.shape[2]
+    out = []
+    for b in range(terms.shape[0]):
+        n = int(lengths[b])
+        beta = {}
+        for i in range(n):
+            beta[i, i] = torch.cat([torch.full((N,), float("-inf"), dtype=terms.dtype), terms[b, i]])
+        for w in range(2, n + 1):
+            for i in range(n - w + 1):
+                j = i + w - 1
+                parts = torch.stack([rules[b] + beta[i, k][None, :, None] + beta[k + 1, j][None, None, :] for k in range(i, j)])
+                inner = masked_log_sum_exp(parts.transpose(0, 1).reshape(N, -1))  # (N,)
+                beta[i, j] = torch.cat([inner, torch.full((T,), float("-inf"), dtype=terms.dtype)])
+        out.append(masked_log_sum_exp(roots[b] + beta[0, n - 1][:N]) if n >= 2 else torch.tensor(float("-inf"), dtype=terms.dtype))
+    return torch.stack(out)
+
+
 # --- PCFG prefix probabilities
 #     Two oracles for neurosym.layers.prefix: every sentence of a finite grammar with its
 #     probability (by recursion over symbols, no chart), and Jelinek & Lafferty's (1991)

@@ -25,11 +25,17 @@ def test_launches_are_counted_for_both_and_shown():
     assert "neurosym ops" in text and f"{row['neurosym']['launches']:,}" in text
 
 
-def test_without_launches_the_json_is_unchanged():
+def test_without_launches_the_json_is_unchanged_and_the_triton_row_is_skipped_off_cuda():
     r = bench_inside.run(batch=1, lengths=(3,), sizes=(2,), repeats=1, threads=1, progress=False)
     assert r["launches"] is False and r["launch_measure"] is None
     assert "launches" not in r["rows"][0]["neurosym"] and "launch_ratio" not in r["rows"][0]
     assert "neurosym ops" not in bench_inside.format_results(r)
+    # off CUDA the Triton row is skipped, with the reason
+    row = r["rows"][0]
+    assert row["neurosym_triton"] == {"status": "skipped", "reason": "the Triton kernels run on CUDA only (device cpu)"}
+    assert r["triton"] is None and r["triton_skipped"] == row["neurosym_triton"]["reason"]
+    assert "triton_ratio" not in row and "triton_speedup" not in row
+    assert "Triton kernels: skipped (the Triton kernels run on CUDA only (device cpu))" in bench_inside.format_results(r)
 
 
 def _ops(L: int) -> int:
@@ -46,3 +52,13 @@ def test_operators_grow_linearly_with_the_sentence_length():
     per_width = (c16 - c12) / 4
     assert per_width == (c12 - c8) / 4
     assert per_width <= 110  # 101 at this size; before the one-node chart it grew with the width
+
+
+def test_the_triton_row_runs_under_the_interpreter(monkeypatch):
+    """The worker's Triton implementation (on the CPU under Triton's interpreter, the row the
+    bench runs on CUDA): the same log Z as the torch path's worker, and its untimed compile pass."""
+    pytest.importorskip("triton", reason="triton is not installed (an optional package)")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    fused, torch_path = (bench_inside.measure(impl, 2, 4, 2, 1, "cpu", 60.0, None, 1) for impl in ("neurosym_triton", "neurosym"))
+    assert fused["status"] == torch_path["status"] == "ok", (fused, torch_path)
+    assert fused["log_z"] == pytest.approx(torch_path["log_z"], rel=1e-5)

@@ -1,8 +1,13 @@
 """``neurosym bench inside``: our inside pass vs pytorch-struct's ``SentCFG``.
 
-For each sentence length L and grammar size (N = T = size), both compute ``log Z`` of
-B sentences from the same random float32 potentials (terms (B, L, T), rules
-(B, N, N+T, N+T), roots (B, N)) and backpropagate it (``log_z.sum().backward()``).
+For each sentence length L and grammar size (N = T = size), each implementation computes
+``log Z`` of B sentences from the same random float32 potentials (terms (B, L, T), rules
+(B, N, N+T, N+T), roots (B, N)) and backpropagates it (``log_z.sum().backward()``):
+``neurosym``, the torch path (``inside(..., kernel="torch")``); ``neurosym_triton``, the
+Triton kernels (``kernel="triton"``, :mod:`neurosym.layers.inside_kernel`), on CUDA only
+and when triton imports (otherwise recorded as skipped, with the reason); ``torch_struct``,
+the reference. The Triton row first runs one untimed pass, which compiles its kernels (a
+compile can take longer than a run's time limit; later processes read Triton's disk cache).
 
 Every (implementation, configuration) runs in a fresh Python process, so that
 memory is measured honestly: the peak resident set size (``ru_maxrss``) after the
@@ -38,7 +43,8 @@ from neurosym.bench.launches import count_launches
 from neurosym.errors import NeurosymError
 from neurosym.layers.inside import inside
 
-IMPLEMENTATIONS = ("neurosym", "torch_struct")
+IMPLEMENTATIONS = ("neurosym", "torch_struct", "neurosym_triton")
+COMPILE_SECONDS = 300.0  # the Triton row's untimed first pass may take this long on top of ``timeout``
 
 
 # ---------------------------------------------------------------------- one measurement (in a child process)
@@ -54,9 +60,11 @@ def _worker(cfg: dict) -> dict:
     terms = torch.randn(B, L, T, generator=g).to(device).requires_grad_()
     rules = torch.randn(B, N, N + T, N + T, generator=g).to(device).requires_grad_()
     roots = torch.randn(B, N, generator=g).to(device).requires_grad_()
-    if cfg["impl"] == "neurosym":
+    if cfg["impl"] in ("neurosym", "neurosym_triton"):
+        kernel = "torch" if cfg["impl"] == "neurosym" else "triton"
+
         def log_partition():
-            return inside(terms, rules, roots)
+            return inside(terms, rules, roots, kernel=kernel)
     else:
         import warnings
 
@@ -70,12 +78,24 @@ def _worker(cfg: dict) -> dict:
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
     seconds: list[float] = []
 
     def abandon() -> None:  # a run over the time limit ends the process
         print(json.dumps({"status": "timeout", "seconds": seconds}), flush=True)
         os._exit(0)
+
+    if cfg["impl"] == "neurosym_triton":  # compile the kernels first, untimed (under a longer limit)
+        watchdog = threading.Timer(cfg["timeout"] + COMPILE_SECONDS, abandon)
+        watchdog.start()
+        log_partition().sum().backward()
+        if cuda:
+            torch.cuda.synchronize(device)
+        watchdog.cancel()
+        for x in (terms, rules, roots):
+            x.grad = None
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
 
     for _ in range(cfg["repeats"]):
         for x in (terms, rules, roots):
@@ -119,6 +139,16 @@ def _worker_main(arg: str) -> None:
     print(json.dumps(out), flush=True)
 
 
+def triton_skip_reason(device: str) -> str | None:
+    """Why the Triton row cannot run on ``device`` (None when it can): it runs on CUDA
+    tensors only, and needs the optional triton package."""
+    if not device.startswith("cuda"):
+        return f"the Triton kernels run on CUDA only (device {device})"
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed (an optional package: pip install triton)"
+    return None
+
+
 def measure(impl: str, batch: int, length: int, size: int, repeats: int, device: str, timeout: float, memory_cap_bytes: int | None, threads: int | None, launches: bool = False) -> dict:
     """One implementation on one configuration, in a fresh process: ``status`` is
     ``ok`` (with ``seconds`` per run, ``peak_bytes``, ``log_z`` and, with ``launches``,
@@ -128,7 +158,7 @@ def measure(impl: str, batch: int, length: int, size: int, repeats: int, device:
     try:  # the child abandons a run after ``timeout`` s; this is a safety net
         proc = subprocess.run(
             [sys.executable, "-m", "neurosym.bench.inside", "--worker", json.dumps(cfg)],
-            capture_output=True, text=True, timeout=(repeats + launches) * (timeout + 60) + 120,
+            capture_output=True, text=True, timeout=(repeats + launches) * (timeout + 60) + 120 + (COMPILE_SECONDS if impl == "neurosym_triton" else 0),
         )
     except subprocess.TimeoutExpired:
         return {"status": "timeout"}
@@ -179,8 +209,9 @@ def run(
     progress: bool = True,
     launches: bool = False,
 ) -> dict:
-    """Seconds (median of ``repeats``) and peak memory of forward + backward, ours vs
-    torch-struct's, per (length, size); with ``launches``, the operators (CPU) or
+    """Seconds (median of ``repeats``) and peak memory of forward + backward, ours (the torch
+    path, and the Triton kernels on CUDA: :func:`triton_skip_reason`) vs torch-struct's, per
+    (length, size); with ``launches``, the operators (CPU) or
     kernels (CUDA) of one forward + backward of each. A run over ``timeout`` seconds is
     abandoned and each process's address space is capped at ``memory_cap_gb`` (lowered
     to 75% of the memory available now)."""
@@ -193,7 +224,8 @@ def run(
     cap = int(memory_cap_gb * 2**30)
     if available is not None:
         cap = min(cap, int(0.75 * available))
-    impls = IMPLEMENTATIONS if reference else IMPLEMENTATIONS[:1]
+    skip_triton = triton_skip_reason(device)
+    impls = [i for i in IMPLEMENTATIONS if (i != "torch_struct" or reference) and (i != "neurosym_triton" or skip_triton is None)]
     rows = []
     for length in lengths:
         for size in sizes:
@@ -204,12 +236,20 @@ def run(
                 if r["status"] == "ok":
                     r["median_seconds"] = statistics.median(r["seconds"])
                 row[impl] = r
-            ours, theirs = row["neurosym"], row.get("torch_struct")
-            if theirs and ours["status"] == theirs["status"] == "ok":
-                row["ratio"] = theirs["median_seconds"] / ours["median_seconds"]
-                row["max_abs_log_z_diff"] = max(abs(a - b) for a, b in zip(ours["log_z"], theirs["log_z"]))
-                if "launches" in ours and "launches" in theirs:
-                    row["launch_ratio"] = theirs["launches"] / ours["launches"]
+            if skip_triton is not None:
+                row["neurosym_triton"] = {"status": "skipped", "reason": skip_triton}
+            theirs = row.get("torch_struct")
+            for impl, prefix in (("neurosym", ""), ("neurosym_triton", "triton_")):
+                ours = row[impl]
+                if theirs and ours["status"] == theirs["status"] == "ok":
+                    row[prefix + "ratio"] = theirs["median_seconds"] / ours["median_seconds"]
+                    row[prefix + "max_abs_log_z_diff"] = max(abs(a - b) for a, b in zip(ours["log_z"], theirs["log_z"]))
+                    if "launches" in ours and "launches" in theirs:
+                        row[prefix + "launch_ratio"] = theirs["launches"] / ours["launches"]
+            torch_path, fused = row["neurosym"], row["neurosym_triton"]
+            if torch_path["status"] == fused["status"] == "ok":  # the kernels against the torch path, same process kind
+                row["triton_speedup"] = torch_path["median_seconds"] / fused["median_seconds"]
+                row["triton_max_abs_log_z_diff_torch_path"] = max(abs(a - b) for a, b in zip(fused["log_z"], torch_path["log_z"]))
             rows.append(row)
     import torch
 
@@ -225,6 +265,8 @@ def run(
         "memory_measure": "CUDA max_memory_allocated" if device.startswith("cuda") else "peak RSS growth of a fresh process (ru_maxrss after the runs minus before the first run)",
         "torch": torch.__version__,
         "torch_struct": importlib.metadata.version("torch-struct") if reference else None,
+        "triton": importlib.metadata.version("triton") if skip_triton is None else None,
+        "triton_skipped": skip_triton,
         "rows": rows,
     }
 
@@ -234,7 +276,7 @@ def _seconds(r: dict, timeout: float) -> str:
         return "-"
     if r["status"] == "ok":
         return f"{r['median_seconds']:.3f}"
-    return f"> {timeout:g} (timeout)" if r["status"] == "timeout" else r["status"]  # out of memory, error
+    return f"> {timeout:g} (timeout)" if r["status"] == "timeout" else r["status"]  # out of memory, error, skipped
 
 
 def _memory(r: dict | None) -> str:
@@ -245,6 +287,10 @@ def _memory(r: dict | None) -> str:
 
 def _launches(r: dict | None) -> str:
     return f"{r['launches']:,}" if r is not None and "launches" in r else "-"
+
+
+def _ratio(row: dict, key: str) -> str:
+    return f"{row[key]:.1f}x" if key in row else "-"
 
 
 def format_results(r: dict) -> str:
@@ -259,11 +305,15 @@ def format_results(r: dict) -> str:
         lines.append("torch-struct is not installed (pip install -e '.[bench]'): neurosym alone")
     else:
         lines.append(f"reference: torch-struct {r['torch_struct']} SentCFG(...).partition")
+    fused = r.get("triton_skipped", "") is None
+    lines.append(f"Triton kernels: triton {r['triton']}, inside(..., kernel='triton')" if fused
+                 else f"Triton kernels: skipped ({r.get('triton_skipped', 'not measured')})")
     counted = r.get("launches", False)
     if counted:
         lines.append(f"launches per forward + backward: {r['launch_measure']}")
     header = f"{'L':>4}{'N=T':>5}{'neurosym s':>12}{'torch-struct s':>18}{'ratio':>9}{'neurosym peak':>15}{'torch-struct peak':>19}{'|dlogZ|':>10}"
-    lines += ["", header + (f"{'neurosym ops':>14}{'torch-struct ops':>18}" if counted else "")]
+    lines += ["", header + (f"{'neurosym ops':>14}{'torch-struct ops':>18}" if counted else "")
+              + (f"{'triton s':>10}{'ratio':>9}{'triton ops':>12}" if fused else "")]
     for row in r["rows"]:
         ours, theirs = row["neurosym"], row.get("torch_struct")
         if "ratio" in row:
@@ -277,6 +327,7 @@ def format_results(r: dict) -> str:
             f"{row['length']:>4}{row['size']:>5}{_seconds(ours, r['timeout_seconds']):>12}{_seconds(theirs, r['timeout_seconds']):>18}"
             f"{ratio:>9}{_memory(ours):>15}{_memory(theirs):>19}{diff:>10}"
             + (f"{_launches(ours):>14}{_launches(theirs):>18}" if counted else "")
+            + (f"{_seconds(row['neurosym_triton'], r['timeout_seconds']):>10}{_ratio(row, 'triton_ratio'):>9}{_launches(row['neurosym_triton']):>12}" if fused else "")
         )
     return "\n".join(lines)
 

@@ -25,6 +25,7 @@ positions never change its results (their potentials must not be NaN).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import torch
@@ -283,7 +284,48 @@ def _chart(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, semirin
     return semiring.sum(semiring.times(roots, top), -1), chart
 
 
-def inside(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None = None, semiring: type[Semiring] = LogSemiring) -> Tensor:
+KERNELS = ("auto", "torch", "triton")
+"""The implementations of :func:`inside`'s log-semiring pass (``kernel=``)."""
+
+
+@functools.cache
+def _kernel_module():
+    """neurosym.layers.inside_kernel, or None when triton does not import (tried once)."""
+    try:
+        from neurosym.layers import inside_kernel  # lazy: triton is optional and heavy
+    except ImportError:
+        return None
+    return inside_kernel
+
+
+def resolve_kernel(kernel: str, device: torch.device | str, semiring: type[Semiring] = LogSemiring) -> str:
+    """The implementation :func:`inside` runs for ``kernel`` (one of :data:`KERNELS`) on
+    tensors of ``device`` in ``semiring``: ``"torch"`` or ``"triton"``. ``auto`` is Triton
+    for the log semiring on CUDA when triton imports, else torch; ``triton`` with another
+    semiring, without triton, or on CPU tensors outside Triton's interpreter
+    (``TRITON_INTERPRET=1`` before triton is imported) is a :class:`NeurosymError`."""
+    if kernel not in KERNELS:
+        raise NeurosymError(f"inside: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    cuda = torch.device(device).type == "cuda"
+    log = semiring is LogSemiring
+    if kernel == "torch" or (kernel == "auto" and not (cuda and log)):
+        return "torch"
+    if not log:
+        raise NeurosymError(f"inside: kernel='triton' computes log Z (LogSemiring), not {semiring.__name__}; use kernel='torch' or 'auto'")
+    module = _kernel_module()
+    if kernel == "auto":
+        return "torch" if module is None else "triton"
+    if module is None:
+        raise NeurosymError("inside: kernel='triton' needs the triton package, which does not import here "
+                            "(it is optional: pip install triton; or use kernel='torch' / 'auto')")
+    if not cuda and not module.interpreted():
+        raise NeurosymError(f"inside: kernel='triton' runs on CUDA tensors (these are on {device}), or on the CPU under "
+                            "Triton's interpreter (TRITON_INTERPRET=1 set before triton is imported)")
+    return "triton"
+
+
+def inside(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None = None, semiring: type[Semiring] = LogSemiring,
+           kernel: str = "auto") -> Tensor:
     """The semiring sum over binary trees of each sentence: (B,).
 
     Args:
@@ -293,6 +335,13 @@ def inside(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None =
         roots: (B, N) root scores.
         lengths: (B,) sentence lengths (default: all L).
         semiring: :class:`LogSemiring` (log Z) or :class:`MaxSemiring` (best score).
+        kernel: the implementation (:func:`resolve_kernel`): ``"torch"``, the chart of
+            batched semiring operators below (any semiring, any device); ``"triton"``, the
+            log semiring's pass as Triton kernels, one launch per span width forward and
+            one backward (:mod:`neurosym.layers.inside_kernel`); ``"auto"`` (default),
+            Triton for :class:`LogSemiring` on CUDA when triton imports, else torch. On the
+            CPU ``auto`` is always torch. :func:`marginals`, :func:`viterbi` and
+            :func:`sample_parses` always run the torch path.
 
     Sentences of fewer than 2 tokens have no tree and give ``semiring.zero`` (-inf).
     Differentiable: gradients of ``log Z`` are marginals, those of the max score the
@@ -300,6 +349,8 @@ def inside(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None =
     lengths = _check(terms, rules, roots, lengths)
     if terms.shape[1] < 2:
         return terms.new_full((terms.shape[0],), semiring.zero)
+    if resolve_kernel(kernel, terms.device, semiring) == "triton":
+        return _kernel_module().log_partition(terms, rules, roots, lengths)
     return _chart(terms, rules, roots, lengths, semiring)[0]
 
 
@@ -530,6 +581,7 @@ def sentence_log_prob(rules: "RuleTensors", ids: Tensor, lengths: Tensor | None 
 
 
 __all__ = [
+    "KERNELS",
     "Marginals",
     "Parse",
     "expected_rule_counts",
@@ -537,6 +589,7 @@ __all__ = [
     "marginals",
     "nll_supervised",
     "nll_unsupervised",
+    "resolve_kernel",
     "sample_parses",
     "sentence_log_prob",
     "tree_parts",

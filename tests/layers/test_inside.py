@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +28,7 @@ from neurosym.layers.inside import (
     marginals,
     nll_supervised,
     nll_unsupervised,
+    resolve_kernel,
     sample_parses,
     sentence_log_prob,
     tree_parts,
@@ -445,3 +447,22 @@ def test_chart_without_gradients_keeps_no_graph():
         log_z = inside(terms, rules, roots)
     assert not log_z.requires_grad
     assert_close(log_z, inside(terms.requires_grad_(), rules, roots).detach())
+
+
+def test_kernel_switch_without_triton(monkeypatch):
+    """``kernel=`` with triton absent (as in CI): ``auto`` and ``torch`` run the torch path
+    on any device, ``triton`` is a clear NeurosymError, as are a MaxSemiring Triton pass
+    and an unknown name; the CPU default is the torch path."""
+    monkeypatch.setattr(sys.modules["neurosym.layers.inside"], "_kernel_module", lambda: None)  # the package exports the function ``inside``
+    assert resolve_kernel("auto", "cuda") == "torch" and resolve_kernel("auto", "cpu") == "torch"
+    with pytest.raises(NeurosymError, match="needs the triton package"):
+        resolve_kernel("triton", "cuda")
+    with pytest.raises(NeurosymError, match="LogSemiring"):
+        resolve_kernel("triton", "cuda", MaxSemiring)
+    terms, rules, roots = potentials(2, 4, 2, 2, seed=13)
+    with pytest.raises(NeurosymError, match="needs the triton package"):
+        inside(terms, rules, roots, kernel="triton")
+    with pytest.raises(NeurosymError, match="kernel must be one of"):
+        inside(terms, rules, roots, kernel="fused")
+    assert torch.equal(inside(terms, rules, roots), inside(terms, rules, roots, kernel="torch"))
+    assert torch.equal(inside(terms, rules, roots, semiring=MaxSemiring, kernel="auto"), inside(terms, rules, roots, semiring=MaxSemiring))

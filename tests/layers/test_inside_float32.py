@@ -1,7 +1,8 @@
 """The inside pass in float32 on badly scaled potentials, against a float64 logsumexp CKY.
 
 A shifted exp-matmul loses every entry whose terms all lie ~87 nats below its shift;
-`LogSemiring.matmul` recomputes those exactly. These potentials span hundreds of nats
+`LogSemiring.matmul` recomputes those exactly. The reference is tests/references.py's
+``cky_log_z``. These potentials span hundreds of nats
 (scaled random scores; normalised PCFGs whose log-probabilities reach -1500), where the
 shifted product alone was wrong by up to ~500 nats.
 """
@@ -13,34 +14,10 @@ import torch
 
 from neurosym.layers.inside import inside, marginals
 from neurosym.semiring import LogSemiring
+from references import cky_log_z
 
 B, L, N, T, V = 4, 10, 4, 5, 12
 LENGTHS = torch.tensor([10, 7, 4, 2])
-
-
-def reference_log_z(terms: torch.Tensor, rules: torch.Tensor, roots: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """log Z per sentence by the textbook CKY in float64 (torch.logsumexp at every span).
-
-    Symbols 0..N-1 are nonterminals, N..N+T-1 preterminals; a width-1 span holds the
-    preterminals, a wider one the nonterminals (the convention of layers/inside.py)."""
-    out = []
-    for b in range(terms.shape[0]):
-        n = int(lengths[b])
-        beta = {}
-        for i in range(n):
-            leaf = torch.full((N + T,), float("-inf"), dtype=torch.float64)
-            leaf[N:] = terms[b, i]
-            beta[i, i] = leaf
-        for w in range(2, n + 1):
-            for i in range(n - w + 1):
-                j = i + w - 1
-                parts = [rules[b] + beta[i, k][None, :, None] + beta[k + 1, j][None, None, :] for k in range(i, j)]
-                inner = torch.logsumexp(torch.stack(parts).flatten(2), dim=(0, 2))  # (N,)
-                span = torch.full((N + T,), float("-inf"), dtype=torch.float64)
-                span[:N] = inner
-                beta[i, j] = span
-        out.append(torch.logsumexp(roots[b] + beta[0, n - 1][:N], 0) if n >= 2 else torch.tensor(float("-inf"), dtype=torch.float64))
-    return torch.stack(out)
 
 
 def scaled(scale: float, seed: int):
@@ -71,7 +48,7 @@ CASES = [("scaled", s, seed) for s in (50.0, 100.0, 200.0) for seed in (0, 1)] +
 @pytest.mark.parametrize("kind,scale,seed", CASES)
 def test_float32_log_z_and_marginals_match_float64(kind, scale, seed):
     pots = scaled(scale, seed) if kind == "scaled" else normalised_pcfg(scale, seed)
-    ref = reference_log_z(*pots, LENGTHS)
+    ref = cky_log_z(*pots, LENGTHS)
     assert torch.isfinite(ref).all()
     tol = 1e-3 * ref.abs().clamp_min(1.0)
     got = inside(*(p.float() for p in pots), LENGTHS).double()
@@ -79,7 +56,7 @@ def test_float32_log_z_and_marginals_match_float64(kind, scale, seed):
 
     # marginals: gradients of the float64 reference against the layer's in float32
     leaves = [p.clone().requires_grad_() for p in pots]
-    reference_log_z(*leaves, LENGTHS).sum().backward()
+    cky_log_z(*leaves, LENGTHS).sum().backward()
     m = marginals(*(p.float() for p in pots), LENGTHS)
     for name, got_m, leaf in zip(("terms", "rules", "roots"), (m.terms, m.rules, m.roots), leaves):
         err = (got_m.double() - leaf.grad).abs().max().item()
