@@ -325,7 +325,7 @@ def resolve_kernel(kernel: str, device: torch.device | str, semiring: type[Semir
 
 
 def inside(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None = None, semiring: type[Semiring] = LogSemiring,
-           kernel: str = "auto") -> Tensor:
+           kernel: str = "torch") -> Tensor:
     """The semiring sum over binary trees of each sentence: (B,).
 
     Args:
@@ -338,9 +338,10 @@ def inside(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None =
         kernel: the implementation (:func:`resolve_kernel`): ``"torch"``, the chart of
             batched semiring operators below (any semiring, any device); ``"triton"``, the
             log semiring's pass as Triton kernels, one launch per span width forward and
-            one backward (:mod:`neurosym.layers.inside_kernel`); ``"auto"`` (default),
-            Triton for :class:`LogSemiring` on CUDA when triton imports, else torch. On the
-            CPU ``auto`` is always torch. :func:`marginals`, :func:`viterbi` and
+            one backward (:mod:`neurosym.layers.inside_kernel`); ``"auto"``, Triton for
+            :class:`LogSemiring` on CUDA when triton imports, else torch. The default is
+            ``"torch"`` until the kernels have been timed on a GPU (issue 30); on the CPU
+            ``auto`` is always torch. :func:`marginals`, :func:`viterbi` and
             :func:`sample_parses` always run the torch path.
 
     Sentences of fewer than 2 tokens have no tree and give ``semiring.zero`` (-inf).
