@@ -12,6 +12,8 @@ import pytest
 import torch
 from hypothesis import settings
 
+from triton_kernels import env_var
+
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("dev", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
@@ -26,3 +28,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def interpret():
+    """TRITON_INTERPRET=1 while a Triton kernel module's tests run on the CPU (the
+    interpreter's launch reads it too); nothing with a GPU."""
+    if torch.cuda.is_available():
+        yield
+        return
+    restore = env_var("TRITON_INTERPRET", "1")
+    yield
+    restore()

@@ -33,6 +33,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from neurosym.errors import NeurosymError
+from neurosym.kernels import KERNELS, choose_kernel
 from neurosym.semiring import LOG_ZERO, LogSemiring, MaxSemiring, Semiring
 
 if TYPE_CHECKING:
@@ -284,10 +285,6 @@ def _chart(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, semirin
     return semiring.sum(semiring.times(roots, top), -1), chart
 
 
-KERNELS = ("auto", "torch", "triton")
-"""The implementations of :func:`inside`'s log-semiring pass (``kernel=``)."""
-
-
 @functools.cache
 def _kernel_module():
     """neurosym.layers.inside_kernel, or None when triton does not import (tried once)."""
@@ -300,28 +297,11 @@ def _kernel_module():
 
 def resolve_kernel(kernel: str, device: torch.device | str, semiring: type[Semiring] = LogSemiring) -> str:
     """The implementation :func:`inside` runs for ``kernel`` (one of :data:`KERNELS`) on
-    tensors of ``device`` in ``semiring``: ``"torch"`` or ``"triton"``. ``auto`` is Triton
-    for the log semiring on CUDA when triton imports, else torch; ``triton`` with another
-    semiring, without triton, or on CPU tensors outside Triton's interpreter
-    (``TRITON_INTERPRET=1`` before triton is imported) is a :class:`NeurosymError`."""
-    if kernel not in KERNELS:
-        raise NeurosymError(f"inside: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
-    cuda = torch.device(device).type == "cuda"
-    log = semiring is LogSemiring
-    if kernel == "torch" or (kernel == "auto" and not (cuda and log)):
-        return "torch"
-    if not log:
-        raise NeurosymError(f"inside: kernel='triton' computes log Z (LogSemiring), not {semiring.__name__}; use kernel='torch' or 'auto'")
-    module = _kernel_module()
-    if kernel == "auto":
-        return "torch" if module is None else "triton"
-    if module is None:
-        raise NeurosymError("inside: kernel='triton' needs the triton package, which does not import here "
-                            "(it is optional: pip install triton; or use kernel='torch' / 'auto')")
-    if not cuda and not module.interpreted():
-        raise NeurosymError(f"inside: kernel='triton' runs on CUDA tensors (these are on {device}), or on the CPU under "
-                            "Triton's interpreter (TRITON_INTERPRET=1 set before triton is imported)")
-    return "triton"
+    tensors of ``device`` in ``semiring``: ``"torch"`` or ``"triton"``
+    (:func:`~neurosym.kernels.choose_kernel`; the Triton kernels compute log Z only, so
+    another semiring runs the torch path, and ``triton`` with it is a :class:`NeurosymError`)."""
+    unsupported = None if semiring is LogSemiring else f"computes log Z (LogSemiring), not {semiring.__name__}"
+    return choose_kernel(kernel, device, _kernel_module, "inside", unsupported)
 
 
 def inside(terms: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor | None = None, semiring: type[Semiring] = LogSemiring,

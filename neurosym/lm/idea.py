@@ -50,6 +50,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from neurosym.errors import ConfigError, NeurosymError
+from neurosym.kernels import KERNELS, choose_kernel
 
 GateVariant = Literal["published", "outside"]
 GATE_VARIANTS = ("published", "outside")
@@ -236,10 +237,8 @@ def ramped_alpha(alpha: float, step: int, ramp_steps: int) -> float:
 
 
 # ---------------------------------------------------------------------- the fused training objective
-KERNELS = ("auto", "torch", "triton")
-"""The implementations of :func:`idea_objective`'s V-wide part: ``torch`` (row blocks of
-torch operations), ``triton`` (one Triton kernel, :mod:`neurosym.lm.idea_kernel`), ``auto``
-(Triton on CUDA tensors when triton imports, else torch)."""
+# The implementations of idea_objective's V-wide part (kernel=, neurosym.kernels.KERNELS): torch (row blocks of
+# torch operations), triton (one Triton kernel, neurosym.lm.idea_kernel), auto (Triton on CUDA when triton imports).
 
 
 def _torch_rows(logits: Tensor, z: Tensor, targets: Tensor, keep_col: Tensor, alpha: float, beta: float, eps: float, outside: bool,
@@ -381,21 +380,7 @@ def resolve_kernel(kernel: str, device: torch.device | str) -> str:
     triton imports, else torch; ``triton`` without triton, or on CPU tensors outside Triton's
     interpreter (``TRITON_INTERPRET=1`` before triton is imported), is a
     :class:`~neurosym.errors.NeurosymError`."""
-    if kernel not in KERNELS:
-        raise NeurosymError(f"idea_objective: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
-    cuda = torch.device(device).type == "cuda"
-    if kernel == "torch" or (kernel == "auto" and not cuda):
-        return "torch"
-    module = _kernel_module()
-    if kernel == "auto":
-        return "torch" if module is None else "triton"
-    if module is None:
-        raise NeurosymError("idea_objective: kernel='triton' needs the triton package, which does not import here "
-                            "(it is optional: pip install triton; or use kernel='torch' / 'auto')")
-    if not cuda and not module.interpreted():
-        raise NeurosymError(f"idea_objective: kernel='triton' runs on CUDA tensors (these are on {device}), or on the CPU under "
-                            "Triton's interpreter (TRITON_INTERPRET=1 set before triton is imported)")
-    return "triton"
+    return choose_kernel(kernel, device, _kernel_module, "idea_objective")
 
 
 def idea_objective(

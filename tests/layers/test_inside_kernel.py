@@ -25,41 +25,13 @@ from neurosym.errors import NeurosymError
 from neurosym.layers.inside import inside, resolve_kernel
 from neurosym.semiring import LogSemiring, MaxSemiring
 from references import cky_log_z
+from triton_kernels import import_triton_kernels
 
-CUDA = torch.cuda.is_available()
-_before = os.environ.get("TRITON_INTERPRET")
-if not CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"  # triton's jit decorator picks the interpreter at import time
-try:
-    pytest.importorskip("triton", reason="triton is not installed (an optional package; the torch path needs none)")
-    from neurosym.layers import inside_kernel
-finally:
-    if _before is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = _before
-
-DEVICE = "cpu" if inside_kernel.interpreted() else "cuda"
-if DEVICE == "cuda" and not CUDA:
-    pytest.skip("neurosym.layers.inside_kernel was imported without TRITON_INTERPRET=1 and there is no GPU", allow_module_level=True)
+inside_kernel, DEVICE = import_triton_kernels("neurosym.layers.inside_kernel")
+CUDA = DEVICE == "cuda"
 
 pytestmark = pytest.mark.usefixtures("one_thread", "interpret")
 NEG = float("-inf")
-
-
-@pytest.fixture(scope="module")
-def interpret():
-    """TRITON_INTERPRET=1 while this module's tests run (the interpreter's launch reads it)."""
-    if DEVICE != "cpu":
-        yield
-        return
-    before = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    yield
-    if before is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = before
 
 
 def potentials(B, L, N, T, *, seed=0, dtype=torch.float64, scale=1.0, sparsity=0.0):

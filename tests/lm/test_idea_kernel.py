@@ -20,40 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neurosym.lm.idea import idea_objective, idea_training_loss, resolve_kernel
+from triton_kernels import import_triton_kernels
 
-CUDA = torch.cuda.is_available()
-_before = os.environ.get("TRITON_INTERPRET")
-if not CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"  # triton's jit decorator picks the interpreter at import time
-try:
-    pytest.importorskip("triton", reason="triton is not installed (an optional package; the torch path needs none)")
-    from neurosym.lm import idea_kernel
-finally:
-    if _before is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = _before
-
-DEVICE = "cpu" if idea_kernel.interpreted() else "cuda"
-if DEVICE == "cuda" and not CUDA:
-    pytest.skip("neurosym.lm.idea_kernel was imported without TRITON_INTERPRET=1 and there is no GPU", allow_module_level=True)
+idea_kernel, DEVICE = import_triton_kernels("neurosym.lm.idea_kernel")
+CUDA = DEVICE == "cuda"
 
 pytestmark = pytest.mark.usefixtures("one_thread", "interpret")
-
-
-@pytest.fixture(scope="module")
-def interpret():
-    """TRITON_INTERPRET=1 while this module's tests run (the interpreter's launch reads it)."""
-    if DEVICE != "cpu":
-        yield
-        return
-    before = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    yield
-    if before is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = before
 
 
 def dense_rows(logits, z, targets, keep_col, *, alpha, beta, eps, outside, ce_scale, bce_scale):

@@ -1,0 +1,49 @@
+"""Optional Triton kernels behind a front door's ``kernel=`` switch: which implementation
+a call runs. Used by :func:`neurosym.layers.inside.inside` and
+:func:`neurosym.lm.idea.idea_objective`; triton is not a dependency of neurosym, so each
+caller loads its kernel module lazily and passes the loader here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+import torch
+
+from neurosym.errors import NeurosymError
+
+KERNELS = ("auto", "torch", "triton")
+"""``torch``: the batched torch operators (any device); ``triton``: the Triton kernels
+(CUDA tensors, or the CPU under Triton's interpreter); ``auto``: Triton on CUDA when
+triton imports and the call can use it, else torch."""
+
+
+def choose_kernel(kernel: str, device: torch.device | str, load: Callable[[], ModuleType | None], caller: str,
+                  unsupported: str | None = None) -> str:
+    """``"torch"`` or ``"triton"``: what ``caller`` runs for ``kernel`` (one of
+    :data:`KERNELS`) on tensors of ``device``. ``load()`` returns the kernel module (with
+    an ``interpreted()`` function) or None when triton does not import; ``unsupported``
+    says why this call cannot use the kernels (None: it can). ``auto`` falls back to torch
+    quietly; ``triton`` where it cannot run (unsupported, no triton, CPU tensors outside
+    the interpreter: ``TRITON_INTERPRET=1`` set before triton is imported) is a
+    :class:`~neurosym.errors.NeurosymError`."""
+    if kernel not in KERNELS:
+        raise NeurosymError(f"{caller}: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    cuda = torch.device(device).type == "cuda"
+    if kernel == "torch" or (kernel == "auto" and (not cuda or unsupported is not None)):
+        return "torch"
+    if unsupported is not None:
+        raise NeurosymError(f"{caller}: kernel='triton' {unsupported}; use kernel='torch' or 'auto'")
+    module = load()
+    if kernel == "auto":
+        return "torch" if module is None else "triton"
+    if module is None:
+        raise NeurosymError(f"{caller}: kernel='triton' needs the triton package, which does not import here "
+                            "(it is optional: pip install triton; or use kernel='torch' / 'auto')")
+    if not cuda and not module.interpreted():
+        raise NeurosymError(f"{caller}: kernel='triton' runs on CUDA tensors (these are on {device}), or on the CPU under "
+                            "Triton's interpreter (TRITON_INTERPRET=1 set before triton is imported)")
+    return "triton"
+
+
+__all__ = ["KERNELS", "choose_kernel"]

@@ -1,0 +1,42 @@
+"""neurosym.kernels.choose_kernel: the one rule behind every ``kernel=`` switch, with fake
+kernel modules (no triton needed)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from neurosym.errors import NeurosymError
+from neurosym.kernels import KERNELS, choose_kernel
+
+
+def fake(interpreted: bool):
+    return lambda: types.SimpleNamespace(interpreted=lambda: interpreted)
+
+
+def missing():
+    return None
+
+
+def test_torch_is_always_torch_and_auto_needs_cuda_triton_and_a_supported_call():
+    for device in ("cpu", "cuda"):
+        assert choose_kernel("torch", device, fake(False), "f") == "torch"
+    assert choose_kernel("auto", "cpu", fake(True), "f") == "torch"  # the CPU never picks the interpreter by itself
+    assert choose_kernel("auto", "cuda", fake(False), "f") == "triton"
+    assert choose_kernel("auto", "cuda", missing, "f") == "torch"
+    assert choose_kernel("auto", "cuda", fake(False), "f", unsupported="computes log Z only") == "torch"
+    assert KERNELS == ("auto", "torch", "triton")
+
+
+def test_triton_runs_where_it_can_and_says_why_where_it_cannot():
+    assert choose_kernel("triton", "cuda", fake(False), "f") == "triton"
+    assert choose_kernel("triton", "cpu", fake(True), "f") == "triton"  # under the interpreter
+    with pytest.raises(NeurosymError, match=r"^f: kernel='triton' needs the triton package"):
+        choose_kernel("triton", "cuda", missing, "f")
+    with pytest.raises(NeurosymError, match=r"f: kernel='triton' runs on CUDA tensors \(these are on cpu\)"):
+        choose_kernel("triton", "cpu", fake(False), "f")
+    with pytest.raises(NeurosymError, match=r"f: kernel='triton' computes log Z only; use kernel='torch' or 'auto'"):
+        choose_kernel("triton", "cuda", fake(False), "f", unsupported="computes log Z only")
+    with pytest.raises(NeurosymError, match=r"f: kernel must be one of auto, torch, triton, got 'cuda'"):
+        choose_kernel("cuda", "cuda", fake(False), "f")
