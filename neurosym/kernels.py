@@ -46,4 +46,18 @@ def choose_kernel(kernel: str, device: torch.device | str, load: Callable[[], Mo
     return "triton"
 
 
-__all__ = ["KERNELS", "choose_kernel"]
+def timing_skip_reason(device: torch.device | str, resolve: Callable[[str, torch.device | str], str]) -> str | None:
+    """Why a benchmark cannot time Triton kernels on ``device`` (None: it can): they are
+    timed on CUDA only (the CPU interpreter is a test tool, not a speed), and
+    ``resolve("triton", device)`` (a front door's resolver, e.g.
+    :func:`neurosym.layers.inside.resolve_kernel`) must accept them."""
+    if torch.device(device).type != "cuda":
+        return f"the Triton kernels are timed on CUDA only (device {device})"
+    try:
+        resolve("triton", device)
+    except NeurosymError as e:
+        return str(e)
+    return None
+
+
+__all__ = ["KERNELS", "choose_kernel", "timing_skip_reason"]

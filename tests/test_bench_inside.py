@@ -32,10 +32,10 @@ def test_without_launches_the_json_is_unchanged_and_the_triton_row_is_skipped_of
     assert "neurosym ops" not in bench_inside.format_results(r)
     # off CUDA the Triton row is skipped, with the reason
     row = r["rows"][0]
-    assert row["neurosym_triton"] == {"status": "skipped", "reason": "the Triton kernels run on CUDA only (device cpu)"}
+    assert row["neurosym_triton"] == {"status": "skipped", "reason": "the Triton kernels are timed on CUDA only (device cpu)"}
     assert r["triton"] is None and r["triton_skipped"] == row["neurosym_triton"]["reason"]
     assert "triton_ratio" not in row and "triton_speedup" not in row
-    assert "Triton kernels: skipped (the Triton kernels run on CUDA only (device cpu))" in bench_inside.format_results(r)
+    assert "Triton kernels: skipped (the Triton kernels are timed on CUDA only (device cpu))" in bench_inside.format_results(r)
 
 
 def _ops(L: int) -> int:

@@ -12,7 +12,7 @@ from neurosym.errors import NeurosymError
 def test_bench_train_times_every_variant_at_the_same_size():
     r = run(repeats=2, warmup=1, batch_size=2, window=8, model={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32})
     assert set(r) == {"setup", "baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton"}
-    assert r["idea-gating-triton"] == {"skipped": "the Triton kernel is timed on CUDA only (device cpu)"}  # and the reason is in the JSON
+    assert r["idea-gating-triton"] == {"skipped": "the Triton kernels are timed on CUDA only (device cpu)"}  # and the reason is in the JSON
     assert r["baseline"]["ratio_best"] == 1.0 and r["baseline"]["ratio_median"] == 1.0
     assert r["semantic-kl"]["params"] == r["baseline"]["params"]  # the objective adds no weights
     assert r["fusion"]["params"] > r["baseline"]["params"]  # the adapter and the auxiliary head
@@ -20,7 +20,7 @@ def test_bench_train_times_every_variant_at_the_same_size():
     for v in ("fusion", "semantic-kl", "idea-gating"):
         assert r[v]["best_ms"] > 0 and r[v]["ratio_best"] == pytest.approx(r[v]["best_ms"] / r["baseline"]["best_ms"])
     text = format_results(r)
-    assert "| semantic-kl |" in text and "| idea-gating-triton |" not in text and "idea-gating-triton: skipped (the Triton kernel" in text
+    assert "| semantic-kl |" in text and "| idea-gating-triton |" not in text and "idea-gating-triton: skipped (the Triton kernels" in text
     with pytest.raises(NeurosymError, match="unknown variant"):
         run(variants=("idea",), repeats=1)
 

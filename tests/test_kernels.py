@@ -40,3 +40,15 @@ def test_triton_runs_where_it_can_and_says_why_where_it_cannot():
         choose_kernel("triton", "cuda", fake(False), "f", unsupported="computes log Z only")
     with pytest.raises(NeurosymError, match=r"f: kernel must be one of auto, torch, triton, got 'cuda'"):
         choose_kernel("cuda", "cuda", fake(False), "f")
+
+
+def test_a_benchmark_times_triton_kernels_on_cuda_only_and_otherwise_says_why():
+    from neurosym.kernels import timing_skip_reason
+
+    assert timing_skip_reason("cpu", lambda k, d: "triton") == "the Triton kernels are timed on CUDA only (device cpu)"
+    assert timing_skip_reason("cuda:0", lambda k, d: "triton") is None
+
+    def refuse(kernel, device):
+        return choose_kernel(kernel, device, missing, "inside")
+
+    assert timing_skip_reason("cuda", refuse).startswith("inside: kernel='triton' needs the triton package")

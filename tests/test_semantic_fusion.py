@@ -313,7 +313,8 @@ def test_reproduce_runs_the_control_and_lexical_variants(tmp_path):
     variants = ("fusion", "fusion-control", "fusion-lexical")
     r = reproduce(seeds=1, out_dir=tmp_path, epochs=1, progress=None, model=TINY, train=128, valid=32, variants=variants,
                   threads=1, timing=False)
-    assert all(r["config"]["variant_optim"][v] == {**r["config"]["optim"], "epochs": 1} for v in variants)
+    assert all(r["config"]["variant_optim"][v]["lr"] == r["config"]["optim"]["lr"] and r["config"]["variant_optim"][v]["epochs"] == 1
+               for v in variants)
     n_control, n_lexical = 12, 15  # sentiment.lex: 9 max: + 3 final: control columns, 15 context-free columns
     d = TINY["d_model"]
     assert r["fusion-control"]["params"] - r["fusion"]["params"] == 2 * n_control * d  # W_s and W_g read c

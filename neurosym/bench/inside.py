@@ -41,7 +41,8 @@ import torch
 
 from neurosym.bench.launches import count_launches
 from neurosym.errors import NeurosymError
-from neurosym.layers.inside import inside
+from neurosym.kernels import timing_skip_reason
+from neurosym.layers.inside import inside, resolve_kernel
 
 IMPLEMENTATIONS = ("neurosym", "torch_struct", "neurosym_triton")
 COMPILE_SECONDS = 300.0  # the Triton row's untimed first pass may take this long on top of ``timeout``
@@ -140,13 +141,8 @@ def _worker_main(arg: str) -> None:
 
 
 def triton_skip_reason(device: str) -> str | None:
-    """Why the Triton row cannot run on ``device`` (None when it can): it runs on CUDA
-    tensors only, and needs the optional triton package."""
-    if not device.startswith("cuda"):
-        return f"the Triton kernels run on CUDA only (device {device})"
-    if importlib.util.find_spec("triton") is None:
-        return "triton is not installed (an optional package: pip install triton)"
-    return None
+    """Why the Triton row cannot run on ``device`` (None when it can)."""
+    return timing_skip_reason(device, resolve_kernel)
 
 
 def measure(impl: str, batch: int, length: int, size: int, repeats: int, device: str, timeout: float, memory_cap_bytes: int | None, threads: int | None, launches: bool = False) -> dict:

@@ -54,6 +54,7 @@ from neurosym.data import shared_data_dir, shipped_file
 from neurosym.data.text import WordVocab, corpus_path, lm_windows, read_lines
 from neurosym.errors import NeurosymError
 from neurosym.experiments.semantic_kl import GPU_DATA, GPU_MODEL, RECIPE_DATA, RECIPE_MODEL, RECIPE_OPTIM
+from neurosym.kernels import timing_skip_reason
 from neurosym.lm.fusion import build_fusion_lm
 from neurosym.lm.idea import (
     CPU_BLOCK_ELEMENTS, IdeaConfig, IdeaOutput, idea_block_elements, idea_objective, idea_training_loss, resolve_kernel, stop_word_ids,
@@ -109,15 +110,8 @@ def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Ten
 
 
 def triton_skip_reason(device: torch.device) -> str | None:
-    """Why ``idea-gating-triton`` cannot be timed on ``device`` (None: it can): it is timed
-    on CUDA only, and needs triton."""
-    if device.type != "cuda":
-        return f"the Triton kernel is timed on CUDA only (device {device})"
-    try:
-        resolve_kernel("triton", device)
-    except NeurosymError as e:
-        return str(e)
-    return None
+    """Why ``idea-gating-triton`` cannot be timed on ``device`` (None: it can)."""
+    return timing_skip_reason(device, resolve_kernel)
 
 
 def kernel_check(targets: torch.Tensor, vocab_size: int, device: torch.device, seed: int = 0) -> dict:

@@ -276,8 +276,7 @@ def reproduce(
                            "grammar": "without the held-out words" if split == "train" else "full"} for split in SENTENCE_SEEDS},
         "config": {"data": {**DATA, **data}, "model": {**ARCHITECTURE, **KNOBS, **(model or {})}, "variants": {v: VARIANTS[v] for v in variants},
                    "optim": RECIPE_OPTIM | ({"epochs": epochs} if epochs else {}),
-                   # what each variant trained with: the recipe's, its own "optim" entry, then --epochs
-                   "variant_optim": {v: RECIPE_OPTIM | VARIANTS[v].get("optim", {}) | ({"epochs": epochs} if epochs else {}) for v in variants}},
+                   "variant_optim": {v: grid[v][0].config.to_dict()["optim"] for v in variants}},  # what each variant trained with
     }
     for v, rows in runs.items():
         report[v] = harness.summarise(rows, METRICS + TEST_METRICS)
