@@ -1,7 +1,9 @@
-"""Optional Triton kernels behind a front door's ``kernel=`` switch: which implementation
-a call runs. Used by :func:`neurosym.layers.inside.inside` and
+"""Optional kernels behind a front door's ``kernel=`` switch: which implementation a call
+runs. Used by :func:`neurosym.layers.inside.inside` and
 :func:`neurosym.lm.idea.idea_objective`; triton is not a dependency of neurosym, so each
-caller loads its kernel module lazily and passes the loader here."""
+caller loads its kernel module lazily and passes the loader here. A front door may also
+offer ``"compile"``: its torch operators through ``torch.compile`` (which fuses them into
+a few generated kernels: Triton on CUDA, C++ on the CPU)."""
 
 from __future__ import annotations
 
@@ -12,16 +14,19 @@ import torch
 
 from neurosym.errors import NeurosymError
 
-KERNELS = ("auto", "torch", "triton")
+KERNELS = ("auto", "torch", "triton", "compile")
 """``torch``: the batched torch operators (any device); ``triton``: the Triton kernels
 (CUDA tensors, or the CPU under Triton's interpreter); ``auto``: Triton on CUDA when
-triton imports and the call can use it, else torch."""
+triton imports and the call can use it, else torch; ``compile``: the torch operators
+through ``torch.compile``, where the front door offers it (``auto`` never picks it: the
+first call compiles, for tens of seconds)."""
 
 
 def choose_kernel(kernel: str, device: torch.device | str, load: Callable[[], ModuleType | None], caller: str,
-                  unsupported: str | None = None) -> str:
-    """``"torch"`` or ``"triton"``: what ``caller`` runs for ``kernel`` (one of
-    :data:`KERNELS`) on tensors of ``device``. ``load()`` returns the kernel module (with
+                  unsupported: str | None = None, compiled: bool = False) -> str:
+    """``"torch"``, ``"triton"`` or ``"compile"``: what ``caller`` runs for ``kernel`` (one of
+    :data:`KERNELS`) on tensors of ``device``; ``compiled``: the caller offers ``"compile"``
+    (else asking for it is a :class:`~neurosym.errors.NeurosymError`). ``load()`` returns the kernel module (with
     an ``interpreted()`` function) or None when triton does not import; ``unsupported``
     says why this call cannot use the kernels (None: it can). ``auto`` falls back to torch
     quietly; ``triton`` where it cannot run (unsupported, no triton, CPU tensors outside
@@ -29,6 +34,10 @@ def choose_kernel(kernel: str, device: torch.device | str, load: Callable[[], Mo
     :class:`~neurosym.errors.NeurosymError`."""
     if kernel not in KERNELS:
         raise NeurosymError(f"{caller}: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    if kernel == "compile":
+        if not compiled:
+            raise NeurosymError(f"{caller}: kernel='compile' is not offered here; use 'torch', 'triton' or 'auto'")
+        return "compile"
     cuda = torch.device(device).type == "cuda"
     if kernel == "torch" or (kernel == "auto" and (not cuda or unsupported is not None)):
         return "torch"

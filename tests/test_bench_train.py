@@ -11,8 +11,9 @@ from neurosym.errors import NeurosymError
 
 def test_bench_train_times_every_variant_at_the_same_size():
     r = run(repeats=2, warmup=1, batch_size=2, window=8, model={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32})
-    assert set(r) == {"setup", "baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton"}
+    assert set(r) == {"setup", "baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton", "idea-gating-compile"}
     assert r["idea-gating-triton"] == {"skipped": "the Triton kernels are timed on CUDA only (device cpu)"}  # and the reason is in the JSON
+    assert r["idea-gating-compile"] == {"skipped": "the compiled objective is timed on CUDA only (device cpu)"}
     assert r["baseline"]["ratio_best"] == 1.0 and r["baseline"]["ratio_median"] == 1.0
     assert r["semantic-kl"]["params"] == r["baseline"]["params"]  # the objective adds no weights
     assert r["fusion"]["params"] > r["baseline"]["params"]  # the adapter and the auxiliary head

@@ -55,6 +55,7 @@ def check_parts(parts: dict) -> None:
     assert set(train) >= {"setup", "baseline", "fusion", "semantic-kl", "idea-gating"} and "CPU proxy" in train["setup"]["launches"]
     assert train["idea-gating"]["ratio_median"] > 0 and train["idea-gating"]["launch_ratio"] > 1
     assert "CUDA only" in train["idea-gating-triton"]["skipped"]  # the Triton kernel is timed on a GPU
+    assert "CUDA only" in train["idea-gating-compile"]["skipped"]  # and so is the compiled objective
     inside = parts["bench-inside"]["result"]["result"]["rows"][0]
     assert inside["neurosym"]["status"] == "ok" and inside["neurosym"]["median_seconds"] > 0
     assert inside["neurosym"]["launches"] > 0  # the kernels (on the CPU: operators) of one forward + backward

@@ -26,7 +26,15 @@ def test_torch_is_always_torch_and_auto_needs_cuda_triton_and_a_supported_call()
     assert choose_kernel("auto", "cuda", fake(False), "f") == "triton"
     assert choose_kernel("auto", "cuda", missing, "f") == "torch"
     assert choose_kernel("auto", "cuda", fake(False), "f", unsupported="computes log Z only") == "torch"
-    assert KERNELS == ("auto", "torch", "triton")
+    assert KERNELS == ("auto", "torch", "triton", "compile")
+
+
+def test_compile_only_where_the_front_door_offers_it_and_auto_never_picks_it():
+    for device in ("cpu", "cuda"):
+        assert choose_kernel("compile", device, missing, "f", compiled=True) == "compile"  # no triton needed (inductor brings its own)
+        assert choose_kernel("auto", device, missing, "f", compiled=True) == "torch"
+        with pytest.raises(NeurosymError, match=r"^inside: kernel='compile' is not offered here; use 'torch', 'triton' or 'auto'$"):
+            choose_kernel("compile", device, fake(False), "inside")
 
 
 def test_triton_runs_where_it_can_and_says_why_where_it_cannot():
@@ -38,7 +46,7 @@ def test_triton_runs_where_it_can_and_says_why_where_it_cannot():
         choose_kernel("triton", "cpu", fake(False), "f")
     with pytest.raises(NeurosymError, match=r"f: kernel='triton' computes log Z only; use kernel='torch' or 'auto'"):
         choose_kernel("triton", "cuda", fake(False), "f", unsupported="computes log Z only")
-    with pytest.raises(NeurosymError, match=r"f: kernel must be one of auto, torch, triton, got 'cuda'"):
+    with pytest.raises(NeurosymError, match=r"f: kernel must be one of auto, torch, triton, compile, got 'cuda'"):
         choose_kernel("cuda", "cuda", fake(False), "f")
 
 

@@ -19,9 +19,16 @@ variant adds is timed:
   with its torch row blocks (``kernel="torch"``);
 * ``idea-gating-triton``: the same model and loss with the objective's V-wide part in one
   Triton kernel (``kernel="triton"``, :mod:`neurosym.lm.idea_kernel`; what ``kernel="auto"``
-  runs on CUDA when triton imports). Timed on CUDA only, when triton imports; otherwise
-  the JSON says why it was skipped (``{"skipped": reason}``). On CUDA the run also checks the
-  kernel against the torch blocks on the device (:func:`kernel_check`, under ``check``).
+  runs on CUDA when triton imports);
+* ``idea-gating-compile``: the same with the objective's torch operators, one row block of
+  every row, through ``torch.compile`` (``kernel="compile"``: inductor fuses them into a few
+  generated kernels; the first, untimed warm-up step compiles, and its seconds are reported as
+  ``first_step_s``).
+
+The two kernel variants are timed on CUDA only (where the issue's step-time targets are, and
+where Triton runs); otherwise the JSON says why they were skipped (``{"skipped": reason}``).
+On CUDA the run also checks each against the torch blocks on the device (:func:`kernel_check`,
+under ``check``).
 
 A step is forward, loss, backward and the AdamW update. Steps are interleaved across the
 variants (a load change on a shared machine hits all alike) and timed in **process CPU
@@ -65,7 +72,9 @@ from neurosym.lm.semantic_kl import semantic_kl_terms
 from neurosym.lm.train import param_groups
 from neurosym.vocab import Vocab
 
-VARIANTS = ("baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton")
+VARIANTS = ("baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton", "idea-gating-compile")
+KERNEL_VARIANTS = {"idea-gating-triton": "triton", "idea-gating-compile": "compile"}
+"""The variants that run idea gating's objective with another ``kernel=`` than the torch blocks."""
 
 
 def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Tensor, m: LMSection, bank,
@@ -96,11 +105,11 @@ def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Ten
             out = model(ids, features=features)
             ce = F.cross_entropy(out.logits.reshape(-1, V).float(), targets.reshape(-1))
             return ce + aux_bce(out.extras["aux"], aux_targets, torch.ones(ids.shape, dtype=torch.bool, device=ids.device), 0.5)
-    elif variant in ("idea-gating", "idea-gating-triton"):
+    elif variant == "idea-gating" or variant in KERNEL_VARIANTS:
         idea = IdeaConfig()
         model = CausalLM(lm, output=IdeaOutput(m.d_model, V, idea))
         stop = stop_word_ids(ids, idea.stop_words, V, exclude=(0,))
-        kernel = "triton" if variant == "idea-gating-triton" else "torch"
+        kernel = KERNEL_VARIANTS.get(variant, "torch")
 
         def loss() -> torch.Tensor:  # the recipe's fused CE(gated) + weight * BCE
             return idea_training_loss(model, ids, targets, stop, 0, block_elements=block_elements, kernel=kernel)[0]
@@ -109,17 +118,20 @@ def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Ten
     return model, loss
 
 
-def triton_skip_reason(device: torch.device) -> str | None:
-    """Why ``idea-gating-triton`` cannot be timed on ``device`` (None: it can)."""
-    return timing_skip_reason(device, resolve_kernel)
+def kernel_skip_reason(variant: str, device: torch.device) -> str | None:
+    """Why the kernel variant ``variant`` (:data:`KERNEL_VARIANTS`) cannot be timed on
+    ``device`` (None: it can): both are timed on CUDA only, Triton's when triton imports."""
+    if KERNEL_VARIANTS[variant] == "triton":
+        return timing_skip_reason(device, resolve_kernel)
+    return None if torch.device(device).type == "cuda" else f"the compiled objective is timed on CUDA only (device {device})"
 
 
-def kernel_check(targets: torch.Tensor, vocab_size: int, device: torch.device, seed: int = 0) -> dict:
-    """The Triton kernel against the torch row blocks on ``device``: :func:`~neurosym.lm.idea.idea_objective`
-    of random logits and idea logits (B, L, V) (normal, standard deviation 3) at the
-    targets (B, L) and :class:`~neurosym.lm.idea.IdeaConfig`'s defaults, both kernels,
-    value and gradients: ``{"rows", "vocab_size", "total_torch", "total_triton", "total_rel_diff",
-    "g_logits_max_abs_diff", "g_logits_max_abs", "g_z_max_abs_diff", "g_z_max_abs"}``."""
+def kernel_check(targets: torch.Tensor, vocab_size: int, device: torch.device, kernel: str = "triton", seed: int = 0) -> dict:
+    """The ``kernel`` implementation of the objective against the torch row blocks on ``device``:
+    :func:`~neurosym.lm.idea.idea_objective` of random logits and idea logits (B, L, V)
+    (normal, standard deviation 3) at the targets (B, L) and :class:`~neurosym.lm.idea.IdeaConfig`'s
+    defaults, both implementations, value and gradients: ``{"kernel", "rows", "vocab_size", "total_torch",
+    "total_kernel", "total_rel_diff", "g_logits_max_abs_diff", "g_logits_max_abs", "g_z_max_abs_diff", "g_z_max_abs"}``."""
     idea = IdeaConfig()
     g = torch.Generator(device=device).manual_seed(seed)
     shape = (*targets.shape, vocab_size)
@@ -127,18 +139,18 @@ def kernel_check(targets: torch.Tensor, vocab_size: int, device: torch.device, s
     z = 3 * torch.randn(shape, generator=g, device=device)
     stop = stop_word_ids(targets, idea.stop_words, vocab_size, exclude=(0,))
     got = {}
-    for kernel in ("torch", "triton"):
+    for impl in ("torch", kernel):
         lg, zz = logits.clone().requires_grad_(True), z.clone().requires_grad_(True)
         total = idea_objective(lg, zz, targets, alpha=idea.alpha, window=idea.window, pad_id=0, beta=idea.beta, eps=idea.eps,
-                               variant=idea.variant, weight=idea.weight, stop_ids=stop, pos_weight=idea.pos_weight, kernel=kernel)[0]
+                               variant=idea.variant, weight=idea.weight, stop_ids=stop, pos_weight=idea.pos_weight, kernel=impl)[0]
         total.backward()
-        got[kernel] = (float(total.detach()), lg.grad, zz.grad)
+        got[impl] = (float(total.detach()), lg.grad, zz.grad)
         del lg, zz, total
-    (t_torch, gl_torch, gz_torch), (t_triton, gl_triton, gz_triton) = got["torch"], got["triton"]
-    return {"rows": targets.numel(), "vocab_size": vocab_size, "total_torch": t_torch, "total_triton": t_triton,
-            "total_rel_diff": abs(t_triton - t_torch) / abs(t_torch),
-            "g_logits_max_abs_diff": float((gl_triton - gl_torch).abs().max()), "g_logits_max_abs": float(gl_torch.abs().max()),
-            "g_z_max_abs_diff": float((gz_triton - gz_torch).abs().max()), "g_z_max_abs": float(gz_torch.abs().max())}
+    (t_torch, gl_torch, gz_torch), (t_kernel, gl_kernel, gz_kernel) = got["torch"], got[kernel]
+    return {"kernel": kernel, "rows": targets.numel(), "vocab_size": vocab_size, "total_torch": t_torch, "total_kernel": t_kernel,
+            "total_rel_diff": abs(t_kernel - t_torch) / abs(t_torch),
+            "g_logits_max_abs_diff": float((gl_kernel - gl_torch).abs().max()), "g_logits_max_abs": float(gl_torch.abs().max()),
+            "g_z_max_abs_diff": float((gz_kernel - gz_torch).abs().max()), "g_z_max_abs": float(gz_torch.abs().max())}
 
 
 def run(
@@ -149,8 +161,8 @@ def run(
 ) -> dict:
     """Time ``repeats`` interleaved training steps of each variant after ``warmup`` steps on
     ``device``; with ``launches``, count one step's kernel launches (:func:`count_launches`).
-    ``idea-gating-triton`` is timed only where it can be (:func:`triton_skip_reason`; else
-    ``{"skipped": reason}``), with its check against the torch blocks (:func:`kernel_check`).
+    The kernel variants are timed only where they can be (:func:`kernel_skip_reason`; else
+    ``{"skipped": reason}``), each with its check against the torch blocks (:func:`kernel_check`).
 
     ``window`` and ``min_freq`` default to the recipe's (its ``--gpu`` shape's with
     ``gpu_shape``, which also takes :data:`~neurosym.experiments.semantic_kl.GPU_MODEL` under
@@ -175,9 +187,10 @@ def run(
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     skipped = {}
-    if "idea-gating-triton" in variants and (reason := triton_skip_reason(dev)) is not None:
-        skipped["idea-gating-triton"] = reason
-        variants = tuple(v for v in variants if v not in skipped)
+    for v in KERNEL_VARIANTS:
+        if v in variants and (reason := kernel_skip_reason(v, dev)) is not None:
+            skipped[v] = reason
+    variants = tuple(v for v in variants if v not in skipped)
     data = GPU_DATA if gpu_shape else RECIPE_DATA
     window = data["window"] if window is None else window
     min_freq = data["min_freq"] if min_freq is None else min_freq
@@ -219,10 +232,12 @@ def run(
             update(loss, opt)
             return time.process_time() - started
 
-        for _, _, loss, opt in setups:
+        first_step = {}
+        for v, _, loss, opt in setups:
             for _ in range(warmup):
-                step(loss, opt)
-        check = kernel_check(targets[:8], len(vocab), dev) if "idea-gating-triton" in variants else None
+                seconds = step(loss, opt)
+                first_step.setdefault(v, seconds)
+        checks = {v: kernel_check(targets[:8], len(vocab), dev, KERNEL_VARIANTS[v]) for v in variants if v in KERNEL_VARIANTS}
         times: dict[str, list[float]] = {v: [] for v in variants}
         for _ in range(repeats):
             for v, _, loss, opt in setups:
@@ -258,8 +273,11 @@ def run(
             out[v]["launches"] = counted[v]
     for v, reason in skipped.items():
         out[v] = {"skipped": reason}
-    if check is not None:
-        out["idea-gating-triton"]["check"] = check
+    for v, check in checks.items():
+        out[v]["check"] = check
+    for v in KERNEL_VARIANTS:
+        if v in first_step:
+            out[v]["first_step_s"] = first_step[v]
     for v in variants:
         out[v]["ratio_best"] = out[v]["best_ms"] / out["baseline"]["best_ms"]
         out[v]["ratio_median"] = out[v]["median_ms"] / out["baseline"]["median_ms"]
@@ -291,7 +309,7 @@ def format_results(r: dict) -> str:
             lines += ["", f"{v}: skipped ({r[v]['skipped']})"]
         elif "check" in r[v]:
             c = r[v]["check"]
-            lines += ["", f"{v} against the torch blocks on this device ({c['rows']:,} rows of {c['vocab_size']:,}): loss {c['total_triton']:.6f} vs "
+            lines += ["", f"{v} against the torch blocks on this device ({c['rows']:,} rows of {c['vocab_size']:,}): loss {c['total_kernel']:.6f} vs "
                           f"{c['total_torch']:.6f} (relative difference {c['total_rel_diff']:.1e}), gradients' largest difference "
                           f"{c['g_logits_max_abs_diff']:.1e} (logits; largest entry {c['g_logits_max_abs']:.1e}) and "
                           f"{c['g_z_max_abs_diff']:.1e} (z; {c['g_z_max_abs']:.1e})"]

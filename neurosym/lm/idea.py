@@ -241,54 +241,83 @@ def ramped_alpha(alpha: float, step: int, ramp_steps: int) -> float:
 # torch operations), triton (one Triton kernel, neurosym.lm.idea_kernel), auto (Triton on CUDA when triton imports).
 
 
+def _block_grads(logits: Tensor, z: Tensor, t: Tensor, rowf: Tensor, col: Tensor, alpha: Tensor, beta: float, eps: float,
+                 outside: bool, ce_scale: Tensor, bce_scale: Tensor, out: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One row block of the objective's V-wide part: logits, z (n, V) in the compute dtype,
+    t (n, 1) the targets (0 on padding), rowf (n, 1) 1.0 on kept rows, col (V,) 1.0 on kept
+    columns, ``alpha``, ``ce_scale``, ``bce_scale`` 0-d tensors (so a compiled block is not
+    recompiled as they change) -> the gradients (n, V) of ``ce_scale * sum CE + bce_scale * sum BCE``
+    (the BCE as if every entry were negative), and the float64 sums of the rows' CE and of
+    the kept entries' ``softplus(z)``. In-place on its own temporaries only; the gradients are
+    written into ``out`` (two (n, V) tensors: a row block of the whole step's) when given."""
+    # the gate, the same operations in the same order as idea_gate (so the same values)
+    s = torch.sigmoid(z)
+    s_eps = s + eps
+    gate = s_eps.log()
+    keep = torch.empty_like(s)  # 1.0 where the clamp lets the gradient through (a float comparison: a bool mask costs 5x)
+    if outside:
+        torch.ge(gate, beta, out=keep)
+        gate.clamp_(min=beta).mul_(alpha)
+    else:
+        gate.mul_(alpha)
+        torch.ge(gate, beta, out=keep)
+        gate.clamp_(min=beta)
+    gl = gate.add_(logits) if out is None else torch.add(gate, logits, out=out[0])  # the gated logits
+    # CE of the gated logits: lse - gated[t]; gradient (softmax - onehot) / n_ce
+    picked = gl.gather(-1, t)  # (n, 1)
+    top = gl.amax(dim=-1, keepdim=True)
+    total_exp = gl.sub_(top).exp_().sum(dim=-1, keepdim=True)  # gl now holds exp(gated - max)
+    ce_sum = ((top + total_exp.log() - picked) * rowf).sum(dtype=torch.float64)
+    gl.mul_(rowf * ce_scale / total_exp)  # softmax / n_ce on kept rows, 0 on padding
+    gl.scatter_add_(-1, t, -rowf * ce_scale)
+    # dz = dCE/dgated * alpha s (1 - s) / (s + eps) where the clamp lets it through (as _Gate.backward) ...
+    d = torch.addcmul(s, s, s, value=-1.0).div_(s_eps)  # s (1 - s) / (s + eps)
+    gz = d.mul_(gl) if out is None else torch.mul(d, gl, out=out[1])
+    gz.mul_(keep).mul_(alpha)
+    # ... + the BCE's, every kept entry as if y = 0: value softplus(z), gradient s
+    neg_sum = (F.softplus(z) @ col * rowf.squeeze(-1)).sum(dtype=torch.float64)
+    gz.addcmul_(s, rowf * (col * bce_scale))
+    return gl, gz, ce_sum, neg_sum
+
+
+@functools.cache
+def _compiled_block():
+    """:func:`_block_grads` through ``torch.compile`` (built once, on first use: the
+    ``"compile"`` kernel)."""
+    return torch.compile(_block_grads, fullgraph=True)
+
+
 def _torch_rows(logits: Tensor, z: Tensor, targets: Tensor, keep_col: Tensor, alpha: float, beta: float, eps: float, outside: bool,
-                ce_scale: float, bce_scale: float, block: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The V-wide part of the objective in row blocks of ``block`` rows of torch operations:
-    logits, z (N, V), targets (N,) (-1 on padding) -> the gradients (N, V) of
-    ``ce_scale * sum CE + bce_scale * sum BCE`` (the BCE as if every entry were negative),
-    and the float64 sums of the rows' CE and of the kept entries' ``softplus(z)``."""
+                ce_scale: float, bce_scale: float, block: int, compiled: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The V-wide part of the objective in row blocks of ``block`` rows (:func:`_block_grads`;
+    one block of every row, through ``torch.compile``, with ``compiled``): logits, z (N, V),
+    targets (N,) (-1 on padding) -> the gradients (N, V) of ``ce_scale * sum CE + bce_scale * sum BCE``
+    (the BCE as if every entry were negative), and the float64 sums of the rows' CE and of
+    the kept entries' ``softplus(z)``."""
     N, V = logits.shape
     cdt = torch.promote_types(torch.promote_types(logits.dtype, z.dtype), torch.float32)  # float32, or float64 for float64 inputs
-    keep_row = targets != -1
     col = keep_col.to(cdt)  # (V,)
+    rowf = (targets != -1).to(cdt)[:, None]  # (N, 1)
+    t = targets.clamp(min=0)[:, None]  # (N, 1)
+    scalars = [torch.tensor(x, dtype=cdt, device=logits.device) for x in (alpha, ce_scale, bce_scale)]
+    if compiled:
+        try:
+            return _compiled_block()(logits.to(cdt), z.to(cdt), t, rowf, col, scalars[0], beta, eps, outside, *scalars[1:])
+        except Exception as e:  # torch.compile's failures (no C++ compiler for the CPU, a backend error) come as pages of traceback
+            reason = (str(e).strip().splitlines() or [""])[0][:300]
+            raise NeurosymError(f"idea_objective: kernel='compile' failed ({type(e).__name__}: {reason}); use kernel='torch'") from e
+    if block >= N:
+        return _block_grads(logits.to(cdt), z.to(cdt), t, rowf, col, scalars[0], beta, eps, outside, *scalars[1:])
     g_logits = torch.empty(N, V, dtype=cdt, device=logits.device)
     g_z = torch.empty(N, V, dtype=cdt, device=logits.device)
     ce_sum = logits.new_zeros((), dtype=torch.float64)
     neg_sum = logits.new_zeros((), dtype=torch.float64)
-    t_all = targets.clamp(min=0)
     for a in range(0, N, block):
         b = min(a + block, N)
-        zc = z[a:b].to(cdt)
-        rows = keep_row[a:b]
-        rowf = rows.to(cdt)[:, None]  # (n, 1)
-        gl, gz = g_logits[a:b], g_z[a:b]  # this block's gradients are written in place
-        # the gate, the same operations in the same order as idea_gate (so the same values)
-        s = torch.sigmoid(zc)
-        s_eps = s + eps
-        gate = s_eps.log()
-        keep = torch.empty_like(s)  # 1.0 where the clamp lets the gradient through (a float comparison: a bool mask costs 5x)
-        if outside:
-            torch.ge(gate, beta, out=keep)
-            gate.clamp_(min=beta).mul_(alpha)
-        else:
-            gate.mul_(alpha)
-            torch.ge(gate, beta, out=keep)
-            gate.clamp_(min=beta)
-        torch.add(gate, logits[a:b].to(cdt), out=gl)  # the gated logits
-        # CE of the gated logits: lse - gated[t]; gradient (softmax - onehot) / n_ce
-        t = t_all[a:b, None]
-        picked = gl.gather(-1, t)  # (n, 1)
-        top = gl.amax(dim=-1, keepdim=True)
-        total_exp = gl.sub_(top).exp_().sum(dim=-1, keepdim=True)  # gl now holds exp(gated - max)
-        ce_sum += ((top + total_exp.log() - picked).squeeze(-1) * rows).sum(dtype=torch.float64)
-        gl.mul_(rowf * ce_scale / total_exp)  # softmax / n_ce on kept rows, 0 on padding
-        gl.scatter_add_(-1, t, -rowf * ce_scale)
-        # dz = dCE/dgated * alpha s (1 - s) / (s + eps) where the clamp lets it through (as _Gate.backward) ...
-        d = torch.addcmul(s, s, s, value=-1.0).div_(s_eps)  # s (1 - s) / (s + eps)
-        torch.mul(d, gl, out=gz).mul_(keep).mul_(alpha)
-        # ... + the BCE's, every kept entry as if y = 0: value softplus(z), gradient s
-        neg_sum += (F.softplus(zc) @ col * rowf.squeeze(-1)).sum(dtype=torch.float64)
-        gz.addcmul_(s, rowf * col, value=bce_scale)
+        _, _, ce, neg = _block_grads(logits[a:b].to(cdt), z[a:b].to(cdt), t[a:b], rowf[a:b], col, scalars[0], beta, eps, outside,
+                                     *scalars[1:], out=(g_logits[a:b], g_z[a:b]))
+        ce_sum += ce
+        neg_sum += neg
     return g_logits, g_z, ce_sum, neg_sum
 
 
@@ -302,7 +331,7 @@ class _IdeaObjective(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits: Tensor, z: Tensor, targets: Tensor, tokens: Tensor, first: Tensor, keep_col: Tensor,
-                alpha: float, beta: float, eps: float, outside: bool, weight: float, pos_weight: float, block: int, triton: bool):
+                alpha: float, beta: float, eps: float, outside: bool, weight: float, pos_weight: float, block: int, impl: str):
         N, V = logits.shape
         cdt = torch.promote_types(torch.promote_types(logits.dtype, z.dtype), torch.float32)  # float32, or float64 for float64 inputs
         keep_row = targets != -1  # (N,) rows with a real next token (the caller maps pad to -1)
@@ -311,14 +340,15 @@ class _IdeaObjective(torch.autograd.Function):
         n_bce = n_ce * kept_cols
         ce_scale = 1.0 / n_ce if n_ce else 0.0
         bce_scale = weight / n_bce if n_bce else 0.0
-        if triton:
+        if impl == "triton":
             from neurosym.lm.idea_kernel import idea_rows  # lazy: triton is optional, loaded only when asked for
 
             g_logits, g_z, ce_rows, neg_rows = idea_rows(logits, z, targets, keep_col, alpha=alpha, beta=beta, eps=eps, outside=outside,
                                                          ce_scale=ce_scale, bce_scale=bce_scale)
             ce_sum, neg_sum = ce_rows.sum(dtype=torch.float64), neg_rows.sum(dtype=torch.float64)
         else:
-            g_logits, g_z, ce_sum, neg_sum = _torch_rows(logits, z, targets, keep_col, alpha, beta, eps, outside, ce_scale, bce_scale, block)
+            g_logits, g_z, ce_sum, neg_sum = _torch_rows(logits, z, targets, keep_col, alpha, beta, eps, outside, ce_scale, bce_scale, block,
+                                                         compiled=impl == "compile")
         # the positives (gathered from the (N, K) windows): y (p softplus(-z) - softplus(z)),
         # gradient y (p (s - 1) - s)
         safe = tokens.clamp(max=V - 1)
@@ -380,7 +410,7 @@ def resolve_kernel(kernel: str, device: torch.device | str) -> str:
     triton imports, else torch; ``triton`` without triton, or on CPU tensors outside Triton's
     interpreter (``TRITON_INTERPRET=1`` before triton is imported), is a
     :class:`~neurosym.errors.NeurosymError`."""
-    return choose_kernel(kernel, device, _kernel_module, "idea_objective")
+    return choose_kernel(kernel, device, _kernel_module, "idea_objective", compiled=True)
 
 
 def idea_objective(
@@ -421,7 +451,7 @@ def idea_objective(
                             f"{tuple(logits.shape)}, {tuple(z.shape)}, {tuple(targets.shape)}")
     if variant not in GATE_VARIANTS:
         raise NeurosymError(f"idea_objective: variant must be one of {', '.join(GATE_VARIANTS)}, got {variant!r}")
-    triton = resolve_kernel(kernel, logits.device) == "triton"
+    impl = resolve_kernel(kernel, logits.device)
     B, L, V = logits.shape
     keep_col = torch.ones(V, dtype=torch.bool, device=z.device)
     keep_col[pad_id] = False
@@ -435,7 +465,7 @@ def idea_objective(
     return _IdeaObjective.apply(
         logits.reshape(B * L, V), z.reshape(B * L, V), flat_targets, tokens.reshape(B * L, -1), first.reshape(B * L, -1), keep_col,
         float(alpha), float(beta), float(eps), variant == "outside", float(weight), 1.0 if pos_weight is None else float(pos_weight), block,
-        triton,
+        impl,
     )
 
 

@@ -273,14 +273,14 @@ def test_bench_train_times_the_kernel_and_checks_it_against_the_torch_blocks(mon
     offered): here under the interpreter, at a tiny size, the CUDA-only gate lifted."""
     from neurosym.bench import train
 
-    monkeypatch.setattr(train, "triton_skip_reason", lambda device: None)
+    monkeypatch.setattr(train, "kernel_skip_reason", lambda variant, device: None)
     r = train.run(variants=("idea-gating", "idea-gating-triton"), repeats=1, warmup=1, batch_size=2, window=8, device=DEVICE,
                   model={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32})
     assert set(r) == {"setup", "baseline", "idea-gating", "idea-gating-triton"}
     t, k = r["idea-gating"], r["idea-gating-triton"]
     assert k["params"] == t["params"] and k["best_ms"] > 0 and k["ratio_median"] == pytest.approx(k["median_ms"] / r["baseline"]["median_ms"])
     c = k["check"]
-    assert c["rows"] == 16 and c["vocab_size"] == r["setup"]["vocab_size"] and c["total_rel_diff"] < 1e-6
+    assert c["kernel"] == "triton" and c["rows"] == 16 and c["vocab_size"] == r["setup"]["vocab_size"] and c["total_rel_diff"] < 1e-6
     assert c["g_logits_max_abs_diff"] <= 1e-6 * c["g_logits_max_abs"] and c["g_z_max_abs_diff"] <= 1e-6 * c["g_z_max_abs"]
     assert "idea-gating-triton against the torch blocks on this device (16 rows" in train.format_results(r)
 
