@@ -268,17 +268,23 @@ def bench_dyck(seeds: int, threads: int, as_json: bool) -> None:
 @click.option("--launches", is_flag=True, help="Also count one step's kernel launches with torch.profiler (on the CPU: leaf operators, a proxy; docs/gpu.md).")
 @click.option("--split", default="valid", show_default=True, type=click.Choice(["valid", "train"]),
               help="The WikiText-2 file of the vocabulary and the batch: valid (shipped) or train (the standard train.txt of the shared data: the recipes' vocabulary).")
+@click.option("--variants", default=None, help="Comma-separated variants to time (default: all; the baseline is always timed): "
+              "baseline, fusion, semantic-kl, semantic-kl-logits, idea-gating, idea-gating-triton, idea-gating-compile.")
+@click.option("--warmup", default=3, show_default=True, type=click.IntRange(min=0), help="Untimed steps per variant first.")
 @json_option()
-def bench_train(repeats: int, threads: int, batch: int, device: str, gpu_shape: bool, launches: bool, split: str, as_json: bool) -> None:
+def bench_train(repeats: int, threads: int, batch: int, device: str, gpu_shape: bool, launches: bool, split: str, variants: str | None,
+                warmup: int, as_json: bool) -> None:
     """Time per training step of the baseline LM, the semantic-fusion model, semantic KL and
     idea gating at the same size on one batch of WikiText-2 windows, in process CPU time
     (on CUDA in synchronised wall time), as ratios to the baseline (docs/semantic_kl.md,
-    docs/gpu.md). On CUDA with triton, idea gating also with its objective in the Triton
-    kernel (idea-gating-triton, checked against the torch blocks on the device)."""
+    docs/gpu.md). Semantic KL by both its paths (the hidden-state fast path and the logits
+    path); on CUDA, idea gating also with its objective in the Triton kernel (with triton)
+    and through torch.compile, each checked against the torch blocks on the device."""
     from neurosym.bench import train as bench_train_module  # lazy: --help must not load torch and every subsystem
 
-    results = bench_train_module.run(repeats=repeats, threads=threads, batch_size=batch, device=device, gpu_shape=gpu_shape, launches=launches,
-                                         split=split)
+    chosen = {} if variants is None else {"variants": tuple(v.strip() for v in variants.split(",") if v.strip())}
+    results = bench_train_module.run(repeats=repeats, warmup=warmup, threads=threads, batch_size=batch, device=device, gpu_shape=gpu_shape,
+                                     launches=launches, split=split, **chosen)
     click.echo(json.dumps(results, indent=2) if as_json else bench_train_module.format_results(results))
 
 

@@ -11,14 +11,14 @@ from neurosym.errors import NeurosymError
 
 def test_bench_train_times_every_variant_at_the_same_size():
     r = run(repeats=2, warmup=1, batch_size=2, window=8, model={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32})
-    assert set(r) == {"setup", "baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton", "idea-gating-compile"}
+    assert set(r) == {"setup", "baseline", "fusion", "semantic-kl", "semantic-kl-logits", "idea-gating", "idea-gating-triton", "idea-gating-compile"}
     assert r["idea-gating-triton"] == {"skipped": "the Triton kernels are timed on CUDA only (device cpu)"}  # and the reason is in the JSON
     assert r["idea-gating-compile"] == {"skipped": "the compiled objective is timed on CUDA only (device cpu)"}
     assert r["baseline"]["ratio_best"] == 1.0 and r["baseline"]["ratio_median"] == 1.0
-    assert r["semantic-kl"]["params"] == r["baseline"]["params"]  # the objective adds no weights
+    assert r["semantic-kl"]["params"] == r["semantic-kl-logits"]["params"] == r["baseline"]["params"]  # the objective adds no weights
     assert r["fusion"]["params"] > r["baseline"]["params"]  # the adapter and the auxiliary head
     assert r["idea-gating"]["params"] > r["baseline"]["params"]  # the tied idea head's MLP
-    for v in ("fusion", "semantic-kl", "idea-gating"):
+    for v in ("fusion", "semantic-kl", "semantic-kl-logits", "idea-gating"):
         assert r[v]["best_ms"] > 0 and r[v]["ratio_best"] == pytest.approx(r[v]["best_ms"] / r["baseline"]["best_ms"])
     text = format_results(r)
     assert "| semantic-kl |" in text and "| idea-gating-triton |" not in text and "idea-gating-triton: skipped (the Triton kernels" in text
@@ -31,6 +31,19 @@ def test_cli_bench_train_help():
 
     result = CliRunner().invoke(main, ["bench", "train", "--help"])
     assert result.exit_code == 0 and "--repeats" in result.output and "--json" in result.output
+
+
+def test_cli_bench_train_times_the_variants_named_and_refuses_an_unknown_one():
+    import json
+
+    from neurosym.cli.main import main
+
+    result = CliRunner().invoke(main, ["bench", "train", "--variants", "semantic-kl-logits", "--repeats", "1", "--warmup", "0", "--batch", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    r = json.loads(result.output)
+    assert set(r) == {"setup", "baseline", "semantic-kl-logits"} and r["setup"]["repeats"] == 1 and r["setup"]["batch"] == 2
+    bad = CliRunner().invoke(main, ["bench", "train", "--variants", "semantic-kl,fast"])
+    assert bad.exit_code != 0 and "unknown variant(s) fast; expected some of baseline" in bad.output and "Traceback" not in bad.output
 
 
 def test_bench_train_counts_launches_as_a_cpu_proxy():

@@ -12,6 +12,9 @@ variant adds is timed:
   CE + the auxiliary BCE;
 * ``semantic-kl``: the baseline LM with :func:`~neurosym.lm.semantic_kl.semantic_kl_terms`
   (cosine, T = 0.1, lam = 0.5, the hidden-state fast path), the recipe's ``kl-T0.1``;
+* ``semantic-kl-logits``: the same loss by the logits path (no ``hidden``: what a model
+  whose logits are not ``hidden @ W.T`` takes), which trades the fast path's two (U, V, D)
+  products for passes over (B, L, V): the faster of the two depends on the device;
 * ``idea-gating``: the baseline LM with the tied idea head and gate as its output layer
   (:class:`~neurosym.lm.idea.IdeaOutput`, default :class:`~neurosym.lm.idea.IdeaConfig`),
   its loss CE of the gated logits + the idea BCE (stop words: the 50 most frequent tokens of the batch),
@@ -72,7 +75,7 @@ from neurosym.lm.semantic_kl import semantic_kl_terms
 from neurosym.lm.train import param_groups
 from neurosym.vocab import Vocab
 
-VARIANTS = ("baseline", "fusion", "semantic-kl", "idea-gating", "idea-gating-triton", "idea-gating-compile")
+VARIANTS = ("baseline", "fusion", "semantic-kl", "semantic-kl-logits", "idea-gating", "idea-gating-triton", "idea-gating-compile")
 KERNEL_VARIANTS = {"idea-gating-triton": "triton", "idea-gating-compile": "compile"}
 """The variants that run idea gating's objective with another ``kernel=`` than the torch blocks."""
 
@@ -87,12 +90,13 @@ def _setup(variant: str, vocab: WordVocab, ids: torch.Tensor, targets: torch.Ten
 
         def loss() -> torch.Tensor:
             return F.cross_entropy(model(ids).logits.reshape(-1, V).float(), targets.reshape(-1))
-    elif variant == "semantic-kl":
+    elif variant in ("semantic-kl", "semantic-kl-logits"):
         model = CausalLM(lm)
+        fast = variant == "semantic-kl"
 
         def loss() -> torch.Tensor:
             out = model(ids)
-            kl, ce = semantic_kl_terms(out.logits, targets, model.lm_head.weight, 0.1, "cosine", hidden=out.hidden)
+            kl, ce = semantic_kl_terms(out.logits, targets, model.lm_head.weight, 0.1, "cosine", hidden=out.hidden if fast else None)
             return 0.5 * kl + 0.5 * ce
     elif variant == "fusion":
         no_role = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)

@@ -19,8 +19,9 @@ be one-hot at *another* word. As T -> infinity the target is uniform and
 
 The target is built once per **distinct** target of the batch: ``U = unique(y)`` gives one
 ``(U, D) @ (D, V)`` product and a (U, V) table; the per-position sums are regrouped by
-target (``index_add`` of the (N, V) log-probabilities into (U, V)), so no (N, V) target
-tensor is ever materialised (the (N, V) log-probabilities are the ones CE needs anyway).
+target (``index_add`` of the (N, V) log-probabilities, the ones CE needs anyway, into
+(U, V)), and the gradient is formed in one custom backward (``softmax - q[inv]`` and the
+one-hot): the (N, V) target is materialised only there, once (the logits path, for any model).
 Given the final hidden states h (N, D) of a tied model (``logits = h @ W.T``), even that
 regrouping goes: ``sum_v q_y(v) log p_n(v) = h_n . (q_y @ W) - logsumexp(logits_n)``, so
 the loss costs one ``logsumexp`` over (N, V), like CE, plus (U, V) work.
@@ -96,52 +97,73 @@ def semantic_kl_terms(
         if hidden.shape[-1] != W.shape[1] or hidden.shape[:-1] != targets.shape:
             raise ConfigError(f"semantic KL: hidden must be {tuple(targets.shape) + (W.shape[1],)}, got {tuple(hidden.shape)}")
         hidden = hidden.reshape(-1, W.shape[1])
-    if pad_id is not None:
-        keep = y != pad_id
-        logits, y = logits[keep], y[keep]
-        hidden = None if hidden is None else hidden[keep]
-    n = y.numel()
+    keep = None if pad_id is None else y != pad_id  # (N,) the counted positions
+    kept = y if keep is None else y[keep]  # (n,) their targets
+    n = kept.numel()
     if n == 0:
         zero = logits.sum() * 0.0
         return zero, zero
-    if hidden is not None:
-        return _terms_from_hidden(logits, hidden, y, W, T, sim)
-    logp = F.log_softmax(logits if logits.dtype == torch.float64 else logits.float(), dim=-1)  # (N, V)
-    ce = -logp.gather(1, y[:, None]).sum() / n
-    uniq, inv = torch.unique(y, return_inverse=True)  # (U,), (N,)
-    logq = semantic_target(W, uniq, T, sim).to(logp.dtype)  # (U, V), no gradient
-    q = logq.exp()
-    counts = torch.bincount(inv, minlength=uniq.numel()).to(logp.dtype)  # (U,)
-    neg_entropy = torch.xlogy(q, q).sum(-1)  # (U,) sum_v q log q (0 log 0 = 0)
-    grouped = logp.new_zeros(uniq.numel(), V).index_add_(0, inv, logp)  # (U, V): sum of log p over each target's positions
-    kl = ((counts * neg_entropy).sum() - (q * grouped).sum()) / n
-    return kl, ce
-
-
-def _terms_from_hidden(logits: Tensor, hidden: Tensor, y: Tensor, W: Tensor, T: float, sim: Similarity) -> tuple[Tensor, Tensor]:
-    """The fast path of :func:`semantic_kl_terms`: logits (N, V) = hidden (N, D) @ W.T, y (N,).
-
-    ``log p_n(v) = logits_n(v) - lse_n`` and ``logits_n(y_n) = hidden_n . W[y_n]``, so
-    ``KL_n = sum_v q log q + CE_n + hidden_n . (W[y_n] - q_{y_n} @ W)``: CE is torch's fused
-    cross-entropy and the rest is a (U, V) @ (V, D) product and (N, D) dot products.
-    """
-    n = y.numel()
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    ce = F.cross_entropy(logits.to(dtype), y, reduction="sum") / n
-    uniq, inv = torch.unique(y, return_inverse=True)  # (U,), (N,)
-    with torch.no_grad():
-        scaled = similarity(W, uniq, sim).to(dtype).div_(_check_temperature(T))  # (U, V)
-        q = torch.softmax(scaled, dim=-1)  # (U, V) the targets
-        # log-normaliser from the row's largest target, which is >= 1/V (no underflow): log q_j = s_j - lse.
-        # With cosine similarity the largest is the target word itself (cos = 1); with dot, look for it.
-        top = uniq[:, None] if sim == "cosine" else q.argmax(-1, keepdim=True)  # (U, 1)
-        lse = scaled.gather(1, top).view(-1) - q.gather(1, top).log().view(-1)  # (U,)
-        neg_entropy = torch.linalg.vecdot(q, scaled) - lse  # (U,) sum_v q log q
-        counts = torch.bincount(inv, minlength=uniq.numel()).to(dtype)
+    uniq, inv = torch.unique(kept, return_inverse=True)  # (U,), (n,)
+    q, neg_entropy = _target_table(W, uniq, T, sim, dtype)
+    if hidden is None:  # the logits path
+        return _LogitsKL.apply(logits if keep is None else logits[keep], kept, inv, q, neg_entropy)
+    # the fast path: log p_n(v) = logits_n(v) - lse_n and logits_n(y_n) = hidden_n . W[y_n], so
+    # KL_n = sum_v q log q + CE_n + hidden_n . (W[y_n] - q_{y_n} @ W): torch's fused CE (padding ignored,
+    # no (N, V) copy), a (U, V) @ (V, D) product and (n, D) dot products
+    ce = F.cross_entropy(logits.to(dtype), y, ignore_index=-100 if pad_id is None else pad_id, reduction="sum") / n
+    counts = torch.bincount(inv, minlength=uniq.numel()).to(dtype)
     Wd = W.to(dtype)
     shift = Wd[uniq] - q @ Wd  # (U, D): W[y] minus the target's mean output embedding (gradient reaches W, not q)
-    kl = ce + ((counts * neg_entropy).sum() + (hidden.to(dtype) * shift[inv]).sum()) / n
+    h = hidden if keep is None else hidden[keep]
+    kl = ce + ((counts * neg_entropy).sum() + (h.to(dtype) * shift[inv]).sum()) / n
     return kl, ce
+
+
+@torch.no_grad()
+def _target_table(W: Tensor, uniq: Tensor, T: float, sim: Similarity, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """The targets of the distinct targets ``uniq`` (U,): ``q`` (U, V) and ``sum_v q log q`` (U,),
+    in ``dtype``, detached."""
+    scaled = similarity(W, uniq, sim).to(dtype).div_(_check_temperature(T))  # (U, V)
+    q = torch.softmax(scaled, dim=-1)
+    # log-normaliser from the row's largest target, which is >= 1/V (no underflow): log q_j = s_j - lse.
+    # With cosine similarity the largest is the target word itself (cos = 1); with dot, look for it.
+    top = uniq[:, None] if sim == "cosine" else q.argmax(-1, keepdim=True)  # (U, 1)
+    lse = scaled.gather(1, top).view(-1) - q.gather(1, top).log().view(-1)  # (U,)
+    return q, torch.linalg.vecdot(q, scaled) - lse  # sum_v q (s - lse) = sum_v q log q, exact where q underflows
+
+
+class _LogitsKL(torch.autograd.Function):
+    """``(KL, CE)`` of logits (N, V) at targets y (N,) against the per-target table q (U, V)
+    (``inv`` (N,) the row of each position's target, ``neg_entropy`` (U,) each row's
+    ``sum_v q log q``), with the gradient formed from the logits alone: no (N, V) log-probability
+    tensor under autograd, no (N, V) target.
+
+    Forward: ``log p = log_softmax(logits)`` (one fused pass), ``CE = -mean(log p_n(y_n))`` and
+    ``KL = mean(neg_entropy[inv_n]) - sum(q * G) / N``, where ``G`` (U, V) sums the
+    log-probabilities of each target's positions (one ``index_add`` pass). Backward, for
+    incoming gradients ``a`` (of KL) and ``b`` (of CE): ``((a + b) p_n - a q[inv_n] - b onehot(y_n)) / N``.
+    ``log p`` is saved (as cross-entropy saves it); q is the caller's."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, y: Tensor, inv: Tensor, q: Tensor, neg_entropy: Tensor) -> tuple[Tensor, Tensor]:
+        n = y.numel()
+        logp = F.log_softmax(logits.to(q.dtype), dim=-1)  # (N, V): one fused pass
+        ce = -logp.gather(1, y[:, None]).sum() / n
+        grouped = logp.new_zeros(q.shape).index_add_(0, inv, logp)  # (U, V): the summed log-probabilities of each target's positions
+        kl = (neg_entropy[inv].sum() - (q * grouped).sum()) / n
+        ctx.save_for_backward(logp, y, inv, q)
+        ctx.logits_dtype = logits.dtype
+        return kl, ce
+
+    @staticmethod
+    def backward(ctx, g_kl: Tensor, g_ce: Tensor):
+        logp, y, inv, q = ctx.saved_tensors
+        n = y.numel()
+        grad = logp.exp().mul_((g_kl + g_ce) / n)  # (N, V) the softmax, scaled
+        grad.addcmul_(q.index_select(0, inv), g_kl / n, value=-1.0)  # - a q[inv] / N
+        grad.scatter_add_(1, y[:, None], (-g_ce / n).expand(n, 1).to(grad.dtype))  # - b onehot / N
+        return grad.to(ctx.logits_dtype), None, None, None, None
 
 
 def semantic_kl(

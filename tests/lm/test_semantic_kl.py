@@ -67,6 +67,25 @@ def test_float32_fast_path_matches_the_reference_path():
     assert a.item() == pytest.approx(b.item(), rel=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_logits_path_in_low_precision_matches_float64_with_separate_gradients_for_its_terms(dtype):
+    """The logits path's custom backward takes the two terms' incoming gradients apart
+    (here 0.7 and 0.2: no lam mixes them) and returns the logits' dtype."""
+    W, hidden, targets = batch(4, 16, 300, 8, seed=6, dtype=torch.float64)
+    targets[0, :3] = 0
+    logits64 = (hidden @ W.T).detach().requires_grad_()
+    logits = logits64.detach().to(dtype).requires_grad_()
+    kl, ce = semantic_kl_terms(logits, targets, W, 0.7, "cosine", pad_id=0)
+    (0.7 * kl + 0.2 * ce).backward()
+    kl64, ce64 = semantic_kl_terms(logits64.to(dtype).double(), targets, W, 0.7, "cosine", pad_id=0)  # the same rounded logits
+    (0.7 * kl64 + 0.2 * ce64).backward()
+    assert kl.dtype == ce.dtype == torch.float32 and logits.grad.dtype == dtype
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    assert kl.item() == pytest.approx(kl64.item(), rel=tol) and ce.item() == pytest.approx(ce64.item(), rel=tol)
+    assert torch.allclose(logits.grad.double(), logits64.grad, rtol=tol, atol=tol * logits64.grad.abs().max().item())
+    assert torch.all(logits.grad[0, :3] == 0)  # padding positions get no gradient
+
+
 def test_as_T_goes_to_0_the_cosine_target_is_one_hot_and_the_loss_is_ce():
     W, hidden, targets = batch(seed=1)
     logits = hidden @ W.T
