@@ -60,3 +60,12 @@ def test_a_benchmark_times_triton_kernels_on_cuda_only_and_otherwise_says_why():
         return choose_kernel(kernel, device, missing, "inside")
 
     assert timing_skip_reason("cuda", refuse).startswith("inside: kernel='triton' needs the triton package")
+
+
+def test_the_front_doors_say_which_kernels_they_offer():
+    from neurosym.layers.inside import resolve_kernel as inside_kernel
+    from neurosym.lm.idea import resolve_kernel as idea_kernel
+
+    assert idea_kernel("compile", "cpu") == "compile" and idea_kernel("auto", "cpu") == "torch"
+    with pytest.raises(NeurosymError, match=r"^inside: kernel='compile' is not offered here"):
+        inside_kernel("compile", "cpu")
