@@ -12,8 +12,9 @@ from scipy import stats
 from neurosym.cli.main import main
 from neurosym.errors import ConfigError, NeurosymError
 from neurosym.experiments.semantic_fusion import CONTROL, VARIANTS, format_report, recipe_config, reproduce
-from neurosym.lm.config import load_config
+from neurosym.lm.config import Config, load_config
 from neurosym.lm.fusion import LexicalOutput, control_from_features, control_names
+from neurosym.lm.semantic_kl import semantic_kl_terms
 from neurosym.lm.task import SENTENCE_SEEDS, LMTask
 from neurosym.lm.train import seed_all
 
@@ -407,3 +408,43 @@ def test_a_variants_optim_entry_overrides_the_recipes_and_epochs_override_both()
     for cfg in (f, b):
         objective = task(cfg).objective
         assert objective.uniformizer.weight == 2.0 and objective.uniformizer.per_class and objective.label_smoothing == 0.0
+
+
+def _with_semantic_kl(variant: str, **kl):
+    d = recipe_config(variant, 0, model=TINY, train=64, valid=16).to_dict()
+    d["objective"].pop("label_smoothing", None)  # plain CE only: not with semantic KL
+    d["objective"]["semantic_kl"] = {"lambda": 0.5, "temperature": 0.5, **kl}
+    return Config.from_dict(d)
+
+
+def test_semantic_kl_on_the_lexical_output_takes_the_logits_path():
+    """The lexical output's logits are h . (E + W_o f), not hidden @ E^T: the fast path's
+    identity does not hold there, so the task takes the logits path (and refuses path = "hidden")."""
+    t = task(_with_semantic_kl("fusion-lexical"))
+    seed_all(0)
+    model = t.build_model(None)
+    assert isinstance(model.output, LexicalOutput)
+    with torch.no_grad():
+        model.output.W_o.normal_()  # it starts at zero, where the two would agree
+    model.eval()
+    batch = first_batch(t)
+    _, logs = t.loss(model, batch)
+    out = model(batch["ids"], **{k: batch[k] for k in ("features", "control") if k in batch})
+    args = (out.logits, batch["targets"], model.lm_head.weight, 0.5, "cosine", t.pad_id)
+    logits_path = semantic_kl_terms(*args)[0].item()
+    fast_path = semantic_kl_terms(*args, hidden=out.hidden)[0].item()
+    assert abs(fast_path - logits_path) > 1e-3 and logs["kl"] == pytest.approx(logits_path, rel=1e-6)
+    with pytest.raises(ConfigError, match=r"objective\.semantic_kl\.path: the fast path needs logits = hidden @ W\^T"):
+        task(_with_semantic_kl("fusion-lexical", path="hidden"))
+
+
+@pytest.mark.parametrize("path", ["auto", "hidden", "logits"])
+def test_semantic_kl_path_key_on_the_plain_model_gives_the_same_loss(path):
+    t = task(_with_semantic_kl("baseline", path=path))
+    seed_all(0)
+    model = t.build_model(None)
+    model.eval()
+    batch = first_batch(t)
+    total, logs = t.loss(model, batch)
+    ref = task(_with_semantic_kl("baseline", path="logits")).loss(model, batch)[0]
+    assert total.item() == pytest.approx(ref.item(), rel=1e-5) and math.isfinite(logs["kl"])

@@ -274,6 +274,14 @@ class ModelSection(LMSection):
                      "sizes a native baseline like an idea model; expected no model.idea and no model.hf", self.match_idea)
 
 
+def _tied_logits(model: nn.Module) -> bool:
+    """Whether ``model``'s (ungated) logits are ``hidden @ lm_head.weight.T``, as semantic KL's
+    fast path needs: a native :class:`~neurosym.lm.model.CausalLM` with the plain output or
+    the idea gate (deferred in training), not the lexical output layer (``h . (E + W_o f)``)
+    nor a transformers model (which may scale or bias its logits)."""
+    return isinstance(model, CausalLM) and (model.output is None or isinstance(model.output, IdeaOutput))
+
+
 @dataclass
 class SemanticKLSection:
     """``[objective] semantic_kl = { lambda, temperature, ... }`` (the recipe's keys)."""
@@ -283,6 +291,7 @@ class SemanticKLSection:
     temperature_end: float | None = None  # T at the last step (linear / cosine schedules)
     schedule: Literal["constant", "linear", "cosine"] = "constant"
     similarity: Literal["dot", "cosine"] = "cosine"
+    path: Literal["auto", "hidden", "logits"] = "auto"  # semantic_kl_terms' fast path (hidden states) or logits path; auto: hidden where it applies
 
     def __post_init__(self):
         _require(0 <= self.lambda_ <= 1, "objective.semantic_kl.lambda", "expected a number in [0, 1] (the weight of the KL term)", self.lambda_)
@@ -528,6 +537,9 @@ class LMTask:
                 raise config.error(key, 'needs data.layout = "sentences" (a grammar\'s sentences, one per row)')
             if m.hf is not None or m.idea is not None:
                 raise config.error(key, "native models without the idea gate only (the idea gate is an output layer too)")
+        if o.semantic_kl is not None and o.semantic_kl.path == "hidden" and (m.hf is not None or (m.fusion is not None and m.fusion.lexical_output)):
+            raise config.error("objective.semantic_kl.path", 'the fast path needs logits = hidden @ W^T, which model.hf and '
+                               'model.fusion.lexical_output do not give; use "auto" or "logits"')
         if o.semantic_kl is not None and m.idea is not None and o.semantic_kl.lambda_ >= 1:
             raise config.error("objective.semantic_kl", "lambda = 1 leaves no cross-entropy for the idea gate to train; use lambda < 1")
         if m.hf is not None:
@@ -886,8 +898,8 @@ class LMTask:
             logs.update(ce=float(ce), idea_bce=float(bce), idea_alpha=alpha)
         else:
             out = model(ids, **inputs)
-        if self.kl is not None:  # on the ungated logits hidden @ W^T (the fast path)
-            fast = isinstance(core, CausalLM)  # logits == hidden @ W^T; a transformers model may scale or bias its logits
+        if self.kl is not None:  # on the ungated logits, by the fast path (hidden @ W^T) or the logits path
+            fast = self.kl.path != "logits" and _tied_logits(core)
             kl, ce_plain = semantic_kl_terms(out.logits, y, core.lm_head.weight, self.temperature, self.kl.similarity,
                                              pad_id=self.pad_id, hidden=out.hidden if fast else None)
             total = (total + lam * kl) if idea is not None else lam * kl + (1.0 - lam) * ce_plain

@@ -42,8 +42,12 @@ def _run(logits, z, targets, kernel, **kw):
     return total.detach(), ce, bce, lg.grad, zz.grad
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("variant", ["published", "outside"])
+@pytest.mark.parametrize(("dtype", "variant"), [
+    (torch.float32, "published"),
+    pytest.param(torch.float64, "published", marks=pytest.mark.slow),  # each case compiles anew: the rest under -m slow
+    pytest.param(torch.float32, "outside", marks=pytest.mark.slow),
+    pytest.param(torch.float64, "outside", marks=pytest.mark.slow),
+])
 def test_compiled_objective_equals_the_naive_loss_and_the_torch_blocks(dtype, variant):
     torch._dynamo.reset()
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-13)
