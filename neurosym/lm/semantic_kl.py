@@ -136,8 +136,8 @@ def _target_table(W: Tensor, uniq: Tensor, T: float, sim: Similarity, dtype: tor
 class _LogitsKL(torch.autograd.Function):
     """``(KL, CE)`` of logits (N, V) at targets y (N,) against the per-target table q (U, V)
     (``inv`` (N,) the row of each position's target, ``neg_entropy`` (U,) each row's
-    ``sum_v q log q``), with the gradient formed from the logits alone: no (N, V) log-probability
-    tensor under autograd, no (N, V) target.
+    ``sum_v q log q``), with the gradient formed in one custom backward: no (N, V) tensor under
+    autograd, and the (N, V) target ``q[inv]`` only read there, once.
 
     Forward: ``log p = log_softmax(logits)`` (one fused pass), ``CE = -mean(log p_n(y_n))`` and
     ``KL = mean(neg_entropy[inv_n]) - sum(q * G) / N``, where ``G`` (U, V) sums the
