@@ -3,7 +3,9 @@ against the dense naive loss under autograd and against the torch row blocks, va
 both gradients, both gate variants, float32 and float64, padding rows, stop words, alpha 0;
 a changing alpha and loss scale do not recompile it; a compile failure is a clear error.
 
-On the CPU ``torch.compile`` generates C++ and needs a compiler: skipped without one."""
+On the CPU ``torch.compile`` generates C++ and needs a working compiler: the tests that
+compile are skipped, with the reason, without one. They are under ``-m slow`` (the first
+compile in a process takes some 25 s on 2 cores); the failure path runs by default."""
 
 from __future__ import annotations
 
@@ -17,14 +19,12 @@ from neurosym.lm.idea import idea_objective
 
 from test_idea import naive_objective
 
-pytestmark = pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
-                                reason="torch.compile on the CPU needs a C++ compiler; none is on PATH")
-
-
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def compiles_here():
-    """Skip (with the reason) where torch.compile cannot build CPU kernels at all: a compiler
-    on PATH is not enough without, say, Python's headers."""
+    """Skip (with the reason) where torch.compile cannot build CPU kernels at all: no C++
+    compiler on PATH, or one that cannot build them (without, say, Python's headers)."""
+    if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        pytest.skip("torch.compile on the CPU needs a C++ compiler; none is on PATH")
     try:
         torch.compile(lambda x: torch.sigmoid(x) + 1.0, fullgraph=True)(torch.ones(3))
     except Exception as e:  # inductor's failures come in many types
@@ -52,11 +52,10 @@ def _run(logits, z, targets, kernel, **kw):
     return total.detach(), ce, bce, lg.grad, zz.grad
 
 
+@pytest.mark.slow  # the first compile in a process takes some 25 s on 2 cores
+@pytest.mark.usefixtures("compiles_here")
 @pytest.mark.parametrize(("dtype", "variant"), [
-    (torch.float32, "published"),
-    pytest.param(torch.float64, "published", marks=pytest.mark.slow),  # each case compiles anew: the rest under -m slow
-    pytest.param(torch.float32, "outside", marks=pytest.mark.slow),
-    pytest.param(torch.float64, "outside", marks=pytest.mark.slow),
+    (torch.float32, "published"), (torch.float64, "published"), (torch.float32, "outside"), (torch.float64, "outside"),
 ])
 def test_compiled_objective_equals_the_naive_loss_and_the_torch_blocks(dtype, variant):
     torch._dynamo.reset()
@@ -76,6 +75,8 @@ def test_compiled_objective_equals_the_naive_loss_and_the_torch_blocks(dtype, va
             torch.testing.assert_close(a, b, **tol)
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("compiles_here")
 def test_alpha_and_the_loss_scale_change_without_recompiling():
     """alpha ramps every step and the CE scale follows the batch's padding: both enter the
     compiled block as 0-d tensors, so one graph serves them (a new shape may add one)."""
@@ -108,6 +109,8 @@ def test_a_compile_failure_is_a_clear_error(monkeypatch):
         idea_objective(logits, z, targets, alpha=0.5, window=3, kernel="compile")
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("compiles_here")
 def test_bench_train_times_the_compiled_objective_and_checks_it_against_the_torch_blocks(monkeypatch):
     """bench train's idea-gating-compile variant, timed and checked as on CUDA (where it is
     offered): here on the CPU, at a tiny size, the CUDA-only gate lifted."""
