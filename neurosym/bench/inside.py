@@ -140,11 +140,6 @@ def _worker_main(arg: str) -> None:
     print(json.dumps(out), flush=True)
 
 
-def triton_skip_reason(device: str) -> str | None:
-    """Why the Triton row cannot run on ``device`` (None when it can)."""
-    return timing_skip_reason(device, resolve_kernel)
-
-
 def measure(impl: str, batch: int, length: int, size: int, repeats: int, device: str, timeout: float, memory_cap_bytes: int | None, threads: int | None, launches: bool = False) -> dict:
     """One implementation on one configuration, in a fresh process: ``status`` is
     ``ok`` (with ``seconds`` per run, ``peak_bytes``, ``log_z`` and, with ``launches``,
@@ -206,7 +201,7 @@ def run(
     launches: bool = False,
 ) -> dict:
     """Seconds (median of ``repeats``) and peak memory of forward + backward, ours (the torch
-    path, and the Triton kernels on CUDA: :func:`triton_skip_reason`) vs torch-struct's, per
+    path, and the Triton kernels on CUDA: :func:`~neurosym.kernels.timing_skip_reason`) vs torch-struct's, per
     (length, size); with ``launches``, the operators (CPU) or
     kernels (CUDA) of one forward + backward of each. A run over ``timeout`` seconds is
     abandoned and each process's address space is capped at ``memory_cap_gb`` (lowered
@@ -220,7 +215,7 @@ def run(
     cap = int(memory_cap_gb * 2**30)
     if available is not None:
         cap = min(cap, int(0.75 * available))
-    skip_triton = triton_skip_reason(device)
+    skip_triton = timing_skip_reason(device, resolve_kernel)  # None: the Triton row runs
     impls = [i for i in IMPLEMENTATIONS if (i != "torch_struct" or reference) and (i != "neurosym_triton" or skip_triton is None)]
     rows = []
     for length in lengths:

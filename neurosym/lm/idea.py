@@ -75,7 +75,7 @@ class IdeaConfig:
     stop_words: int = 50  # the N most frequent training tokens get no idea loss
     pos_weight: float | None = None  # BCE weight of the positive entries (None: 1)
     ramp: float | None = None  # the lm task: alpha ramps over this share of the training steps (sets ramp_steps)
-    kernel: str = "torch"  # the training objective's implementation (:func:`resolve_kernel`); "auto"/"triton" opt in to the Triton kernel
+    kernel: str = "torch"  # the training objective's implementation (:func:`resolve_kernel`): "torch", "triton", "compile" or "auto"
 
     def __post_init__(self) -> None:
         for key in ("window", "hidden"):
@@ -238,7 +238,8 @@ def ramped_alpha(alpha: float, step: int, ramp_steps: int) -> float:
 
 # ---------------------------------------------------------------------- the fused training objective
 # The implementations of idea_objective's V-wide part (kernel=, neurosym.kernels.KERNELS): torch (row blocks of
-# torch operations), triton (one Triton kernel, neurosym.lm.idea_kernel), auto (Triton on CUDA when triton imports).
+# _block_grads), compile (_block_grads once on every row, through torch.compile), triton (one Triton kernel,
+# neurosym.lm.idea_kernel), auto (Triton on CUDA when triton imports, else torch).
 
 
 def _block_grads(logits: Tensor, z: Tensor, t: Tensor, rowf: Tensor, col: Tensor, alpha: Tensor, beta: float, eps: float,
@@ -299,23 +300,23 @@ def _torch_rows(logits: Tensor, z: Tensor, targets: Tensor, keep_col: Tensor, al
     col = keep_col.to(cdt)  # (V,)
     rowf = (targets != -1).to(cdt)[:, None]  # (N, 1)
     t = targets.clamp(min=0)[:, None]  # (N, 1)
-    scalars = [torch.tensor(x, dtype=cdt, device=logits.device) for x in (alpha, ce_scale, bce_scale)]
+    a, ce_scale, bce_scale = (torch.tensor(x, dtype=cdt, device=logits.device) for x in (alpha, ce_scale, bce_scale))
     if compiled:
         try:
-            return _compiled_block()(logits.to(cdt), z.to(cdt), t, rowf, col, scalars[0], beta, eps, outside, *scalars[1:])
+            return _compiled_block()(logits.to(cdt), z.to(cdt), t, rowf, col, a, beta, eps, outside, ce_scale, bce_scale)
         except Exception as e:  # torch.compile's failures (no C++ compiler for the CPU, a backend error) come as pages of traceback
             reason = (str(e).strip().splitlines() or [""])[0][:300]
             raise NeurosymError(f"idea_objective: kernel='compile' failed ({type(e).__name__}: {reason}); use kernel='torch'") from e
-    if block >= N:
-        return _block_grads(logits.to(cdt), z.to(cdt), t, rowf, col, scalars[0], beta, eps, outside, *scalars[1:])
+    if block >= N:  # one block: its own gradients, no copy into the step's
+        return _block_grads(logits.to(cdt), z.to(cdt), t, rowf, col, a, beta, eps, outside, ce_scale, bce_scale)
     g_logits = torch.empty(N, V, dtype=cdt, device=logits.device)
     g_z = torch.empty(N, V, dtype=cdt, device=logits.device)
     ce_sum = logits.new_zeros((), dtype=torch.float64)
     neg_sum = logits.new_zeros((), dtype=torch.float64)
-    for a in range(0, N, block):
-        b = min(a + block, N)
-        _, _, ce, neg = _block_grads(logits[a:b].to(cdt), z[a:b].to(cdt), t[a:b], rowf[a:b], col, scalars[0], beta, eps, outside,
-                                     *scalars[1:], out=(g_logits[a:b], g_z[a:b]))
+    for i in range(0, N, block):
+        j = min(i + block, N)
+        _, _, ce, neg = _block_grads(logits[i:j].to(cdt), z[i:j].to(cdt), t[i:j], rowf[i:j], col, a, beta, eps, outside,
+                                     ce_scale, bce_scale, out=(g_logits[i:j], g_z[i:j]))
         ce_sum += ce
         neg_sum += neg
     return g_logits, g_z, ce_sum, neg_sum
@@ -406,7 +407,7 @@ def _kernel_module():
 
 def resolve_kernel(kernel: str, device: torch.device | str) -> str:
     """The implementation :func:`idea_objective` runs for ``kernel`` (one of :data:`KERNELS`)
-    on tensors of ``device``: ``"torch"`` or ``"triton"``. ``auto`` is Triton on CUDA when
+    on tensors of ``device``: ``"torch"``, ``"triton"`` or ``"compile"`` (asked for by name only). ``auto`` is Triton on CUDA when
     triton imports, else torch; ``triton`` without triton, or on CPU tensors outside Triton's
     interpreter (``TRITON_INTERPRET=1`` before triton is imported), is a
     :class:`~neurosym.errors.NeurosymError`."""
@@ -442,10 +443,11 @@ def idea_objective(
 
     ``kernel`` (:func:`resolve_kernel`): ``"torch"``, the row blocks above; ``"triton"``, one
     Triton kernel that makes two passes over each row instead (:mod:`neurosym.lm.idea_kernel`,
-    ``block_elements`` unused); ``"auto"``, Triton on CUDA tensors when triton imports, else
-    torch. The default is ``"torch"``, the path measured on a GPU (the Triton kernel is
-    tested under Triton's CPU interpreter but not yet run on a card: opt in with
-    ``kernel=`` or the ``model.idea`` table's ``kernel`` key)."""
+    ``block_elements`` unused); ``"compile"``, the row-block function once on every row through
+    ``torch.compile`` (the first call compiles; a failure is a :class:`NeurosymError`);
+    ``"auto"``, Triton on CUDA tensors when triton imports, else torch. The default is
+    ``"torch"``, the path measured on a GPU (the other two are tested on the CPU but not yet
+    run on a card: opt in with ``kernel=`` or the ``model.idea`` table's ``kernel`` key)."""
     if logits.shape != z.shape or logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise NeurosymError(f"idea_objective: expected logits and z (B, L, V) and targets (B, L), got "
                             f"{tuple(logits.shape)}, {tuple(z.shape)}, {tuple(targets.shape)}")
@@ -542,7 +544,7 @@ def idea_training_loss(
     output's :class:`IdeaConfig`) at the alpha this forward pass had on the ramp. Equal
     to ``F.cross_entropy(model(ids).logits, ...) + weight * idea_loss(...)`` up to rounding.
     ``block_elements``: the objective's row blocks (default: chosen for the device);
-    ``kernel``: its implementation (``auto``, ``torch`` or ``triton``: :func:`resolve_kernel`;
+    ``kernel``: its implementation (``auto``, ``torch``, ``triton`` or ``compile``: :func:`resolve_kernel`;
     default: the output's ``IdeaConfig.kernel``)."""
     output = getattr(model, "output", None)
     if not isinstance(output, IdeaOutput):
