@@ -208,8 +208,7 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
         from neurosym.bench import decode_cfg  # lazy: as above
         from neurosym.files import atomic_write_bytes, shipped_file  # lazy: as above
 
-        shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")
-        path = Path(cfg)
+        path = Path(cfg)  # the user's own input first: a bad --cfg is named before any shared-data check
         if not path.is_file():
             try:
                 path = shipped_file(cfg)
@@ -217,6 +216,7 @@ def bench_decode(n_words: int, bpe_size: int, repeats: int, batch: int, threads:
                 raise NeurosymError(f"--cfg {cfg}: no such file (a .pcfg file, or a shipped one such as grammars/json.pcfg)") from None
         if path.suffix != ".pcfg":
             raise NeurosymError(f"--cfg {cfg}: expected a .pcfg grammar")
+        shared_data("wikitext-2", "valid.txt"), shared_data("ud-english-ewt", "en_ewt-ud-train.conllu")
         r = decode_cfg.run(path, bpe_size=bpe_size, walks=walks, slow_engine_seconds=slow_seconds, progress=not as_json,
                            syncode=syncode_python, threads=threads)
         text = json.dumps(r, indent=1)
