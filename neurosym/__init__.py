@@ -6,6 +6,8 @@ Public API::
     bank = neurosym.load("grammars/dates.regex")          # a RegexBank
     auto = neurosym.compile_regex(r"(19|20)\\d{2}")         # an Automaton over characters
     date = neurosym.load_grammar("grammars/dates.regex:DATE", vocab)   # one grammar to decode with, over vocab
+    vocab = neurosym.Vocab.from_tokenizer("tokenizer.json")           # a tokenizer's vocabulary, built once
+    guide = neurosym.compile_guide("grammars/json.pcfg", vocab)       # a grammar compiled once for it: guide.matcher()
 
 The names below load their modules on first use (PEP 562), so ``import neurosym`` (and
 ``neurosym --help``) does not pay for torch until something needs it.
@@ -29,6 +31,9 @@ _LAZY = {
     "RuleTensors": "neurosym.compile.pcfg",
     "Vocab": "neurosym.vocab",
     "WeightedAutomaton": "neurosym.compile.weighted",
+    "Guide": "neurosym.decode.guide",
+    "Matcher": "neurosym.decode.guide",
+    "compile_guide": "neurosym.decode.guide",
     "compile_regex": "neurosym.compile.regex",
     "load_grammar": "neurosym.kinds",
 }
@@ -70,7 +75,9 @@ __all__ = [
     "ConfigError",
     "Entropy",
     "FeatureBank",
+    "Guide",
     "Limits",
+    "Matcher",
     "NeurosymError",
     "RegexBank",
     "RuleTensors",
@@ -78,6 +85,7 @@ __all__ = [
     "TaskError",
     "Vocab",
     "WeightedAutomaton",
+    "compile_guide",
     "compile_regex",
     "load",
     "load_grammar",

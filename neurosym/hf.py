@@ -22,19 +22,15 @@
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.pcfg import RuleTensors
 from neurosym.compile.regex import Limits
-from neurosym.decode.grammar import grammar_processors
+from neurosym.decode.guide import Guide, compile_guide
 from neurosym.errors import NeurosymError
-from neurosym.kinds import load_grammar
 from neurosym.semiring import LOG_ZERO
 from neurosym.vocab import Vocab
 
@@ -49,75 +45,23 @@ try:
 except ImportError:
     raise MissingExtra("neurosym.hf needs transformers: pip install 'neurosym[hf]'") from None
 
-Grammar = str | Path | Automaton | RuleTensors
-BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+Grammar = str | Path | Automaton | RuleTensors | Guide
 
 
 # ---------------------------------------------------------------------- vocabularies
 def tokenizer_vocab(tokenizer: PreTrainedTokenizerFast, size: int | None = None) -> Vocab:
-    """A ``"bytes"`` :class:`Vocab` of a fast tokenizer: each id's exact bytes.
+    """A ``"bytes"`` :class:`Vocab` of a fast tokenizer: each id's exact bytes, through the
+    one front door :meth:`Vocab.from_tokenizer` (kept per tokenizer object, so a second
+    processor over the same tokenizer does not read its vocabulary again).
 
-    Byte-level tokenizers (GPT-2, RoBERTa, Llama 3, Qwen: a ``ByteLevel`` pre-tokenizer
-    or decoder) read through :meth:`Vocab.from_tokenizer`; SentencePiece-style ones (a
-    ``Metaspace`` decoder or a ``▁`` -> space ``Replace``) spell ``▁`` as a space and
-    byte-fallback tokens ``<0xHH>`` as their byte. Special tokens (the tokenizer's
-    ``all_special_ids`` and added tokens marked special) spell nothing. ``size`` (the
-    model's ``config.vocab_size``) pads the vocabulary with unused ids that spell
-    nothing, or drops ids the model cannot produce.
+    Byte-level tokenizers (GPT-2, RoBERTa, Llama 3, Qwen) and SentencePiece-style ones
+    (``Metaspace``, byte fallback ``<0xHH>``) are read; special tokens spell nothing;
+    ``size`` (the model's ``config.vocab_size``) pads the vocabulary with unused ids that
+    spell nothing, or drops ids the model cannot produce.
     """
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if not isinstance(tokenizer, PreTrainedTokenizerFast) or backend is None:
+    if not isinstance(tokenizer, PreTrainedTokenizerFast) or getattr(tokenizer, "backend_tokenizer", None) is None:
         raise NeurosymError(f"neurosym.hf needs a fast tokenizer (PreTrainedTokenizerFast, use_fast=True), got {type(tokenizer).__name__}")
-    spec = json.loads(backend.to_str())
-    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
-    if _mentions(spec.get("pre_tokenizer"), "ByteLevel") or _mentions(spec.get("decoder"), "ByteLevel"):
-        base = Vocab.from_tokenizer(backend)
-        tokens, surfaces = base.tokens, base.surfaces
-    elif _mentions(spec.get("decoder"), "Metaspace") or _replaces_word_marker(spec.get("decoder")):
-        tokens, surfaces = _metaspace_surfaces(backend, bool((spec.get("model") or {}).get("byte_fallback")))
-    else:
-        kind = (spec.get("decoder") or {}).get("type", "no decoder")
-        raise NeurosymError(
-            f"neurosym.hf reads byte-level BPE (GPT-2 style) and SentencePiece-style (Metaspace) tokenizers; this one's decoder is {kind}"
-        )
-    surfaces = [None if i in special else s for i, s in enumerate(surfaces)]
-    if size is not None:
-        if not isinstance(size, int) or size < 1:
-            raise NeurosymError(f"vocab_size must be a positive number of token ids, got {size!r}")
-        tokens = tokens[:size] + [f"<unused:{i}>" for i in range(len(tokens), size)]
-        surfaces = surfaces[:size] + [None] * (size - len(surfaces))
-    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None and tokenizer.unk_token_id < len(tokens) else None
-    return Vocab(tokens, surfaces, "bytes", unk=unk, tokenizer=backend)
-
-
-def _mentions(component: Any, kind: str) -> bool:
-    """Whether a tokenizer JSON component, or one inside a Sequence of them, is of ``kind``."""
-    if not isinstance(component, dict):
-        return False
-    if component.get("type") == kind:
-        return True
-    return any(_mentions(c, kind) for c in component.get("pretokenizers") or component.get("decoders") or [])
-
-
-def _replaces_word_marker(decoder: Any) -> bool:
-    """A decoder that turns SentencePiece's ``▁`` into a space (Llama 2, Mistral)."""
-    if not isinstance(decoder, dict):
-        return False
-    if decoder.get("type") == "Replace":
-        return (decoder.get("pattern") or {}).get("String") == "▁"
-    return any(_replaces_word_marker(d) for d in decoder.get("decoders") or [])
-
-
-def _metaspace_surfaces(backend: Any, byte_fallback: bool) -> tuple[list[str], list[bytes | None]]:
-    """Token strings and bytes of a SentencePiece-style tokenizer (``▁`` is a space)."""
-    vocab = backend.get_vocab(with_added_tokens=True)
-    tokens: list[str] = [f"<unused:{i}>" for i in range(max(vocab.values()) + 1)]
-    surfaces: list[bytes | None] = [None] * len(tokens)
-    for tok, i in vocab.items():
-        tokens[i] = tok
-        byte = BYTE_FALLBACK.fullmatch(tok) if byte_fallback else None
-        surfaces[i] = bytes([int(byte.group(1), 16)]) if byte else tok.replace("▁", " ").encode("utf-8")
-    return tokens, surfaces
+    return Vocab.from_tokenizer(tokenizer, size)
 
 
 # ---------------------------------------------------------------------- grammars
@@ -136,9 +80,11 @@ class GrammarLogitsProcessor(HFLogitsProcessor):
     """A ``transformers.LogitsProcessor`` whose continuations are sentences of a grammar.
 
     Args:
-        grammar: a regex, a grammar file or a compiled grammar, read by the one front door
-            :func:`neurosym.kinds.load_grammar` (``FILE.regex:NAME``, ``.fsg``, ``.pcfg``,
-            a ``.txt`` word list, a compiled ``.safetensors``; docs/words.md for word lists).
+        grammar: a regex, a grammar file, a compiled grammar or a compiled guide, read by
+            :func:`neurosym.compile_guide` (``FILE.regex:NAME``, ``.fsg``, ``.pcfg``, a
+            ``.txt`` word list, a compiled ``.safetensors``; docs/words.md for word lists),
+            which keeps compiled guides: a second processor of the same grammar and
+            tokenizer (its vocabulary is kept per tokenizer object) costs milliseconds.
         tokenizer: the model's fast tokenizer.
         prior_weight: 0 masks; ``> 0`` (an ``.fsg`` or ``.pcfg``) also adds
             ``prior_weight * log P_grammar(token | prefix)`` (a product of experts).
@@ -176,8 +122,9 @@ class GrammarLogitsProcessor(HFLogitsProcessor):
             raise NeurosymError(f"eos_token_id {eos} is the ordinary token {self.vocab.tokens[eos]!r}; the end needs a special token")
         self.eos_token_id = eos
         use = _uses(prior_weight, max_new_tokens)
-        self.grammar = load_grammar(grammar, self.vocab, limits)
-        self.processors = grammar_processors(self.grammar, eos, use, prior_weight or 1.0, max_new_tokens)
+        self.guide = compile_guide(grammar, self.vocab, limits)  # compiled once per (grammar, vocabulary): a second processor looks it up
+        self.grammar = self.guide.grammar
+        self.processors = self.guide.processors(eos, use, prior_weight or 1.0, max_new_tokens)
         self.prompt_length: int | None = None
         self._ids: torch.Tensor | None = None  # the ids of the last call
         self._done = torch.zeros(0, dtype=torch.bool)

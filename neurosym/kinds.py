@@ -67,6 +67,7 @@ Loader = Callable[[Path, "Vocab | None", Limits], Any]
 Inspector = Callable[[Path, InspectOptions], "tuple[dict, str, Path | None]"]
 Sampler = Callable[[Path, SampleOptions], "list[str]"]
 PartLoader = Callable[[Path, "str | None", "Vocab | None", Limits], Any]
+StringLoader = Callable[[Path, "Vocab", Limits], Any]
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,12 @@ class Kind:
             with one part needs no name.
         own_vocab: the file carries its vocabulary (a compiled artifact): ``load`` takes
             no vocab, and :func:`load_grammar` checks the one asked for against it.
+        strings: how a file of this kind is read over a tokenizer's vocabulary (kind
+            ``"bytes"`` or ``"char"``) as a language of strings: ``(path, vocab, limits) ->``
+            a :class:`~neurosym.compile.spelling.SpelledGrammar` (its terminals spelled out,
+            docs/strings.md), which :func:`neurosym.compile_guide` turns into a guide over
+            any tokenizer. None: ``load`` over that vocabulary is used as it is (an
+            automaton over the tokens, as a regex or a word list compiles).
     """
 
     name: str
@@ -107,6 +114,7 @@ class Kind:
     grammar: bool = False
     part: PartLoader | None = None
     own_vocab: bool = False
+    strings: StringLoader | None = None
 
     def __post_init__(self):
         if not self.name or not self.suffix.startswith(".") or len(self.suffix) < 2:
@@ -173,6 +181,12 @@ def _load_pcfg(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
     from neurosym.compile.pcfg import load_pcfg  # lazy: only .pcfg files need the PCFG compiler
 
     return load_pcfg(path, vocab, limits)
+
+
+def _spelled(path: Path, vocab: Vocab, limits: Limits) -> Any:
+    from neurosym.compile.spelling import load_spelled  # lazy: the FSG and PCFG compilers load with their files
+
+    return load_spelled(path, vocab, limits)
 
 
 def _load_lexicon(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
@@ -360,19 +374,19 @@ def registered() -> tuple[Kind, ...]:
 
 
 for _kind in (
-    Kind("regex", ".regex", load_regex, _inspect_bank, _sample_automata, _regex_summary, "neurosym.compile.regex:RegexBank",
-         "a .regex bank (FILE.regex:NAME)", part=load_pattern),
-    Kind("fsg", ".fsg", _load_fsg, _inspect_fsg, _sample_fsg, _fsg_summary, "neurosym.compile.weighted:WeightedAutomaton",
-         "an .fsg grammar", grammar=True),
-    Kind("pcfg", ".pcfg", _load_pcfg, _inspect_pcfg, _sample_pcfg, _pcfg_summary, "neurosym.compile.pcfg:RuleTensors",
-         "a .pcfg grammar", grammar=True),
-    Kind("lexicon", ".lex", _load_lexicon, _inspect_lexicon,
-         _cannot_sample("a lexicon describes tokens and does not generate sentences; sample its FSG instead"),
-         _lexicon_summary, "neurosym.compile.lexicon:FeatureBank", "a .lex lexicon"),
-    Kind("words", ".txt", load_word_list, _inspect_bank, _sample_automata, _automaton_summary, "neurosym.compile.automaton:Automaton",
-         "a .txt word list", grammar=True),
-    Kind("artifact", ".safetensors", _load_artifact, _inspect_artifact, _sample_artifact, title="a compiled .safetensors artifact",
-         own_vocab=True),
+    Kind("regex", ".regex", load_regex, inspect=_inspect_bank, sample=_sample_automata, summary=_regex_summary,
+         compiled="neurosym.compile.regex:RegexBank", title="a .regex bank (FILE.regex:NAME)", part=load_pattern),
+    Kind("fsg", ".fsg", _load_fsg, inspect=_inspect_fsg, sample=_sample_fsg, summary=_fsg_summary,
+         compiled="neurosym.compile.weighted:WeightedAutomaton", title="an .fsg grammar", grammar=True, strings=_spelled),
+    Kind("pcfg", ".pcfg", _load_pcfg, inspect=_inspect_pcfg, sample=_sample_pcfg, summary=_pcfg_summary,
+         compiled="neurosym.compile.pcfg:RuleTensors", title="a .pcfg grammar", grammar=True, strings=_spelled),
+    Kind("lexicon", ".lex", _load_lexicon, inspect=_inspect_lexicon,
+         sample=_cannot_sample("a lexicon describes tokens and does not generate sentences; sample its FSG instead"),
+         summary=_lexicon_summary, compiled="neurosym.compile.lexicon:FeatureBank", title="a .lex lexicon"),
+    Kind("words", ".txt", load_word_list, inspect=_inspect_bank, sample=_sample_automata, summary=_automaton_summary,
+         compiled="neurosym.compile.automaton:Automaton", title="a .txt word list", grammar=True),
+    Kind("artifact", ".safetensors", _load_artifact, inspect=_inspect_artifact, sample=_sample_artifact,
+         title="a compiled .safetensors artifact", own_vocab=True),
 ):
     register(_kind)
 
@@ -533,9 +547,10 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
 
     A lexicon (``.lex``) is not a grammar: it describes tokens.
 
-    Over a tokenizer's vocabulary (kind ``"bytes"`` or ``"char"``), an ``.fsg`` or
-    ``.pcfg`` is read as a language of strings: compiled over its own terminals and
-    spelled under its ``%separator`` (a :class:`~neurosym.compile.spelling.SpelledGrammar`,
+    Over a tokenizer's vocabulary (kind ``"bytes"`` or ``"char"``), a kind that declares
+    ``strings`` (``.fsg`` and ``.pcfg``, and any registered kind that does) is read as a
+    language of strings: compiled over its own terminals and spelled under its
+    ``%separator`` (a :class:`~neurosym.compile.spelling.SpelledGrammar`,
     docs/strings.md), so its words need not be tokens. Over a word vocabulary its
     terminals are the tokens, as before.
     """
@@ -555,10 +570,8 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
     if not (kind.grammar or kind.part is not None or kind.own_vocab):
         raise NeurosymError(f"{path}: {kind.title or 'a ' + kind.name + ' file'} is not a grammar to decode with; expected {_grammar_titles()}")
     try:
-        if kind.name in ("fsg", "pcfg") and vocab is not None and vocab.kind in ("bytes", "char"):
-            from neurosym.compile.spelling import load_spelled  # lazy: the FSG and PCFG compilers load with their files
-
-            return load_spelled(path, vocab, limits)
+        if kind.strings is not None and vocab is not None and vocab.kind in ("bytes", "char"):  # read as strings over a tokenizer
+            return kind.strings(path, vocab, limits)
         if kind.part is not None:
             return kind.part(path, name, vocab, limits)
         return _over(kind.load(path, None if kind.own_vocab else vocab, limits), vocab, str(path))

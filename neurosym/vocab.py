@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -78,6 +79,7 @@ class Vocab:
         self.kind: Kind = kind
         self.unk = unk
         self._tokenizer = tokenizer
+        self._sha256: str | None = None  # the content hash, computed once (a vocabulary is not changed after it is built)
         self._index: dict[str, int] = {}
         for i, t in enumerate(self.tokens):
             if t in self._index:
@@ -134,51 +136,53 @@ class Vocab:
         return cls.words(ranked, specials)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer) -> "Vocab":
-        """A vocabulary from a ``tokenizers.Tokenizer`` or the path of its JSON file.
+    def from_tokenizer(cls, tokenizer, size: int | None = None) -> "Vocab":
+        """A vocabulary from a tokenizer: the one front door, built once and reusable
+        (what XGrammar calls ``TokenizerInfo``; every guide and processor over the same
+        tokenizer reads it, :func:`neurosym.compile_guide`).
 
-        Byte-level tokenizers (a ``ByteLevel`` pre-tokenizer or decoder) give a
-        ``"bytes"`` vocabulary whose surfaces are each token's exact bytes. Other
-        tokenizers give a ``"word"`` vocabulary whose surfaces are the token strings,
-        with the SentencePiece word marker ``▁`` read as a space.
+        ``tokenizer`` is one of:
+
+        * a path: a ``tokenizers`` JSON file, or a folder holding ``tokenizer.json`` (a
+          saved Hugging Face tokenizer);
+        * a ``tokenizers.Tokenizer``: byte-level ones (a ``ByteLevel`` pre-tokenizer or
+          decoder) give a ``"bytes"`` vocabulary whose surfaces are each token's exact
+          bytes; other tokenizers a ``"word"`` vocabulary whose surfaces are the token
+          strings, with the SentencePiece word marker ``▁`` read as a space;
+        * a fast ``transformers`` tokenizer (anything with a ``backend_tokenizer``): a
+          ``"bytes"`` vocabulary, byte-level BPE (GPT-2, Llama 3, Qwen) or
+          SentencePiece-style (``Metaspace``, or a ``▁`` -> space ``Replace`` decoder,
+          byte-fallback tokens ``<0xHH>`` read as their byte); the tokenizer's special
+          tokens spell nothing.
+
+        ``size`` (a model's ``config.vocab_size``) pads the vocabulary with unused ids
+        that spell nothing, or drops the ids a model cannot produce. The result is
+        kept per tokenizer object (weakly): asking again for the same tokenizer, size and
+        token count returns the same :class:`Vocab`, its tries and fingerprints already
+        built.
         """
-        from tokenizers import Tokenizer
-
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise NeurosymError(f"vocab_size must be a positive number of token ids, got {size!r}")
         if isinstance(tokenizer, (str, Path)):
-            path = Path(tokenizer)
+            return _sized(_tokenizer_file_vocab(Path(tokenizer)), size)
+        key = _tokenizer_key(tokenizer, size)
+        hit = _BY_TOKENIZER.get(key) if key is not None else None
+        if hit is not None and hit[0]() is tokenizer:
+            return hit[1]
+        if getattr(tokenizer, "backend_tokenizer", None) is not None:  # a fast transformers tokenizer
+            vocab = _transformers_vocab(tokenizer, size)
+        elif hasattr(tokenizer, "to_str") and hasattr(tokenizer, "get_vocab"):
+            vocab = _sized(_tokenizers_vocab(tokenizer), size)
+        else:
+            raise NeurosymError(f"Vocab.from_tokenizer takes a tokenizers JSON file, a tokenizers.Tokenizer or a fast transformers "
+                                f"tokenizer (use_fast=True), got {type(tokenizer).__name__}")
+        if key is not None:
             try:
-                tokenizer = Tokenizer.from_file(str(path))
-            except FileNotFoundError:
-                raise NeurosymError(f"{path}: no such tokenizer file") from None
-            except Exception as err:  # tokenizers raises a bare Exception on bad JSON
-                raise _tokenizer_file_error(path, err) from None
-        spec = json.loads(tokenizer.to_str())
-        byte_level = _mentions_byte_level(spec.get("pre_tokenizer")) or _mentions_byte_level(spec.get("decoder"))
-        vocab = tokenizer.get_vocab(with_added_tokens=True)
-        size = max(vocab.values()) + 1
-        tokens: list[str | None] = [None] * size
-        for tok, i in vocab.items():
-            tokens[i] = tok
-        special = {t["content"] for t in spec.get("added_tokens", []) if t.get("special")}
-        alphabet = byte_level_alphabet()
-        surfaces: list[Surface] = []
-        for i, tok in enumerate(tokens):
-            if tok is None:
-                tokens[i] = f"<unused:{i}>"
-                surfaces.append(None)
-            elif tok in special:
-                surfaces.append(None)
-            elif byte_level:
-                try:
-                    surfaces.append(bytes(alphabet[c] for c in tok))
-                except KeyError:  # an added, non-special token written as plain text
-                    surfaces.append(tok.encode("utf-8"))
-            else:
-                surfaces.append(tok.replace("▁", " "))
-        model = spec.get("model") or {}
-        unk_token = model.get("unk_token")
-        unk = vocab.get(unk_token) if unk_token else None
-        return cls(tokens, surfaces, "bytes" if byte_level else "word", unk=unk, tokenizer=tokenizer)
+                ref = weakref.ref(tokenizer, lambda _, k=key, kept=_BY_TOKENIZER: kept.pop(k, None))
+            except TypeError:  # an object that takes no weak reference: not kept
+                return vocab
+            _BY_TOKENIZER[key] = (ref, vocab)
+        return vocab
 
     def padded(self, size: int) -> "Vocab":
         """This vocabulary with ids ``len(self) .. size - 1`` added as unused tokens
@@ -292,22 +296,147 @@ class Vocab:
         return cls(data["tokens"], surfaces, kind, unk=data.get("unk"), tokenizer=tokenizer)
 
     def sha256(self) -> str:
-        """A content hash of the kind, tokens and surfaces (used in artifact cache keys)."""
+        """A content hash of the kind, tokens and surfaces (used in artifact and guide cache
+        keys), computed once."""
+        if self._sha256 is not None:
+            return self._sha256
         h = hashlib.sha256(self.kind.encode())
         for t, s in zip(self.tokens, self.surfaces):
             h.update(b"\x00" + t.encode("utf-8", "surrogatepass") + b"\x01")
             h.update(b"-" if s is None else (s if isinstance(s, bytes) else s.encode("utf-8", "surrogatepass")))
-        return h.hexdigest()
+        self._sha256 = h.hexdigest()
+        return self._sha256
 
 
-def _mentions_byte_level(component) -> bool:
-    """Whether a tokenizer JSON component (possibly a Sequence) is ByteLevel."""
+# ---------------------------------------------------------------------- tokenizers
+BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_BY_TOKENIZER: dict[tuple, tuple[weakref.ref, "Vocab"]] = {}  # (id, size, tokens) -> (the tokenizer, its vocabulary)
+
+
+def _tokenizer_key(tokenizer, size: int | None) -> tuple | None:
+    """What a tokenizer's cached vocabulary is kept under: the object, the size asked for
+    and its token count (a tokenizer that grew tokens since is read again)."""
+    try:
+        return (id(tokenizer), size, len(tokenizer))
+    except TypeError:
+        try:
+            return (id(tokenizer), size, tokenizer.get_vocab_size(with_added_tokens=True))
+        except Exception:  # noqa: BLE001 -- not a tokenizer at all: the caller says so
+            return None
+
+
+def _sized(vocab: "Vocab", size: int | None) -> "Vocab":
+    """``vocab`` padded with unused ids to ``size``, or cut to it."""
+    if size is None or size == len(vocab):
+        return vocab
+    if size > len(vocab):
+        return vocab.padded(size)
+    return Vocab(vocab.tokens[:size], vocab.surfaces[:size], vocab.kind, unk=vocab.unk if vocab.unk is not None and vocab.unk < size else None,
+                 tokenizer=vocab.tokenizer)
+
+
+def _tokenizer_file_vocab(path: Path) -> "Vocab":
+    """A ``tokenizers`` JSON file, or a folder holding ``tokenizer.json``."""
+    from tokenizers import Tokenizer  # lazy: only for tokenizer vocabularies
+
+    if path.is_dir():
+        inside = path / "tokenizer.json"
+        if not inside.is_file():
+            raise NeurosymError(f"{path}: a folder without tokenizer.json (a saved fast tokenizer has one)")
+        path = inside
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except FileNotFoundError:
+        raise NeurosymError(f"{path}: no such tokenizer file") from None
+    except Exception as err:  # tokenizers raises a bare Exception on bad JSON
+        raise _tokenizer_file_error(path, err) from None
+    return _tokenizers_vocab(tokenizer)
+
+
+def _tokenizers_vocab(tokenizer) -> "Vocab":
+    """A ``tokenizers.Tokenizer``'s vocabulary (:meth:`Vocab.from_tokenizer`)."""
+    spec = json.loads(tokenizer.to_str())
+    byte_level = _mentions(spec.get("pre_tokenizer"), "ByteLevel") or _mentions(spec.get("decoder"), "ByteLevel")
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    size = max(vocab.values()) + 1
+    tokens: list[str | None] = [None] * size
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    special = {t["content"] for t in spec.get("added_tokens", []) if t.get("special")}
+    alphabet = byte_level_alphabet()
+    surfaces: list[Surface] = []
+    for i, tok in enumerate(tokens):
+        if tok is None:
+            tokens[i] = f"<unused:{i}>"
+            surfaces.append(None)
+        elif tok in special:
+            surfaces.append(None)
+        elif byte_level:
+            try:
+                surfaces.append(bytes(alphabet[c] for c in tok))
+            except KeyError:  # an added, non-special token written as plain text
+                surfaces.append(tok.encode("utf-8"))
+        else:
+            surfaces.append(tok.replace("▁", " "))
+    model = spec.get("model") or {}
+    unk_token = model.get("unk_token")
+    unk = vocab.get(unk_token) if unk_token else None
+    return Vocab(tokens, surfaces, "bytes" if byte_level else "word", unk=unk, tokenizer=tokenizer)
+
+
+def _transformers_vocab(tokenizer, size: int | None) -> "Vocab":
+    """A ``"bytes"`` vocabulary of a fast ``transformers`` tokenizer (:meth:`Vocab.from_tokenizer`)."""
+    backend = tokenizer.backend_tokenizer
+    spec = json.loads(backend.to_str())
+    special = set(getattr(tokenizer, "all_special_ids", ()) or ()) | {
+        i for i, t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items() if getattr(t, "special", False)}
+    if _mentions(spec.get("pre_tokenizer"), "ByteLevel") or _mentions(spec.get("decoder"), "ByteLevel"):
+        base = _tokenizers_vocab(backend)
+        tokens, surfaces = base.tokens, base.surfaces
+    elif _mentions(spec.get("decoder"), "Metaspace") or _replaces_word_marker(spec.get("decoder")):
+        tokens, surfaces = _metaspace_surfaces(backend, bool((spec.get("model") or {}).get("byte_fallback")))
+    else:
+        kind = (spec.get("decoder") or {}).get("type", "no decoder")
+        raise NeurosymError(
+            f"a transformers tokenizer is read as byte-level BPE (GPT-2 style) or SentencePiece-style (Metaspace); this one's decoder is {kind}"
+        )
+    surfaces = [None if i in special else s for i, s in enumerate(surfaces)]
+    if size is not None:
+        tokens = tokens[:size] + [f"<unused:{i}>" for i in range(len(tokens), size)]
+        surfaces = surfaces[:size] + [None] * (size - len(surfaces))
+    unk_id = getattr(tokenizer, "unk_token_id", None)
+    unk = unk_id if unk_id is not None and unk_id < len(tokens) else None
+    return Vocab(tokens, surfaces, "bytes", unk=unk, tokenizer=backend)
+
+
+def _mentions(component, kind: str) -> bool:
+    """Whether a tokenizer JSON component, or one inside a Sequence of them, is of ``kind``."""
     if not isinstance(component, dict):
         return False
-    if component.get("type") == "ByteLevel":
+    if component.get("type") == kind:
         return True
-    children = component.get("pretokenizers") or component.get("decoders") or []
-    return any(_mentions_byte_level(c) for c in children)
+    return any(_mentions(c, kind) for c in component.get("pretokenizers") or component.get("decoders") or [])
+
+
+def _replaces_word_marker(decoder) -> bool:
+    """A decoder that turns SentencePiece's ``▁`` into a space (Llama 2, Mistral)."""
+    if not isinstance(decoder, dict):
+        return False
+    if decoder.get("type") == "Replace":
+        return (decoder.get("pattern") or {}).get("String") == "▁"
+    return any(_replaces_word_marker(d) for d in decoder.get("decoders") or [])
+
+
+def _metaspace_surfaces(backend, byte_fallback: bool) -> tuple[list[str], list[bytes | None]]:
+    """Token strings and bytes of a SentencePiece-style tokenizer (``▁`` is a space)."""
+    vocab = backend.get_vocab(with_added_tokens=True)
+    tokens: list[str] = [f"<unused:{i}>" for i in range(max(vocab.values()) + 1)]
+    surfaces: list[bytes | None] = [None] * len(tokens)
+    for tok, i in vocab.items():
+        tokens[i] = tok
+        byte = BYTE_FALLBACK.fullmatch(tok) if byte_fallback else None
+        surfaces[i] = bytes([int(byte.group(1), 16)]) if byte else tok.replace("▁", " ").encode("utf-8")
+    return tokens, surfaces
 
 
 def _tokenizer_file_error(path: Path, err: Exception) -> NeurosymError:

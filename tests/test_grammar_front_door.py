@@ -93,11 +93,12 @@ def generate_grammar(tokenizer, monkeypatch):
     vocab = tokenizer_vocab(tokenizer)
     model = SimpleNamespace(max_len=64, adapter=None)
     seen: dict = {}
-    real_load = run_module.load_grammar
+    real_compile = run_module.compile_guide
 
-    def load_grammar(spec, v, *args, **kwargs):
-        seen["grammar"] = real_load(spec, v, *args, **kwargs)
-        return seen["grammar"]
+    def compile_guide(spec, v, *args, **kwargs):  # compiled afresh: the hf processor below may not reuse this guide
+        guide = real_compile(spec, v, *args, **kwargs, cache=False)
+        seen["grammar"] = guide.grammar
+        return guide
 
     def sampler(model, **kwargs):
         seen["processors"] = kwargs["processors"]
@@ -106,7 +107,7 @@ def generate_grammar(tokenizer, monkeypatch):
     start = vocab.id("<bos>") if "<bos>" in vocab else None
     loaded = LoadedRun(model, vocab, SimpleNamespace(), None, eos_id=vocab.id("<eos>"), start_id=start, size=len(vocab))
     monkeypatch.setattr(run_module, "load_run", lambda path: loaded)
-    monkeypatch.setattr(run_module, "load_grammar", load_grammar)
+    monkeypatch.setattr(run_module, "compile_guide", compile_guide)
     monkeypatch.setattr(run_module, "generate", sampler)
 
     def build(spec: str):

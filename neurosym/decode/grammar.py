@@ -26,58 +26,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from neurosym.compile.automaton import Automaton
-from neurosym.compile.pcfg import RuleTensors
-from neurosym.compile.spelling import SpelledGrammar
-from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.decode.mask import GrammarMask
-from neurosym.decode.priors import FSGPrior
+from neurosym.decode.guide import USES, guide_of
 from neurosym.decode.processor import LogitsProcessor
-from neurosym.decode.tokenized import SpelledMask, SpelledPrior
-from neurosym.errors import NeurosymError
-
-USES = ("mask", "prior", "both")
 
 
 def grammar_processors(
     grammar: Any, eos_id: int, use: str = "mask", weight: float = 1.0, max_len: int | None = None,
 ) -> list[LogitsProcessor]:
-    """The processors that enforce ``grammar`` (an ``Automaton``, a ``WeightedAutomaton``
-    or ``RuleTensors``, as :func:`neurosym.kinds.load_grammar` returns them), in the order
-    to apply them; see the module docstring for ``use``, ``weight`` and ``max_len``."""
-    if use not in USES:
-        raise NeurosymError(f"use must be one of {', '.join(USES)}, got {use!r}")
-    if use != "mask" and not (isinstance(weight, (int, float)) and weight > 0):
-        raise NeurosymError(f"a grammar prior's weight must be a number > 0, got {weight!r}")
-    if isinstance(grammar, SpelledGrammar):  # an .fsg or .pcfg over a tokenizer: the string-level prefix model
-        if max_len is not None:
-            raise NeurosymError("a completion budget (max_len, max_new_tokens) is supported for automata (regexes, word lists), not grammars read as strings")
-        if use == "mask":
-            return [SpelledMask(grammar, eos_id)]
-        prior = SpelledPrior(grammar, weight, eos_id)
-        return [prior] + ([SpelledMask(grammar, eos_id, shared=prior)] if use == "both" else [])  # one string model for both
-    if isinstance(grammar, RuleTensors):
-        if max_len is not None:
-            raise NeurosymError("a completion budget (max_len, max_new_tokens) is supported for automata (regexes, .fsg, word lists), not .pcfg grammars")
-        from neurosym.decode.pcfg import PCFGMask, PCFGPrior  # lazy: the prefix-probability charts load only for PCFGs
-
-        prior: list[LogitsProcessor] = [PCFGPrior(grammar, weight, eos_id)] if use != "mask" else []
-        return prior + ([PCFGMask(grammar, eos_id)] if use != "prior" else [])
-    if not isinstance(grammar, Automaton):
-        raise NeurosymError(f"expected a compiled grammar (an Automaton or RuleTensors), got a {type(grammar).__name__}")
-    out: list[LogitsProcessor] = []
-    if use != "mask":
-        if not isinstance(grammar, WeightedAutomaton):
-            raise NeurosymError("a grammar prior needs a weighted grammar (an .fsg or a .pcfg); a regex or a word list only masks")
-        out.append(FSGPrior(grammar, weight, eos_id))
-    if use != "prior":
-        out.append(GrammarMask(grammar, eos_id, max_len=max_len))
-    return out
+    """The processors that enforce ``grammar`` (a :class:`~neurosym.decode.guide.Guide`, or
+    a compiled grammar as :func:`neurosym.kinds.load_grammar` returns it: its guide is
+    :func:`~neurosym.decode.guide.guide_of`), in the order to apply them; see the module
+    docstring for ``use``, ``weight`` and ``max_len``. What a grammar can do is its guide's
+    to say (:meth:`~neurosym.decode.guide.Guide.processors`)."""
+    return guide_of(grammar).processors(eos_id, use, weight, max_len)
 
 
 def budget_of(grammar: Any, max_len: int | None) -> int | None:
-    """``max_len`` where ``grammar`` can bound a completion (an automaton), else None."""
-    return None if isinstance(grammar, (RuleTensors, SpelledGrammar)) else max_len
+    """``max_len`` where ``grammar``'s guide can bound a completion (an automaton), else None."""
+    return max_len if guide_of(grammar).bounded else None
 
 
 __all__ = ["USES", "budget_of", "grammar_processors"]

@@ -27,26 +27,20 @@ the vocabulary; otherwise it is refused with one line that names this limitation
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from neurosym.compile.automaton import Automaton
-from neurosym.compile.pcfg import RuleTensors
-from neurosym.compile.spelling import SpelledGrammar
-from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.decode.generate import Generation, feature_inputs, generate
 from neurosym.decode.grammar import budget_of, grammar_processors
+from neurosym.decode.guide import Guide, compile_guide, guide_of
 from neurosym.decode.mask import TokenBan
 from neurosym.decode.processor import LogitsProcessor, ProcessorContext, build_processor
-from neurosym.decode.tokenized import read_texts
 from neurosym.errors import NeurosymError
-from neurosym.kinds import load_grammar
-from neurosym.layers.prefix import prefix_state
 from neurosym.lm.checkpoint import load_checkpoint
 from neurosym.lm.config import Config
 from neurosym.lm.hf_model import HFCausalLM
@@ -101,12 +95,13 @@ def load_run(path: str | Path) -> LoadedRun:
     return LoadedRun(model, vocab.padded(rows), task, config, eos, start, len(vocab))
 
 
-def run_grammar(grammar: str, loaded: LoadedRun) -> Any:
-    """``grammar`` compiled over the run's vocabulary. Over a byte-level or character
-    vocabulary an ``.fsg``/``.pcfg`` is read as a language of strings (a
-    :class:`~neurosym.compile.spelling.SpelledGrammar`, docs/strings.md), so its words need
-    not be tokens; over a word vocabulary each of its words must be one token."""
-    return load_grammar(grammar, loaded.vocab)
+def run_grammar(grammar: str, loaded: LoadedRun) -> Guide:
+    """``grammar`` compiled over the run's vocabulary into a guide
+    (:func:`~neurosym.decode.guide.compile_guide`, cached). Over a byte-level or character
+    vocabulary an ``.fsg``/``.pcfg`` is read as a language of strings (docs/strings.md),
+    so its words need not be tokens; over a word vocabulary each of its words must be one
+    token."""
+    return compile_guide(grammar, loaded.vocab)
 
 
 def sample_run(
@@ -180,16 +175,10 @@ def generate_from_run(
     chain += [build_processor(spec, ctx) for spec in named]
     out = sample_run(loaded, chain, n, prompt_ids, seed, room)
     rows = []
+    guide = guide_of(auto) if auto is not None else None
     for b in range(n):
         full = prompt_ids + out.tokens[b]
-        exact = None
-        if isinstance(auto, WeightedAutomaton) and out.status[b] == "eos":
-            exact = float(auto.log_prob(torch.tensor([full], dtype=torch.long).reshape(1, len(full)))[0])
-        elif isinstance(auto, RuleTensors) and out.status[b] == "eos":
-            exact = float(prefix_state(auto, torch.tensor([full], dtype=torch.long).reshape(1, len(full))).sentence_log_prob[0])
-        elif isinstance(auto, SpelledGrammar) and out.status[b] == "eos":
-            logp = float(read_texts(auto, [full])[2][0])
-            exact = None if math.isnan(logp) else logp
+        exact = guide.sentence_log_prob(full) if guide is not None and out.status[b] == "eos" else None
         rows.append({
             "text": vocab.decode(full), "tokens": full, "status": out.status[b],
             "grammar_log_prob": exact, "model_log_prob": float(out.model_log_prob[b]),
@@ -200,28 +189,9 @@ def generate_from_run(
 def membership(grammar: Any, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sentence, viable)`` (B,) bool for token rows: whether each row is a sentence of
     the grammar, and whether it is a viable prefix of one (some continuation makes it a
-    sentence). Automata are trim (every state left can still reach a final one), so a
-    prefix is viable iff it was not rejected; a PCFG prefix iff its prefix probability is
-    positive."""
-    if isinstance(grammar, SpelledGrammar):
-        sentence, viable, _ = read_texts(grammar, [list(r) for r in rows])
-        return torch.from_numpy(sentence), torch.from_numpy(viable)
-    B = len(rows)
-    L = max((len(r) for r in rows), default=0)
-    ids = torch.zeros(B, max(L, 1), dtype=torch.long)
-    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-    for b, r in enumerate(rows):
-        ids[b, : len(r)] = torch.tensor(list(r), dtype=torch.long)
-    if isinstance(grammar, RuleTensors):
-        state = prefix_state(grammar, ids, lengths)
-        return torch.isfinite(state.sentence_log_prob).cpu(), torch.isfinite(state.prefix_log_prob).cpu()
-    if not isinstance(grammar, Automaton):
-        raise NeurosymError(f"expected a compiled grammar (an Automaton or RuleTensors), got a {type(grammar).__name__}")
-    states = grammar.run(ids)  # (B, L): -1 once rejected (and it stays -1)
-    last = torch.where(lengths > 0, states.gather(1, (lengths - 1).clamp(min=0)[:, None]).squeeze(1), torch.full((B,), grammar.start))
-    viable = last >= 0
-    final = torch.as_tensor(grammar.final).bool().cpu()
-    return viable & final[last.clamp(min=0)], viable
+    sentence): the grammar's guide answers (:meth:`~neurosym.decode.guide.Guide.membership`)."""
+    sentence, viable = guide_of(grammar).membership(rows)
+    return torch.from_numpy(np.asarray(sentence, dtype=bool)), torch.from_numpy(np.asarray(viable, dtype=bool))
 
 
 def grammaticality(run: str | Path, grammar: str, n: int = 200, seed: int = 0, max_len: int = 40) -> dict[str, Any]:

@@ -98,8 +98,10 @@ class PCFGTerminals:
     """A PCFG's terminal-level model: the context is the terminal sequence, its prefix
     chart a :class:`PrefixState` (one row, float64), extended by cloning."""
 
-    def __init__(self, rules: RuleTensors):
-        self.grammar = PrefixGrammar.from_rules(rules, torch.float64).to("cpu")
+    def __init__(self, rules: RuleTensors, grammar: PrefixGrammar | None = None):
+        """``grammar``: the rules' float64 :class:`PrefixGrammar` on the CPU when one is
+        at hand (a guide's matchers share one), else built here."""
+        self.grammar = grammar if grammar is not None else PrefixGrammar.from_rules(rules, torch.float64).to("cpu")
         self.states: dict[tuple, PrefixState] = {(): PrefixState(self.grammar, 1)}
         self.dists: dict[tuple, tuple[np.ndarray, float]] = {}
 
@@ -243,12 +245,40 @@ class StringPrefixModel:
     the values are then no probabilities and :meth:`next_probs` refuses.
     """
 
-    def __init__(self, grammar: SpelledGrammar, support: bool = False):
+    STATIC = (  # what depends on the grammar and the vocabulary alone: shared by every model built ``like`` another
+        "V", "token_child", "token_more_np", "token_more", "token_trie", "lex", "lex_open", "lex_walks", "token_ends", "units",
+        "longer", "longer_csc", "token_has_end", "token_node", "token_depth", "dfs_pre", "dfs_post", "token_pre", "longer_dups", "walks",
+    )
+
+    def __init__(self, grammar: SpelledGrammar, support: bool = False, like: "StringPrefixModel | None" = None,
+                 model: TerminalModel | None = None):
+        """``like``: a model of the same grammar whose static tables (:attr:`STATIC`: the
+        token trie, the joint walks, kept as they grow) this one shares, so a second model
+        costs no table building; ``model``: the terminal-level model to read (default: a
+        new one, :func:`support_model` or :func:`terminal_model`)."""
         self.grammar = grammar
         self.spelling = grammar.spelling
         self.tries = self.spelling.tries
         self.support = support  # masks only: a support model, hypotheses kept at weight 1
-        self.model = support_model(grammar.terminals) if support else terminal_model(grammar.terminals)
+        if model is None:
+            model = support_model(grammar.terminals) if support else terminal_model(grammar.terminals)
+        self.model = model
+        if like is not None:
+            if like.grammar is not grammar:
+                raise NeurosymError("a StringPrefixModel shares the tables of a model of the same grammar only")
+            for name in self.STATIC:
+                setattr(self, name, getattr(like, name))
+        else:
+            self._build_tables(grammar)
+        self.cums: dict[tuple[Hashable, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.viable: dict[Hyp, np.ndarray] = {}  # support models: the viable token ids per hypothesis
+        self.rows: list[dict[Hyp, float]] = []
+        self.pointers: list[list[int]] = []
+        self.step = 0  # counts resets and advances: what prefix_probs keeps is valid for one step
+        self._raw: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    def _build_tables(self, grammar: SpelledGrammar) -> None:
+        """The :attr:`STATIC` tables of ``grammar`` over its vocabulary."""
         vocab = grammar.vocab
         self.V = len(vocab)
         trie = vocab_trie(vocab)
@@ -266,7 +296,6 @@ class StringPrefixModel:
         self.units = [() if s is None else (tuple(s) if as_bytes else tuple(map(ord, s))) for s in vocab.surfaces]
         self.longer = _longer_tokens(trie, n)
         self.longer_csc = self.longer.tocsc()
-        self.pointers: list[list[int]] = []
         self.token_has_end = (np.diff(trie.end_start) > 0).tolist()
         self.token_node = np.zeros(self.V, dtype=np.int64)
         self.token_node[trie.end_token] = np.repeat(np.arange(n), np.diff(trie.end_start))
@@ -275,11 +304,6 @@ class StringPrefixModel:
         self.token_pre = np.where(trie.special, -1, self.dfs_pre[self.token_node])
         self.longer_dups = _duplicates(trie)
         self.walks: dict[tuple[int, int, int], Walk] = {}
-        self.cums: dict[tuple[Hashable, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.viable: dict[Hyp, np.ndarray] = {}  # support models: the viable token ids per hypothesis
-        self.rows: list[dict[Hyp, float]] = []
-        self.step = 0  # counts resets and advances: what prefix_probs keeps is valid for one step
-        self._raw: tuple[int, np.ndarray, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ static tables
     def walk(self, ctx: int, node: int, start: int) -> Walk:
@@ -437,7 +461,7 @@ class StringPrefixModel:
                 if node == 0:
                     end[b] += w * self.model.distribution(context)[1]
                 if self.support:
-                    out[b, self._viable((context, ctx, node))] += w
+                    out[b, self.viable_tokens((context, ctx, node))] += w
                 else:
                     self._score(context, ctx, node, 0, w, out[b])
         return out.copy(), end.copy()
@@ -461,7 +485,7 @@ class StringPrefixModel:
                     if p > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
                         self._score(self.model.advance(context, word), nxt, 0, v, weight * p, out)
 
-    def _viable(self, hyp: Hyp) -> np.ndarray:
+    def viable_tokens(self, hyp: Hyp) -> np.ndarray:
         """A support model's viable token ids after a hypothesis, kept per hypothesis
         (inside a lexeme or a word the same one comes back step after step)."""
         got = self.viable.get(hyp)
@@ -524,6 +548,13 @@ class StringPrefixModel:
             elif units:
                 self.rows[b] = self._read(self.rows[b], units)
                 self.pointers[b] = self._pointers(self.pointers[b], t, units)
+        self.step += 1
+        self._retain()
+
+    def restore(self, rows: list[dict[Hyp, float]], pointers: list[list[int]]) -> None:
+        """Set the rows' hypotheses and longest-match pointers to ones this model (or a
+        model sharing its terminal-level model) had before: a matcher's rollback or copy."""
+        self.rows, self.pointers = list(rows), [list(p) for p in pointers]
         self.step += 1
         self._retain()
 
@@ -604,15 +635,16 @@ class StringPrefixModel:
             self.cums = {k: v for k, v in self.cums.items() if k[0] in live}
 
 
-def read_texts(grammar: SpelledGrammar, rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def read_texts(grammar: SpelledGrammar, rows: list[list[int]], tables: StringPrefixModel | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Score B token rows (ids of the grammar's vocabulary, the end token left out) as texts:
     ``(sentence (B,) bool, viable (B,) bool, log P(text is a sentence) (B,) float64)``.
     ``viable``: some continuation makes the text a sentence. The log-probability is the
     telescoping sum of ``log P(x + t is a prefix) / P(x is a prefix)`` over the row's tokens
     plus ``log P(end | x)``, so it is the text's exact probability however it was
     tokenized (``-inf`` off the language; ``nan`` where the grammar has regex lexemes,
-    which carry no probability inside them). A special token makes a row impossible."""
-    model = StringPrefixModel(grammar)
+    which carry no probability inside them). A special token makes a row impossible.
+    ``tables``: a model of the same grammar whose static tables to share."""
+    model = StringPrefixModel(grammar, like=tables)
     B = len(rows)
     L = max((len(r) for r in rows), default=0)
     ids = np.zeros((B, L), dtype=np.int64)
@@ -655,7 +687,8 @@ class _StringProcessor(LogitsProcessor, ABC):
 
     masks_only = False  # a processor that reads only the support builds its own model on support_model
 
-    def __init__(self, grammar: SpelledGrammar, eos_id: int, shared: "_StringProcessor | None" = None):
+    def __init__(self, grammar: SpelledGrammar, eos_id: int, shared: "_StringProcessor | None" = None,
+                 tables: StringPrefixModel | None = None):
         if not isinstance(grammar, SpelledGrammar):
             raise NeurosymError(f"{type(self).__name__} needs a grammar over strings (SpelledGrammar), got {type(grammar).__name__}")
         V = len(grammar.vocab)
@@ -667,7 +700,8 @@ class _StringProcessor(LogitsProcessor, ABC):
             raise NeurosymError(f"{type(self).__name__}: a processor shares the model of a processor of the same grammar only")
         self.grammar, self.eos_id = grammar, eos_id
         self.owner = shared is None  # the owner resets and advances the model; a sharing processor reads it
-        self.model = StringPrefixModel(grammar, support=self.masks_only) if shared is None else shared.model
+        # tables: a model of the same grammar (a guide's) whose static tables this processor's model shares
+        self.model = StringPrefixModel(grammar, support=self.masks_only, like=tables) if shared is None else shared.model
         self._cache: tuple[int, Tensor] | None = None
         self._started = False
 
@@ -730,11 +764,11 @@ class SpelledPrior(_StringProcessor):
     (:class:`StringPrefixModel`) to the scores (B, V_model); ``eos_id`` gets ``weight *
     log P(end | text)``. Tokens of probability 0 get ``-inf`` (at any weight)."""
 
-    def __init__(self, grammar: SpelledGrammar, weight: float = 1.0, eos_id: int = 0):
+    def __init__(self, grammar: SpelledGrammar, weight: float = 1.0, eos_id: int = 0, tables: StringPrefixModel | None = None):
         weight = float(weight)
         if not (np.isfinite(weight) and weight >= 0):
             raise ConfigError(f"SpelledPrior: weight must be a finite number >= 0, got {weight}")
-        super().__init__(grammar, eos_id)
+        super().__init__(grammar, eos_id, tables=tables)
         self.weight = weight
 
     def __repr__(self) -> str:

@@ -1,0 +1,575 @@
+"""Compiled guides: a grammar compiled once for one vocabulary, behind one small protocol.
+
+Every grammar kind — a regex or a bank pattern, a word list, an ``.fsg``, a ``.pcfg``
+(regex terminals too), a kind registered from outside — becomes a :class:`Guide` over a
+:class:`~neurosym.vocab.Vocab` (built once per tokenizer, :meth:`Vocab.from_tokenizer`)::
+
+    vocab = neurosym.Vocab.from_tokenizer("tokenizer.json")      # or a transformers tokenizer
+    guide = neurosym.compile_guide("grammars/json.pcfg", vocab)  # cached by (content, vocabulary)
+    m = guide.matcher()
+    mask = np.zeros(guide.mask_words, dtype=np.int32)
+    m.fill_mask(mask)        # token i allowed <=> bit i % 32 of mask[i // 32]
+    m.accept(token)          # False (and nothing changes) when the token is not allowed
+    m.can_end(); m.copy(); m.rollback(1)
+    m.log_probs()            # weighted guides: exact log P(token | text) (V,) and the end at [V]
+
+A guide's capabilities are its members: :attr:`Guide.weighted` (exact next-token
+probabilities), :attr:`Guide.bounded` (a completion budget for masks), and the
+processors it gives :func:`neurosym.decode.grammar_processors`, ``neurosym generate``,
+``eval --grammar`` and :class:`neurosym.hf.GrammarLogitsProcessor`
+(:meth:`Guide.processors`), the membership of token rows (:meth:`Guide.membership`) and a
+sentence's exact log-probability (:meth:`Guide.sentence_log_prob`). Which guide a
+compiled grammar gets is decided in one place, :data:`GUIDES`: an automaton over the
+tokens (:class:`AutomatonGuide`), rule tensors over the tokens (:class:`RulesGuide`), or
+a grammar read as strings over a tokenizer (:class:`StringGuide`, what a kind's
+``strings`` loader gives, :class:`neurosym.kinds.Kind`).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from neurosym.compile.automaton import Automaton
+from neurosym.compile.pcfg import RuleTensors
+from neurosym.compile.regex import Limits
+from neurosym.compile.spelling import SpelledGrammar
+from neurosym.compile.weighted import WeightedAutomaton
+from neurosym.decode.mask import GrammarMask
+from neurosym.decode.priors import FSGPrior
+from neurosym.decode.processor import LogitsProcessor
+from neurosym.decode.tokenized import FSGTerminals, PCFGTerminals, SpelledMask, SpelledPrior, StringPrefixModel, read_texts, support_model
+from neurosym.errors import NeurosymError
+from neurosym.files import recording_reads
+from neurosym.kinds import load_grammar
+from neurosym.layers.earley import EarleyRecognizer
+from neurosym.layers.prefix import PrefixGrammar, prefix_state
+from neurosym.vocab import Vocab
+
+USES = ("mask", "prior", "both")
+
+
+# ---------------------------------------------------------------------- the protocol
+class Guide(ABC):
+    """One grammar compiled for one vocabulary (``len(vocab)`` tokens): immutable,
+    shared by every :class:`Matcher` it makes and every processor it gives."""
+
+    weighted = False  # exact next-token probabilities (Matcher.log_probs, prior processors)
+    bounded = False  # masks that can bound a completion's length (processors(max_len=...))
+
+    def __init__(self, grammar: Any, vocab: Vocab):
+        self.grammar, self.vocab = grammar, vocab
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.grammar, "name", None) or getattr(self.grammar, "path", None) or type(self.grammar).__name__)
+
+    @property
+    def mask_words(self) -> int:
+        """The length of a packed mask: ``(len(vocab) + 31) // 32`` int32 words."""
+        return (len(self.vocab) + 31) // 32
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name}, vocab={self.vocab!r})"
+
+    @abstractmethod
+    def matcher(self) -> "Matcher":
+        """A matcher at the start of a text (one per generation or request)."""
+
+    def processors(self, eos_id: int, use: str = "mask", weight: float = 1.0, max_len: int | None = None) -> list[LogitsProcessor]:
+        """The logits processors that enforce this guide, in the order to apply them.
+        ``use``: ``"mask"`` (only tokens that keep each row inside the grammar; the end
+        where the text is a sentence), ``"prior"`` (add ``weight * log P_grammar(token |
+        text)``; weighted guides) or ``"both"`` (the prior, then the mask); ``max_len``
+        (tokens from the reset, end included): a completion budget, bounded guides only."""
+        if use not in USES:
+            raise NeurosymError(f"use must be one of {', '.join(USES)}, got {use!r}")
+        if use != "mask" and not (isinstance(weight, (int, float)) and not isinstance(weight, bool) and weight > 0):
+            raise NeurosymError(f"a grammar prior's weight must be a number > 0, got {weight!r}")
+        if use != "mask" and not self.weighted:
+            raise NeurosymError("a grammar prior needs a weighted grammar (an .fsg or a .pcfg); a regex or a word list only masks")
+        if max_len is not None and not self.bounded:
+            raise NeurosymError(f"a completion budget (max_len, max_new_tokens) is supported for automata (regexes, word lists, .fsg over "
+                                f"the tokens), not for {self._what}")
+        return self._processors(eos_id, use, float(weight), max_len)
+
+    _what = "this grammar"
+
+    @abstractmethod
+    def _processors(self, eos_id: int, use: str, weight: float, max_len: int | None) -> list[LogitsProcessor]:
+        """:meth:`processors` after its checks."""
+
+    @abstractmethod
+    def membership(self, rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """``(sentence, viable)`` (B,) bool for token rows: each row is a sentence of the
+        grammar; each row is a viable prefix of one."""
+
+    def sentence_log_prob(self, tokens: Sequence[int]) -> float | None:
+        """The exact log-probability of a whole sentence (weighted guides), else None."""
+        return None
+
+
+class Matcher(ABC):
+    """One text being written under a :class:`Guide`: which tokens may come next, and the
+    text's state as tokens are accepted. ``copy`` gives an independent matcher at the same
+    place; ``rollback(k)`` undoes the last ``k`` accepted tokens (speculative decoding)."""
+
+    def __init__(self, guide: Guide):
+        self.guide = guide
+        self.tokens: list[int] = []  # the accepted tokens, in order
+
+    def fill_mask(self, out: np.ndarray | torch.Tensor) -> None:
+        """Write the allowed next tokens into ``out`` (``guide.mask_words``,) int32 in place:
+        token ``i`` is bit ``i % 32`` of word ``i // 32`` (the end is :meth:`can_end`)."""
+        view = out.numpy() if isinstance(out, torch.Tensor) else out
+        if not (isinstance(view, np.ndarray) and view.dtype == np.int32 and view.shape == (self.guide.mask_words,)):
+            raise NeurosymError(f"fill_mask: expected an int32 array of shape ({self.guide.mask_words},), got "
+                                f"{getattr(view, 'dtype', type(view).__name__)} {getattr(view, 'shape', '')}")
+        self._fill(view)
+
+    def allowed(self) -> np.ndarray:
+        """(V,) bool: the allowed next tokens (:meth:`fill_mask`, unpacked)."""
+        words = np.zeros(self.guide.mask_words, dtype=np.int32)
+        self._fill(words)
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+        return bits[: len(self.guide.vocab)].astype(bool)
+
+    @abstractmethod
+    def _fill(self, out: np.ndarray) -> None:
+        """:meth:`fill_mask` after its checks."""
+
+    @abstractmethod
+    def accept(self, token: int) -> bool:
+        """Take ``token``: True, or False with the matcher unchanged when it is not allowed."""
+
+    @abstractmethod
+    def can_end(self) -> bool:
+        """Whether the text so far is a sentence of the grammar."""
+
+    @abstractmethod
+    def copy(self) -> "Matcher":
+        """An independent matcher at the same place (same history)."""
+
+    @abstractmethod
+    def _undo(self, k: int) -> None:
+        """:meth:`rollback` after its checks."""
+
+    def rollback(self, k: int) -> None:
+        """Undo the last ``k`` accepted tokens (0 <= k <= the number accepted)."""
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(self.tokens):
+            raise NeurosymError(f"rollback: expected 0 <= k <= {len(self.tokens)} (the tokens accepted), got {k!r}")
+        if k:
+            self._undo(k)
+            del self.tokens[len(self.tokens) - k:]
+
+    def log_probs(self) -> np.ndarray:
+        """(V + 1,) float64: the exact ``log P(token | text)`` of every token, and at index
+        ``V`` ``log P(end | text)`` (weighted guides; ``-inf`` where impossible)."""
+        if not self.guide.weighted:
+            raise NeurosymError(f"{self.guide.name}: log_probs needs a weighted grammar (an .fsg or a .pcfg); this one only masks")
+        return self._log_probs()
+
+    def _log_probs(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.guide.name}, {len(self.tokens)} tokens)"
+
+
+def _pack(allowed: np.ndarray, out: np.ndarray) -> None:
+    """``allowed`` (V,) bool packed into ``out`` (ceil(V / 32),) int32, little-endian bits."""
+    packed = np.packbits(allowed, bitorder="little")
+    raw = out.view(np.uint8)
+    raw[: len(packed)] = packed
+    raw[len(packed):] = 0
+
+
+# ---------------------------------------------------------------------- automata over the tokens
+class AutomatonGuide(Guide):
+    """A token-level automaton (a regex, a bank pattern, a word list; an ``.fsg`` over a
+    word vocabulary, weighted): the state is one integer, a mask one precomputed row."""
+
+    bounded = True
+    _what = "automata"
+
+    def __init__(self, grammar: Automaton, vocab: Vocab):
+        super().__init__(grammar, vocab)
+        self.weighted = isinstance(grammar, WeightedAutomaton)
+        self.final = grammar.final.cpu().numpy().astype(bool)
+        self._log_table: np.ndarray | None = None
+
+    def matcher(self) -> "AutomatonMatcher":
+        return AutomatonMatcher(self)
+
+    def log_table(self) -> np.ndarray:
+        """(Q, V + 1) float64: each state's next-token log-probabilities and the end (built once)."""
+        if self._log_table is None:
+            g = self.grammar
+            self._log_table = np.concatenate([g.log_probs.cpu().double().numpy(), g.final_log_probs.cpu().double().numpy()[:, None]], 1)
+        return self._log_table
+
+    def _processors(self, eos_id: int, use: str, weight: float, max_len: int | None) -> list[LogitsProcessor]:
+        out: list[LogitsProcessor] = [FSGPrior(self.grammar, weight, eos_id)] if use != "mask" else []
+        return out + ([GrammarMask(self.grammar, eos_id, max_len=max_len)] if use != "prior" else [])
+
+    def membership(self, rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Automata are trim (every state left can still reach a final one), so a prefix is
+        viable iff it was not rejected."""
+        g = self.grammar
+        states = np.full(len(rows), g.start, dtype=np.int64)
+        L = max((len(r) for r in rows), default=0)
+        ids = np.full((len(rows), L), -1, dtype=np.int64)
+        for b, r in enumerate(rows):
+            ids[b, : len(r)] = list(r)
+        for i in range(L):  # a row shorter than L keeps its state (its padding -1 is no token)
+            col = ids[:, i]
+            states = np.where(col >= 0, g.step_numpy(states, col), states)
+        viable = states >= 0
+        return viable & self.final[np.maximum(states, 0)], viable
+
+    def sentence_log_prob(self, tokens: Sequence[int]) -> float | None:
+        if not self.weighted:
+            return None
+        return float(self.grammar.log_prob(torch.tensor([list(tokens)], dtype=torch.long).reshape(1, len(tokens)))[0])
+
+
+class AutomatonMatcher(Matcher):
+    def __init__(self, guide: AutomatonGuide):
+        super().__init__(guide)
+        self.state = int(guide.grammar.start)
+        self.history: list[int] = []
+
+    def _fill(self, out: np.ndarray) -> None:
+        self.guide.grammar.write_mask(self.state, out)
+
+    def accept(self, token: int) -> bool:
+        nxt = self.guide.grammar.next_state(self.state, int(token))
+        if nxt < 0:
+            return False
+        self.history.append(self.state)
+        self.state = nxt
+        self.tokens.append(int(token))
+        return True
+
+    def can_end(self) -> bool:
+        return bool(self.guide.final[self.state])
+
+    def copy(self) -> "AutomatonMatcher":
+        other = AutomatonMatcher(self.guide)
+        other.state, other.history, other.tokens = self.state, list(self.history), list(self.tokens)
+        return other
+
+    def _undo(self, k: int) -> None:
+        self.state = self.history[-k]
+        del self.history[len(self.history) - k:]
+
+    def _log_probs(self) -> np.ndarray:
+        return self.guide.log_table()[self.state].copy()
+
+
+# ---------------------------------------------------------------------- PCFG rule tensors over the tokens
+class RulesGuide(Guide):
+    """A ``.pcfg`` over a word vocabulary (its terminals are the tokens): masks from a
+    boolean Earley recogniser, probabilities from the exact prefix chart (float64)."""
+
+    weighted = True
+    _what = ".pcfg grammars"
+
+    def __init__(self, grammar: RuleTensors, vocab: Vocab):
+        super().__init__(grammar, vocab)
+        self.recognizer = EarleyRecognizer(grammar)
+        self._prefix: PrefixGrammar | None = None
+
+    def prefix_grammar(self) -> PrefixGrammar:
+        """The float64 prefix-chart grammar on the CPU (built once, on first use)."""
+        if self._prefix is None:
+            self._prefix = PrefixGrammar.from_rules(self.grammar, torch.float64).to("cpu")
+        return self._prefix
+
+    def matcher(self) -> "RulesMatcher":
+        return RulesMatcher(self)
+
+    def _processors(self, eos_id: int, use: str, weight: float, max_len: int | None) -> list[LogitsProcessor]:
+        from neurosym.decode.pcfg import PCFGMask, PCFGPrior  # lazy: the prefix-probability charts load only for PCFGs
+
+        out: list[LogitsProcessor] = [PCFGPrior(self.grammar, weight, eos_id)] if use != "mask" else []
+        return out + ([PCFGMask(self.grammar, eos_id)] if use != "prior" else [])
+
+    def membership(self, rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        ids, lengths = _padded(rows)
+        state = prefix_state(self.grammar, ids, lengths)
+        return torch.isfinite(state.sentence_log_prob).cpu().numpy(), torch.isfinite(state.prefix_log_prob).cpu().numpy()
+
+    def sentence_log_prob(self, tokens: Sequence[int]) -> float | None:
+        return float(prefix_state(self.grammar, torch.tensor([list(tokens)], dtype=torch.long).reshape(1, len(tokens))).sentence_log_prob[0])
+
+
+class RulesMatcher(Matcher):
+    def __init__(self, guide: RulesGuide):
+        super().__init__(guide)
+        self.column = guide.recognizer.start()
+        self.history: list[Any] = []
+        self._chart: PCFGTerminals | None = None
+
+    def _support(self) -> np.ndarray:
+        return self.guide.recognizer.distribution(self.column)[0]
+
+    def _fill(self, out: np.ndarray) -> None:
+        _pack(self._support() > 0, out)
+
+    def accept(self, token: int) -> bool:
+        t = int(token)
+        support = self._support()
+        if not (0 <= t < len(support) and support[t] > 0):
+            return False
+        rec = self.guide.recognizer
+        self.history.append(self.column)
+        self.column = rec.advance(self.column, t)
+        rec.retain({self.column, *self.history[-1:]})
+        self.tokens.append(t)
+        return True
+
+    def can_end(self) -> bool:
+        return self.column.sentence
+
+    def copy(self) -> "RulesMatcher":
+        other = RulesMatcher(self.guide)
+        other.column, other.history, other.tokens = self.column, list(self.history), list(self.tokens)
+        return other
+
+    def _undo(self, k: int) -> None:
+        self.column = self.history[-k]
+        del self.history[len(self.history) - k:]
+        self._chart = None
+
+    def _log_probs(self) -> np.ndarray:
+        if self._chart is None:
+            self._chart = PCFGTerminals(self.guide.grammar, self.guide.prefix_grammar())
+        context = tuple(self.tokens)
+        chart = self._chart
+        if context not in chart.states:  # the chart follows the accepted tokens, one column per token
+            ctx: tuple = ()
+            for t in self.tokens:
+                ctx = chart.advance(ctx, t)
+            chart.retain({context})
+        probs, end = chart.distribution(context)
+        with np.errstate(divide="ignore"):
+            return np.log(np.concatenate([probs, [end]]))
+
+
+# ---------------------------------------------------------------------- grammars read as strings over a tokenizer
+class StringGuide(Guide):
+    """An ``.fsg`` or ``.pcfg`` (or a registered kind's grammar) read as a language of
+    strings over a tokenizer (:class:`~neurosym.compile.spelling.SpelledGrammar`): masks
+    from the string-level support model, probabilities from the exact string-level prior
+    (:class:`~neurosym.decode.tokenized.StringPrefixModel`). The token trie, the joint walks
+    and the terminal-level recogniser are built once here and shared by every matcher and
+    processor."""
+
+    weighted = True
+    _what = "grammars read as strings"
+
+    def __init__(self, grammar: SpelledGrammar, vocab: Vocab):
+        super().__init__(grammar, vocab)
+        self.support_terminals = support_model(grammar.terminals)
+        self.tables = StringPrefixModel(grammar, support=True, model=self.support_terminals)
+        rules = grammar.terminals if isinstance(grammar.terminals, RuleTensors) else None
+        self._prefix = None if rules is None else PrefixGrammar.from_rules(rules, torch.float64).to("cpu")
+
+    def prior_terminals(self):
+        """A fresh terminal-level model with probabilities (a matcher's own: its contexts live with it)."""
+        g = self.grammar.terminals
+        return PCFGTerminals(g, self._prefix) if isinstance(g, RuleTensors) else FSGTerminals(g)
+
+    def matcher(self) -> "StringMatcher":
+        return StringMatcher(self)
+
+    def _processors(self, eos_id: int, use: str, weight: float, max_len: int | None) -> list[LogitsProcessor]:
+        if use == "mask":
+            return [SpelledMask(self.grammar, eos_id, tables=self.tables)]
+        prior = SpelledPrior(self.grammar, weight, eos_id, tables=self.tables)
+        return [prior] + ([SpelledMask(self.grammar, eos_id, shared=prior)] if use == "both" else [])  # one string model for both
+
+    def membership(self, rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        sentence, viable, _ = read_texts(self.grammar, [list(r) for r in rows], tables=self.tables)
+        return sentence, viable
+
+    def sentence_log_prob(self, tokens: Sequence[int]) -> float | None:
+        logp = float(read_texts(self.grammar, [list(tokens)], tables=self.tables)[2][0])
+        return None if np.isnan(logp) else logp
+
+
+class StringMatcher(Matcher):
+    def __init__(self, guide: StringGuide):
+        super().__init__(guide)
+        self.model = StringPrefixModel(guide.grammar, support=True, like=guide.tables, model=guide.support_terminals)
+        self.model.reset(1)
+        self.history: list[tuple[dict, list[int]]] = []  # (hypotheses, pointers) before each accepted token
+        self._buffer = np.zeros(len(guide.vocab), dtype=bool)
+        self._mask: tuple[int, np.ndarray] | None = None  # (model step, allowed (V,) bool)
+        self._prior: StringPrefixModel | None = None  # the exact string-level prior, built on the first log_probs
+
+    def _allowed(self) -> np.ndarray:
+        m = self.model
+        if self._mask is not None and self._mask[0] == m.step:
+            return self._mask[1]
+        buf = self._buffer
+        buf[:] = False
+        for hyp in m.rows[0]:
+            buf[m.viable_tokens(hyp)] = True
+        self._mask = (m.step, buf)
+        return buf
+
+    def _fill(self, out: np.ndarray) -> None:
+        _pack(self._allowed(), out)
+
+    def accept(self, token: int) -> bool:
+        t = int(token)
+        m = self.model
+        if not 0 <= t < m.V:
+            return False
+        if self._mask is not None and self._mask[0] == m.step and not self._mask[1][t]:
+            return False
+        before = (m.rows[0], m.pointers[0])
+        m.advance(np.array([t], dtype=np.int64))
+        if not m.rows[0]:  # nothing of the grammar reads the token's bytes: refused, unchanged
+            self._restore(before)
+            return False
+        self.history.append(before)
+        self.tokens.append(t)
+        if self._prior is not None:
+            self._prior.advance(np.array([t], dtype=np.int64))
+        return True
+
+    def _restore(self, state: tuple[dict, list[int]]) -> None:
+        self.model.restore([state[0]], [state[1]])
+
+    def can_end(self) -> bool:
+        model = self.model.model
+        return any(node == 0 and model.distribution(context)[1] > 0 for (context, _, node) in self.model.rows[0])
+
+    def copy(self) -> "StringMatcher":
+        other = StringMatcher(self.guide)
+        other._restore((self.model.rows[0], self.model.pointers[0]))
+        other.history, other.tokens = list(self.history), list(self.tokens)
+        return other
+
+    def _undo(self, k: int) -> None:
+        self._restore(self.history[-k])
+        del self.history[len(self.history) - k:]
+        self._prior = None  # rebuilt from the remaining tokens on the next log_probs
+
+    def _log_probs(self) -> np.ndarray:
+        if self._prior is None:
+            prior = StringPrefixModel(self.guide.grammar, like=self.guide.tables, model=self.guide.prior_terminals())
+            prior.reset(1)
+            for t in self.tokens:
+                prior.advance(np.array([t], dtype=np.int64))
+            self._prior = prior
+        nxt, end = self._prior.next_probs()
+        with np.errstate(divide="ignore"):
+            return np.log(np.concatenate([nxt[0], end]))
+
+
+def _padded(rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows as ``(ids (B, max(L, 1)), lengths (B,))`` long tensors, padded with 0."""
+    L = max((len(r) for r in rows), default=0)
+    ids = torch.zeros(len(rows), max(L, 1), dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, : len(r)] = torch.tensor(list(r), dtype=torch.long)
+    return ids, torch.tensor([len(r) for r in rows], dtype=torch.long)
+
+
+# ---------------------------------------------------------------------- which guide, and the cache
+GUIDES: tuple[tuple[type, type[Guide]], ...] = (  # the one table from a compiled grammar to its guide (first match wins)
+    (SpelledGrammar, StringGuide),
+    (RuleTensors, RulesGuide),
+    (Automaton, AutomatonGuide),
+)
+CACHE_SIZE = 32  # compiled guides kept (least recently used dropped first)
+_GUIDES: OrderedDict[tuple, tuple[Guide, tuple]] = OrderedDict()  # key -> (guide, the stamps of the files it read)
+_OBJECTS: dict[int, tuple[Any, Guide]] = {}  # id(compiled grammar) -> (it, its guide)
+
+
+def guide_of(grammar: Any) -> Guide:
+    """The guide of a compiled grammar (as :func:`neurosym.kinds.load_grammar` returns
+    them), kept while the grammar object lives."""
+    if isinstance(grammar, Guide):
+        return grammar
+    hit = _OBJECTS.get(id(grammar))
+    if hit is not None and hit[0] is grammar:
+        return hit[1]
+    for compiled, guide_class in GUIDES:
+        if isinstance(grammar, compiled):
+            guide = guide_class(grammar, grammar.vocab)
+            break
+    else:
+        raise NeurosymError(f"expected a compiled grammar (an Automaton, RuleTensors or a grammar over strings), got a {type(grammar).__name__}")
+    if len(_OBJECTS) >= 4 * CACHE_SIZE:
+        _OBJECTS.pop(next(iter(_OBJECTS)))
+    _OBJECTS[id(grammar)] = (grammar, guide)
+    return guide
+
+
+def _stamp(path: str) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (path, st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _key(spec: Any, vocab: Vocab, limits: Limits) -> tuple | None:
+    """What a compiled guide is cached under: the grammar (a regex's text, a file's path;
+    the files it read are checked unchanged on every hit), the vocabulary's content hash
+    and the limits; None for what is not cached (compiled objects: :func:`guide_of`)."""
+    if isinstance(spec, (str, Path)):
+        return (type(spec).__name__, str(spec), vocab.sha256(), repr(limits))
+    return None
+
+
+def compile_guide(spec: Any, vocab: Vocab, limits: Limits = Limits(), cache: bool = True) -> Guide:
+    """``spec`` compiled once over ``vocab`` into a :class:`Guide`.
+
+    ``spec`` is what :func:`neurosym.kinds.load_grammar` takes: a grammar file (``.regex``
+    patterns as ``FILE:NAME``, ``.fsg``, ``.pcfg``, a ``.txt`` word list, an artifact, a
+    registered kind; ``grammars/...`` names the shipped ones), a regex string, or a
+    compiled grammar (checked to be over ``vocab``); or a guide (returned as it is).
+    Compiled guides are kept by (grammar, vocabulary content, limits), so asking again
+    costs a lookup; a file's guide is compiled again when the file, or any file it read
+    (imports, word lists), has changed. ``cache=False`` compiles afresh."""
+    if not isinstance(vocab, Vocab):
+        raise NeurosymError(f"compile_guide needs a neurosym.Vocab (neurosym.Vocab.from_tokenizer(tokenizer)), got {type(vocab).__name__}")
+    if isinstance(spec, Guide):
+        if spec.vocab != vocab:
+            raise NeurosymError(f"the guide was compiled for {spec.vocab!r}, not the vocabulary asked for, {vocab!r}")
+        return spec
+    key = _key(spec, vocab, limits) if cache else None
+    if key is not None:
+        hit = _GUIDES.get(key)
+        if hit is not None and all(_stamp(s[0]) == s for s in hit[1]):
+            _GUIDES.move_to_end(key)
+            return hit[0]
+    if not isinstance(spec, (str, Path)):
+        return guide_of(load_grammar(spec, vocab, limits))
+    with recording_reads() as reads:
+        grammar = load_grammar(spec, vocab, limits)
+    guide = guide_of(grammar)
+    if key is not None:
+        _GUIDES[key] = (guide, tuple(s for s in map(_stamp, sorted(reads)) if s is not None))
+        while len(_GUIDES) > CACHE_SIZE:
+            _GUIDES.popitem(last=False)
+    return guide
+
+
+__all__ = [
+    "AutomatonGuide", "AutomatonMatcher", "GUIDES", "Guide", "Matcher", "RulesGuide", "RulesMatcher", "StringGuide", "StringMatcher",
+    "USES", "compile_guide", "guide_of",
+]
