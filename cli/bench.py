@@ -1,5 +1,5 @@
 """``neurosym bench ...``: the benchmarks that print ours against a reference in one run
-(compile, inside, synth, wfsa, decode, train)."""
+(compile, guide, inside, synth, wfsa, decode, train)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,28 @@ def bench_compile(n_words: int, bpe_size: int, reference_timeout: float, as_json
     from neurosym.bench import compile as bench_compile_module  # lazy: --help must not load torch and every subsystem
     results = bench_compile_module.run(n_words=n_words, bpe_size=bpe_size, reference_timeout=reference_timeout, progress=not as_json)
     click.echo(json.dumps(results, indent=2) if as_json else bench_compile_module.format_results(results))
+
+
+@bench.command(name="guide", epilog=examples("neurosym bench guide", "neurosym bench guide --bpe-size 8000 --repeats 3 --json"))
+@click.option("--bpe-size", default=32000, show_default=True, help="Byte-level BPE vocabulary size.")
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1), help="Fresh compiles per grammar (the median is reported).")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON results here.")
+@json_option()
+def bench_guide(bpe_size: int, repeats: int, output: Path | None, as_json: bool) -> None:
+    """Compiled guides through the public API (neurosym.compile_guide, Matcher) against
+    XGrammar's own best configuration: vocabulary build, compile and first mask per
+    grammar, cached compiles, and the JSON step (fill_mask + accept) along real documents
+    interleaved per token with XGrammar's builtin JSON grammar. Needs the shared data sets
+    wikitext-2 and ud-english-ewt (the BPE is trained on them) and, for the reference, the
+    `bench` extra (pip install 'neurosym[bench]')."""
+    from neurosym.bench import guide as bench_guide_module  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import atomic_write_bytes  # lazy: as above
+
+    results = bench_guide_module.run(bpe_size=bpe_size, repeats=repeats)
+    text = json.dumps(results, indent=1)
+    if output is not None:
+        atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)
+    click.echo(text if as_json else bench_guide_module.format_results(results))
 
 
 @bench.command(name="inside", epilog=examples("neurosym bench inside", "neurosym bench inside --lengths 20 --sizes 16,32 --repeats 5 --json", "neurosym bench inside --lengths 20 --sizes 32 --launches --threads 1"))

@@ -341,7 +341,7 @@ def register(kind: Kind, replace: bool = False) -> Kind:
     suffix already taken is an error unless ``replace``. Returns ``kind``."""
     if not isinstance(kind, Kind):
         raise NeurosymError(f"register expects a neurosym.kinds.Kind, got {type(kind).__name__}")
-    taken = [k for k in (_BY_NAME.get(kind.name), BY_SUFFIX.get(kind.suffix)) if k is not None]
+    taken = list({id(k): k for k in (_BY_NAME.get(kind.name), BY_SUFFIX.get(kind.suffix)) if k is not None}.values())  # one kind may hold both
     if taken and not replace:
         raise NeurosymError(f"kind {kind.name!r} ({kind.suffix}): {taken[0].name!r} ({taken[0].suffix}) is registered already; "
                             "pass replace=True to replace it")

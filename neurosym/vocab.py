@@ -344,6 +344,8 @@ def _tokenizer_file_vocab(path: Path) -> "Vocab":
         if not inside.is_file():
             raise NeurosymError(f"{path}: a folder without tokenizer.json (a saved fast tokenizer has one)")
         path = inside
+    if not path.exists():
+        raise NeurosymError(f"{path}: no such tokenizer file")
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except FileNotFoundError:

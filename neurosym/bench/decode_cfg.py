@@ -294,40 +294,36 @@ def syncode_python(given: str | Path | None = None) -> str | None:
 
 
 class NeurosymEngine(Engine):
-    """neurosym's string-level runtime (:class:`~neurosym.decode.tokenized.StringPrefixModel`
-    over :func:`~neurosym.compile.spelling.load_spelled`, one row, ``support=True`` as
-    :class:`SpelledMask` alone builds it: a ``.pcfg``'s Earley recogniser): the mask is
-    the set of tokens with ``P(x + t is a prefix) > 0``, and the end is allowed where
-    ``P(x is a sentence) > 0``."""
+    """neurosym through its public guide API (:func:`neurosym.compile_guide` over the
+    prebuilt vocabulary, one :class:`~neurosym.decode.guide.Matcher` per sequence): the
+    mask is ``fill_mask`` (packed int32 bits), the end bit is ``can_end``, and the advance
+    is ``accept``. The compile is timed without the guide cache (a fresh compile)."""
 
     name = "neurosym"
 
     def __init__(self, path: str | Path, vocab: Vocab, eos: int):
-        from neurosym.compile.spelling import load_spelled  # lazy: the runtime, only for this engine
-        from neurosym.decode.tokenized import StringPrefixModel  # lazy: as above
+        from neurosym.decode.guide import compile_guide  # lazy: the runtime, only for this engine
 
         rss = peak_rss_bytes()
         t0 = time.perf_counter()
-        self.model = StringPrefixModel(load_spelled(path, vocab), support=True)
+        self.guide = compile_guide(Path(path), vocab, cache=False)
+        self.matcher = self.guide.matcher()
         self.compile_seconds = time.perf_counter() - t0
         self.memory_bytes = peak_rss_bytes() - rss
         self.eos = eos
-        self.token = np.zeros(1, dtype=np.int64)
+        self.words = self.guide.mask_words
 
     def start(self) -> None:
-        self.model.reset(1)
+        self.matcher = self.guide.matcher()
 
     def write_mask(self, out: np.ndarray) -> None:
-        raw, end = self.model.prefix_probs()
-        bits = np.zeros(out.size * 32, dtype=bool)
-        bits[: self.eos] = raw[0] > 0
-        bits[self.eos] = end[0] > 0
-        out[:] = np.packbits(bits, bitorder="little").view("<i4")
+        self.matcher.fill_mask(out[: self.words])
+        out[self.words:] = 0
+        if self.matcher.can_end():  # the end id V sits just past the vocabulary's bits
+            out.view(np.uint32)[self.eos // 32] |= np.uint32(1 << (self.eos % 32))
 
     def advance(self, token: int) -> None:
-        self.token[0] = token
-        self.model.advance(self.token)
-        if not self.model.rows[0]:
+        if token == self.eos or not self.matcher.accept(token):
             raise NeurosymError(f"neurosym refused token {token}")
 
 

@@ -45,10 +45,10 @@ from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.decode.mask import GrammarMask
 from neurosym.decode.priors import FSGPrior
 from neurosym.decode.processor import LogitsProcessor
-from neurosym.decode.tokenized import FSGTerminals, PCFGTerminals, SpelledMask, SpelledPrior, StringPrefixModel, read_texts, support_model
+from neurosym.decode.tokenized import CACHE_LIMIT, FSGTerminals, PCFGTerminals, SpelledMask, SpelledPrior, StringPrefixModel, read_texts, support_model
 from neurosym.errors import NeurosymError
 from neurosym.files import recording_reads
-from neurosym.kinds import load_grammar
+from neurosym.kinds import load_grammar, registered
 from neurosym.layers.earley import EarleyRecognizer
 from neurosym.layers.prefix import PrefixGrammar, prefix_state
 from neurosym.vocab import Vocab
@@ -97,7 +97,7 @@ class Guide(ABC):
             raise NeurosymError("a grammar prior needs a weighted grammar (an .fsg or a .pcfg); a regex or a word list only masks")
         if max_len is not None and not self.bounded:
             raise NeurosymError(f"a completion budget (max_len, max_new_tokens) is supported for automata (regexes, word lists, .fsg over "
-                                f"the tokens), not for {self._what}")
+                                f"the tokens), not {self._what}")
         return self._processors(eos_id, use, float(weight), max_len)
 
     _what = "this grammar"
@@ -225,12 +225,12 @@ class AutomatonGuide(Guide):
         g = self.grammar
         states = np.full(len(rows), g.start, dtype=np.int64)
         L = max((len(r) for r in rows), default=0)
-        ids = np.full((len(rows), L), -1, dtype=np.int64)
+        ids = np.zeros((len(rows), L), dtype=np.int64)
+        lengths = np.array([len(r) for r in rows], dtype=np.int64)
         for b, r in enumerate(rows):
             ids[b, : len(r)] = list(r)
-        for i in range(L):  # a row shorter than L keeps its state (its padding -1 is no token)
-            col = ids[:, i]
-            states = np.where(col >= 0, g.step_numpy(states, col), states)
+        for i in range(L):  # a row shorter than L keeps its state; any id outside the vocabulary rejects
+            states = np.where(lengths > i, g.step_numpy(states, ids[:, i]), states)
         viable = states >= 0
         return viable & self.final[np.maximum(states, 0)], viable
 
@@ -369,9 +369,14 @@ class StringGuide(Guide):
     """An ``.fsg`` or ``.pcfg`` (or a registered kind's grammar) read as a language of
     strings over a tokenizer (:class:`~neurosym.compile.spelling.SpelledGrammar`): masks
     from the string-level support model, probabilities from the exact string-level prior
-    (:class:`~neurosym.decode.tokenized.StringPrefixModel`). The token trie, the joint walks
-    and the terminal-level recogniser are built once here and shared by every matcher and
-    processor."""
+    (:class:`~neurosym.decode.tokenized.StringPrefixModel`).
+
+    A matcher's state is a set of hypotheses (terminal-level context, spelling context,
+    word-trie node or lexeme state) whose contexts are interned (the Earley recogniser's
+    columns, an FSG's states), so equal states are equal keys: the packed mask, the end
+    and the step on a token are kept per state here, shared by every matcher, and found
+    again along any text of the same shape (a step that was seen is a lookup). The token
+    trie, the joint walks and the first mask are built once, here."""
 
     weighted = True
     _what = "grammars read as strings"
@@ -382,6 +387,14 @@ class StringGuide(Guide):
         self.tables = StringPrefixModel(grammar, support=True, model=self.support_terminals)
         rules = grammar.terminals if isinstance(grammar.terminals, RuleTensors) else None
         self._prefix = None if rules is None else PrefixGrammar.from_rules(rules, torch.float64).to("cpu")
+        self.spells = np.array([bool(u) for u in self.tables.units], dtype=bool)  # tokens that spell text
+        self._masks: dict[frozenset, np.ndarray] = {}  # state -> its packed mask, as bytes (mask_words * 4,) uint8
+        self._ends: dict[frozenset, bool] = {}
+        self._steps: dict[tuple[frozenset, int], tuple[frozenset, dict] | None] = {}  # (state, token) -> the next state, or None
+        self.tables.reset(1)
+        self.start = dict(self.tables.rows[0])  # the empty text's hypotheses
+        self.start_key = frozenset(self.start)
+        self.mask_bytes(self.start_key, self.start)  # the first mask, read once here
 
     def prior_terminals(self):
         """A fresh terminal-level model with probabilities (a matcher's own: its contexts live with it)."""
@@ -391,6 +404,49 @@ class StringGuide(Guide):
     def matcher(self) -> "StringMatcher":
         return StringMatcher(self)
 
+    # ------------------------------------------------------------------ per-state tables, filled as states are met
+    def _bounded(self, cache: dict) -> dict:
+        """``cache``, emptied first past :data:`CACHE_LIMIT` entries (the shared model's own
+        per-context caches too): a bound on memory, never on correctness."""
+        for c in (cache, self.tables.viable, self.tables.cums):
+            if len(c) > CACHE_LIMIT:
+                c.clear()
+        return cache
+
+    def mask_bytes(self, key: frozenset, hyps: dict) -> np.ndarray:
+        """The packed mask of a state, ``(mask_words * 4,)`` uint8 (kept; read-only)."""
+        got = self._masks.get(key)
+        if got is None:
+            allowed = np.zeros(len(self.vocab), dtype=bool)
+            for hyp in hyps:
+                allowed[self.tables.viable_tokens(hyp)] = True
+            got = np.zeros(self.mask_words * 4, dtype=np.uint8)
+            packed = np.packbits(allowed, bitorder="little")
+            got[: len(packed)] = packed
+            got.flags.writeable = False
+            self._bounded(self._masks)[key] = got
+        return got
+
+    def can_end(self, key: frozenset, hyps: dict) -> bool:
+        got = self._ends.get(key)
+        if got is None:
+            model = self.support_terminals
+            got = any(node == 0 and model.distribution(context)[1] > 0 for (context, _, node) in hyps)
+            self._bounded(self._ends)[key] = got
+        return got
+
+    def step(self, key: frozenset, hyps: dict, token: int) -> tuple[frozenset, dict] | None:
+        """The state after ``token`` (one that spells text, in range), or None where the text
+        would be no prefix of a sentence."""
+        k = (key, token)
+        if k in self._steps:
+            return self._steps[k]
+        nxt = self.tables.read(hyps, self.tables.units[token])
+        got = (frozenset(nxt), nxt) if nxt else None
+        self._bounded(self._steps)[k] = got
+        return got
+
+    # ------------------------------------------------------------------ processors and texts
     def _processors(self, eos_id: int, use: str, weight: float, max_len: int | None) -> list[LogitsProcessor]:
         if use == "mask":
             return [SpelledMask(self.grammar, eos_id, tables=self.tables)]
@@ -409,60 +465,42 @@ class StringGuide(Guide):
 class StringMatcher(Matcher):
     def __init__(self, guide: StringGuide):
         super().__init__(guide)
-        self.model = StringPrefixModel(guide.grammar, support=True, like=guide.tables, model=guide.support_terminals)
-        self.model.reset(1)
-        self.history: list[tuple[dict, list[int]]] = []  # (hypotheses, pointers) before each accepted token
-        self._buffer = np.zeros(len(guide.vocab), dtype=bool)
-        self._mask: tuple[int, np.ndarray] | None = None  # (model step, allowed (V,) bool)
+        self.hyps, self.key = guide.start, guide.start_key  # never changed in place: shared with the guide and the history
+        self.history: list[tuple[dict, frozenset]] = []  # the state before each accepted token
         self._prior: StringPrefixModel | None = None  # the exact string-level prior, built on the first log_probs
 
-    def _allowed(self) -> np.ndarray:
-        m = self.model
-        if self._mask is not None and self._mask[0] == m.step:
-            return self._mask[1]
-        buf = self._buffer
-        buf[:] = False
-        for hyp in m.rows[0]:
-            buf[m.viable_tokens(hyp)] = True
-        self._mask = (m.step, buf)
-        return buf
-
     def _fill(self, out: np.ndarray) -> None:
-        _pack(self._allowed(), out)
+        out.view(np.uint8)[:] = self.guide.mask_bytes(self.key, self.hyps)
 
     def accept(self, token: int) -> bool:
+        g = self.guide
         t = int(token)
-        m = self.model
-        if not 0 <= t < m.V:
+        if not (0 <= t < len(g.spells) and g.spells[t]):  # out of range, or a token that spells nothing (the end)
             return False
-        if self._mask is not None and self._mask[0] == m.step and not self._mask[1][t]:
+        mask = g._masks.get(self.key)
+        if mask is not None and not mask[t >> 3] >> (t & 7) & 1:
             return False
-        before = (m.rows[0], m.pointers[0])
-        m.advance(np.array([t], dtype=np.int64))
-        if not m.rows[0]:  # nothing of the grammar reads the token's bytes: refused, unchanged
-            self._restore(before)
+        nxt = g.step(self.key, self.hyps, t)
+        if nxt is None:
             return False
-        self.history.append(before)
+        self.history.append((self.hyps, self.key))
+        self.key, self.hyps = nxt
         self.tokens.append(t)
         if self._prior is not None:
             self._prior.advance(np.array([t], dtype=np.int64))
         return True
 
-    def _restore(self, state: tuple[dict, list[int]]) -> None:
-        self.model.restore([state[0]], [state[1]])
-
     def can_end(self) -> bool:
-        model = self.model.model
-        return any(node == 0 and model.distribution(context)[1] > 0 for (context, _, node) in self.model.rows[0])
+        return self.guide.can_end(self.key, self.hyps)
 
     def copy(self) -> "StringMatcher":
         other = StringMatcher(self.guide)
-        other._restore((self.model.rows[0], self.model.pointers[0]))
+        other.hyps, other.key = self.hyps, self.key
         other.history, other.tokens = list(self.history), list(self.tokens)
         return other
 
     def _undo(self, k: int) -> None:
-        self._restore(self.history[-k])
+        self.hyps, self.key = self.history[-k]
         del self.history[len(self.history) - k:]
         self._prior = None  # rebuilt from the remaining tokens on the next log_probs
 
@@ -530,8 +568,8 @@ def _key(spec: Any, vocab: Vocab, limits: Limits) -> tuple | None:
     """What a compiled guide is cached under: the grammar (a regex's text, a file's path;
     the files it read are checked unchanged on every hit), the vocabulary's content hash
     and the limits; None for what is not cached (compiled objects: :func:`guide_of`)."""
-    if isinstance(spec, (str, Path)):
-        return (type(spec).__name__, str(spec), vocab.sha256(), repr(limits))
+    if isinstance(spec, (str, Path)):  # the registered kinds too: a kind replaced or removed reads the file anew
+        return (type(spec).__name__, str(spec), vocab.sha256(), repr(limits), tuple(map(id, registered())))
     return None
 
 

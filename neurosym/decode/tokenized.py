@@ -32,6 +32,7 @@ terminal model at run time (one ``advance`` per terminal and step, cached).
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from neurosym.errors import ConfigError, NeurosymError
 from neurosym.layers.earley import EarleyRecognizer
 from neurosym.layers.prefix import PrefixGrammar, PrefixState
 from neurosym.semiring import LOG_ZERO
+from neurosym.vocab import Vocab
 
 
 # ---------------------------------------------------------------------- terminal-level models
@@ -153,6 +155,7 @@ def support_model(terminals: WeightedAutomaton | RuleTensors) -> TerminalModel:
 
 
 # ---------------------------------------------------------------------- longest-match writing
+CACHE_LIMIT = 100_000  # entries of a model's per-context caches kept for interned contexts (Earley columns, FSG states)
 LONGER_ROUNDING = 1e-12  # a difference below this share of the token's mass is rounding: 0
 
 
@@ -230,6 +233,42 @@ class Walk:
         return len(self.tokens) == 0 and not self.crossings
 
 
+_VOCAB_TABLES: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def vocab_tables(vocab: Vocab) -> dict:
+    """The token-trie tables a :class:`StringPrefixModel` reads, for one vocabulary: its
+    trie, each node's children, the tokens' units, the longer-token relation and the trie's
+    pre-order numbering. Built once per vocabulary object (what XGrammar keeps in its
+    ``TokenizerInfo``), so a second grammar over the same tokenizer builds none of them."""
+    hit = _VOCAB_TABLES.get(id(vocab))
+    if hit is not None and hit[0]() is vocab:
+        return hit[1]
+    V = len(vocab)
+    trie = vocab_trie(vocab)
+    n = trie.num_nodes
+    parents = np.repeat(np.arange(n), np.diff(trie.child_start))  # node i >= 1 has parent parents[i - 1]
+    token_more_np = np.diff(trie.child_start) > 0
+    token_node = np.zeros(V, dtype=np.int64)
+    token_node[trie.end_token] = np.repeat(np.arange(n), np.diff(trie.end_start))
+    dfs_pre, dfs_post = _preorder(trie, n)
+    as_bytes = vocab.kind == "bytes"
+    longer = _longer_tokens(trie, n)
+    tables = {
+        "V": V, "token_trie": trie, "token_ends": (trie.end_start, trie.end_token),
+        "token_child": dict(zip(zip(parents.tolist(), trie.symbol[1:].tolist()), range(1, n))),
+        "token_more_np": token_more_np, "token_more": token_more_np.tolist(),  # longer tokens below a node
+        "units": [() if s is None else (tuple(s) if as_bytes else tuple(map(ord, s))) for s in vocab.surfaces],
+        "longer": longer, "longer_csc": longer.tocsc(),
+        "token_has_end": (np.diff(trie.end_start) > 0).tolist(), "token_node": token_node,
+        "token_depth": np.repeat(np.arange(len(trie.level_start) - 1), np.diff(trie.level_start))[:n],
+        "dfs_pre": dfs_pre, "dfs_post": dfs_post, "token_pre": np.where(trie.special, -1, dfs_pre[token_node]),
+        "longer_dups": _duplicates(trie),
+    }
+    _VOCAB_TABLES[id(vocab)] = (weakref.ref(vocab, lambda _, key=id(vocab), kept=_VOCAB_TABLES: kept.pop(key, None)), tables)
+    return tables
+
+
 Hyp = tuple[Hashable, int, "int | tuple[int, int]"]  # (terminal context, spelling context, word-trie node or (lexeme, DFA state))
 
 
@@ -277,32 +316,20 @@ class StringPrefixModel:
         self.step = 0  # counts resets and advances: what prefix_probs keeps is valid for one step
         self._raw: tuple[int, np.ndarray, np.ndarray] | None = None
 
+    VOCAB_TABLES = (  # the part of STATIC that depends on the vocabulary alone: built once per vocabulary object
+        "V", "token_child", "token_more_np", "token_more", "token_trie", "token_ends", "units", "longer", "longer_csc",
+        "token_has_end", "token_node", "token_depth", "dfs_pre", "dfs_post", "token_pre", "longer_dups",
+    )
+
     def _build_tables(self, grammar: SpelledGrammar) -> None:
-        """The :attr:`STATIC` tables of ``grammar`` over its vocabulary."""
-        vocab = grammar.vocab
-        self.V = len(vocab)
-        trie = vocab_trie(vocab)
-        n = trie.num_nodes
-        parents = np.repeat(np.arange(n), np.diff(trie.child_start))  # node i >= 1 has parent parents[i - 1]
-        self.token_child = dict(zip(zip(parents.tolist(), trie.symbol[1:].tolist()), range(1, n)))
-        self.token_more_np = np.diff(trie.child_start) > 0
-        self.token_more = self.token_more_np.tolist()  # longer tokens below a node
-        self.token_trie = trie
+        """The :attr:`STATIC` tables of ``grammar`` over its vocabulary (those of the
+        vocabulary alone, :func:`vocab_tables`, are shared by every grammar over it)."""
+        tables = vocab_tables(grammar.vocab)
+        for name in self.VOCAB_TABLES:
+            setattr(self, name, tables[name])
         self.lex = self.spelling.lexemes  # per context: {lexeme id: (trans, final)}
         self.lex_open = tuple({w: (t >= 0).any(1) for w, (t, _) in d.items()} for d in self.lex)  # states with a way on
         self.lex_walks: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self.token_ends = trie.end_start, trie.end_token
-        as_bytes = vocab.kind == "bytes"
-        self.units = [() if s is None else (tuple(s) if as_bytes else tuple(map(ord, s))) for s in vocab.surfaces]
-        self.longer = _longer_tokens(trie, n)
-        self.longer_csc = self.longer.tocsc()
-        self.token_has_end = (np.diff(trie.end_start) > 0).tolist()
-        self.token_node = np.zeros(self.V, dtype=np.int64)
-        self.token_node[trie.end_token] = np.repeat(np.arange(n), np.diff(trie.end_start))
-        self.token_depth = np.repeat(np.arange(len(trie.level_start) - 1), np.diff(trie.level_start))[:n]
-        self.dfs_pre, self.dfs_post = _preorder(trie, n)
-        self.token_pre = np.where(trie.special, -1, self.dfs_pre[self.token_node])
-        self.longer_dups = _duplicates(trie)
         self.walks: dict[tuple[int, int, int], Walk] = {}
 
     # ------------------------------------------------------------------ static tables
@@ -625,14 +652,23 @@ class StringPrefixModel:
         return out
 
     def _retain(self) -> None:
+        """Forget what the rows cannot read again: a prefix chart's contexts (tuples of
+        terminals) die with the rows; the contexts of the Earley recogniser and of an FSG
+        are interned states found again along any text of the same shape, so their caches
+        are kept, bounded by :data:`CACHE_LIMIT` entries (cleared, in place, past it)."""
         live = {h[0] for hyps in self.rows for h in hyps}
         self.model.retain(live)
-        if isinstance(self.model, EarleyRecognizer):
-            self.viable = {k: v for k, v in self.viable.items() if k[0] in live}
         if isinstance(self.model, PCFGTerminals):
             self.cums = {k: v for k, v in self.cums.items() if k[0] in self.model.states}
-        elif not isinstance(self.model, FSGTerminals):
-            self.cums = {k: v for k, v in self.cums.items() if k[0] in live}
+            return
+        for cache in (self.viable, self.cums):
+            if len(cache) > CACHE_LIMIT:
+                cache.clear()
+
+    def read(self, hyps: dict[Hyp, float], units: tuple[int, ...]) -> dict[Hyp, float]:
+        """The hypotheses after reading ``units`` (a token's bytes or code points) from
+        ``hyps``, renormalised (empty: the text is no prefix of a sentence)."""
+        return self._read(hyps, units)
 
 
 def read_texts(grammar: SpelledGrammar, rows: list[list[int]], tables: StringPrefixModel | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -654,21 +690,25 @@ def read_texts(grammar: SpelledGrammar, rows: list[list[int]], tables: StringPre
     model.reset(B)
     logp = np.zeros(B)
     at = np.arange(B)
+    spells = np.array([bool(u) for u in model.units], dtype=bool)  # tokens that spell text (specials do not)
+    bad = np.zeros(B, dtype=bool)  # a special or unknown token: the row is impossible
     with np.errstate(divide="ignore"):
         for i in range(L):
             active = lengths > i
             raw, _ = model.prefix_probs()
             col = ids[:, i]
             inside = (col >= 0) & (col < model.V)
+            bad |= active & ~(inside & spells[np.clip(col, 0, model.V - 1)])
             got = np.where(inside, raw[at, np.clip(col, 0, model.V - 1)], 0.0)
             logp += np.where(active, np.log(got), 0.0)
-            model.advance(col, ~active)
+            model.advance(col, ~active | bad)
         _, end = model.prefix_probs()
         logp += np.log(end)
-    viable = np.array([bool(r) for r in model.rows], dtype=bool)
+    viable = np.array([bool(r) for r in model.rows], dtype=bool) & ~bad
     if any(model.lex):
         logp = np.full(B, np.nan)
-    return end > 0, viable, logp
+    logp[bad] = -np.inf
+    return (end > 0) & ~bad, viable, logp
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -823,4 +863,4 @@ class SpelledMask(_StringProcessor):
         return scores
 
 
-__all__ = ["FSGTerminals", "PCFGTerminals", "SpelledMask", "SpelledPrior", "StringPrefixModel", "TerminalModel", "Walk", "read_texts", "support_model", "terminal_model"]
+__all__ = ["FSGTerminals", "PCFGTerminals", "SpelledMask", "SpelledPrior", "StringPrefixModel", "TerminalModel", "Walk", "read_texts", "support_model", "terminal_model", "vocab_tables"]

@@ -15,10 +15,15 @@ Earley item sets:
   dropped, as the chart drops rules whose partition function is 0), the left-corner
   closure of each nonterminal (the prediction closure, as a bit set), each symbol's FIRST
   set over the terminals (S, V) and the rules indexed by their first child;
-* per terminal: one :class:`Column` (items ``A -> B . C`` with their origin column,
-  the predicted nonterminals as a bit set, whether a sentence ends here). Columns are
-  immutable and shared: a context is a column, its items point at their origin columns
-  (which keeps them alive), and ``advance(column, word)`` is cached per ``(column, word)``.
+* per terminal: one :class:`Column`, **interned**: a column keeps, for every symbol ``C``
+  it waits for, the *effects* of a ``C`` completed from here (the items it starts, each
+  ``A -> B . C'`` with its origin column, and whether a sentence ends), flattened through
+  the items that would only complete in turn (Leo's deterministic reductions). Two
+  prefixes whose columns hold the same effects have the same future, so they share one
+  column object: a right-recursive list (JSON's members and elements, ``S -> 'a' S``)
+  leaves the same column after every element, nesting gives one per depth, and whatever
+  is cached per column (``advance``, the masks of :mod:`neurosym.decode.tokenized`) is
+  found again along any text of the same shape.
 
 Every item of a column lies on a derivation of the prefix from the start, and every
 symbol is productive, so the next terminals are exactly the FIRST sets of the symbols
@@ -31,22 +36,26 @@ import numpy as np
 
 from neurosym.compile.pcfg import RuleTensors
 
-START = -1  # the left-hand side of the start's own items (a sentence ends where one completes)
+SENT = ("sentence",)  # the effect of completing a start symbol at the first column: the prefix is a sentence
+INTERN_LIMIT = 200_000  # interned columns kept; past it the table starts afresh (equal columns may then be two objects: only caches miss)
 
 
 class Column:
-    """The Earley items after a prefix of terminals (a context of :class:`EarleyRecognizer`).
+    """The Earley state after a prefix of terminals (a context of :class:`EarleyRecognizer`),
+    interned: equal columns are one object, hashed by identity.
 
-    ``waiting``: ``{symbol C: [(A, origin column), ...]}`` for the items ``A -> B . C``
-    (``A = START`` for the start's items at column 0); ``predicted``: the nonterminals
-    predicted here, a bit set (an int); ``sentence``: the prefix is a sentence. Hashed by
-    identity."""
+    ``waiting``: ``{symbol C: frozenset of effects}`` of a ``C`` completed from this column,
+    an effect being :data:`SENT` or ``(C2, A2, origin)``: the item ``A2 -> A . C2``
+    started at ``origin`` (a column) and now waiting for ``C2``; ``predicted``: the
+    nonterminals predicted here, a bit set (an int); ``sentence``: the prefix is a
+    sentence."""
 
-    __slots__ = ("waiting", "predicted", "sentence", "dist")
+    __slots__ = ("waiting", "predicted", "sentence", "dist", "effects")
 
-    def __init__(self, waiting: dict[int, list[tuple[int, "Column"]]], predicted: int, sentence: bool):
+    def __init__(self, waiting: dict[int, frozenset], predicted: int, sentence: bool):
         self.waiting, self.predicted, self.sentence = waiting, predicted, sentence
         self.dist: tuple[np.ndarray, float] | None = None
+        self.effects: dict[int, frozenset] = {}  # symbol -> the effects of completing it from this column (memo)
 
 
 class EarleyRecognizer:
@@ -54,8 +63,8 @@ class EarleyRecognizer:
 
     ``start()`` -> the empty prefix's column; ``distribution(column)`` -> ``(support (V,)
     float64 of 0/1, 1.0 if the prefix is a sentence else 0.0)``; ``advance(column, word)``
-    -> the column one terminal on (cached); ``retain(columns)`` forgets cached extensions
-    of the other columns. ``V`` is the grammar's terminal vocabulary."""
+    -> the column one terminal on (cached per interned column); ``retain`` keeps the caches
+    bounded. ``V`` is the grammar's terminal vocabulary."""
 
     def __init__(self, rules: RuleTensors):
         N, T = rules.N, rules.T
@@ -95,14 +104,12 @@ class EarleyRecognizer:
         for A, B, C in sorted(set(zip(a.tolist(), b.tolist(), c.tolist()))):
             self.by_first[B].append((A, C))
         self.emitters = [(N + np.nonzero(emit[:, v] & productive[N:])[0]).tolist() for v in range(self.V)]
-        waiting: dict[int, list[tuple[int, Column]]] = {}
         root = _finite(rules.root) & productive[:N]
         root_term = _finite(rules.root_term) & productive[N:]
         start_symbols = np.nonzero(root)[0].tolist() + (N + np.nonzero(root_term)[0]).tolist()
-        self.root = Column(waiting, self._predict(start_symbols), bool(_finite(rules.empty)))
-        for X in start_symbols:
-            waiting[X] = [(START, self.root)]
+        self.interned: dict[tuple, Column] = {}
         self.children: dict[tuple[Column, int], Column] = {}
+        self.root = self._column({X: frozenset([SENT]) for X in start_symbols}, bool(_finite(rules.empty)))
 
     def _predict(self, symbols) -> int:
         """The nonterminals predicted where ``symbols`` are awaited (a bit set)."""
@@ -111,6 +118,29 @@ class EarleyRecognizer:
             if X < self.N:
                 bits |= self.closure[X]
         return bits
+
+    def _column(self, waiting: dict[int, frozenset], sentence: bool) -> Column:
+        """The interned column of these effects."""
+        key = (sentence, frozenset(waiting.items()))
+        got = self.interned.get(key)
+        if got is None:
+            if len(self.interned) >= INTERN_LIMIT:
+                self.interned.clear()
+                self.children.clear()
+            got = self.interned[key] = Column(waiting, self._predict(waiting), sentence)
+        return got
+
+    def _effects(self, col: Column, X: int) -> frozenset:
+        """The effects of a constituent ``X`` completed from ``col``: the items ``A -> X . C``
+        of the nonterminals ``A`` predicted at ``col``, started there; and the effects of
+        the items waiting for ``X`` at ``col`` (already flattened)."""
+        got = col.effects.get(X)
+        if got is None:
+            predicted = col.predicted
+            local = [(C, A, col) for A, C in self.by_first[X] if predicted >> A & 1]
+            waiting = col.waiting.get(X)
+            got = col.effects[X] = (waiting | frozenset(local)) if waiting else frozenset(local)
+        return got
 
     # ------------------------------------------------------------------ TerminalModel
     def start(self) -> Column:
@@ -126,7 +156,8 @@ class EarleyRecognizer:
         return context.dist
 
     def advance(self, context: Column, word: int) -> Column:
-        """The column after one more terminal ``word`` (scan, then complete; cached)."""
+        """The column after one more terminal ``word`` (the effects of its preterminals,
+        expanded one level into the new column's; cached per ``(column, word)``)."""
         key = (context, int(word))
         got = self.children.get(key)
         if got is None:
@@ -134,33 +165,24 @@ class EarleyRecognizer:
         return got
 
     def retain(self, contexts: set) -> None:
-        """Keep the cached extensions of the live columns, and the cache entries that lead
-        to a live column (so one prefix keeps one column)."""
-        self.children = {k: v for k, v in self.children.items() if k[0] in contexts or v in contexts}
+        """Columns are interned and their caches valid for good; only the size is bounded
+        (:data:`INTERN_LIMIT`), so nothing is dropped per step."""
 
     # ------------------------------------------------------------------ the step
     def _scan(self, col: Column, word: int) -> Column:
-        waiting: dict[int, list[tuple[int, Column]]] = {}
-        seen_items: set[tuple[int, int, int]] = set()
-        sentence = False
         if not 0 <= word < self.V:
-            return Column(waiting, 0, False)
-        agenda = [(X, col) for X in self.emitters[word]]  # constituents spanning (origin, here)
-        done = {(X, id(o)) for X, o in agenda}
-        while agenda:
-            X, origin = agenda.pop()
-            for A, o in origin.waiting.get(X, ()):
-                if A == START:
-                    sentence = True
-                elif (A, id(o)) not in done:
-                    done.add((A, id(o)))
-                    agenda.append((A, o))
-            predicted = origin.predicted
-            for A, C in self.by_first[X]:
-                if predicted >> A & 1 and (C, A, id(origin)) not in seen_items:
-                    seen_items.add((C, A, id(origin)))
-                    waiting.setdefault(C, []).append((A, origin))
-        return Column(waiting, self._predict(waiting), sentence)
+            return self._column({}, False)
+        effects: set = set()
+        for X in self.emitters[word]:
+            effects |= self._effects(col, X)
+        sentence = SENT in effects
+        waiting: dict[int, set] = {}
+        for effect in effects:
+            if effect is SENT:
+                continue
+            C, A, origin = effect
+            waiting.setdefault(C, set()).update(self._effects(origin, A))
+        return self._column({C: frozenset(e) for C, e in waiting.items()}, sentence)
 
 
 def _finite(x) -> np.ndarray:
@@ -175,4 +197,4 @@ def _bits(indices) -> int:
     return out
 
 
-__all__ = ["Column", "EarleyRecognizer"]
+__all__ = ["Column", "EarleyRecognizer", "SENT"]

@@ -97,17 +97,33 @@ def test_earley_on_the_left_recursive_sum_and_the_empty_sentence():
     assert e.advance(col, ids["+"]).waiting == {} and e.distribution(e.advance(col, ids["+"]))[0].sum() == 0  # off the language: dead
 
 
-def test_columns_are_shared_and_kept_while_live():
+def test_columns_are_interned_and_right_recursion_collapses():
     rules = compile_pcfg(parse_pcfg("S -> 'a' S [0.5] | 'b' [0.5]\n"))
     e = EarleyRecognizer(rules)
-    a = rules.vocab.id("a")
+    a, b = rules.vocab.id("a"), rules.vocab.id("b")
     one = e.advance(e.start(), a)
     assert e.advance(e.start(), a) is one  # one prefix, one column
-    two = e.advance(one, a)
-    e.retain({two})
-    assert e.advance(one, a) is two  # the entry that leads to a live column is kept
-    e.retain(set())
-    assert e.advance(one, a) is not two
+    assert e.advance(one, a) is one  # a^n S: the same future after every 'a', so the same column (the chain of S -> a . S is flattened)
+    e.retain(set())  # columns and their caches stay valid: nothing is dropped
+    assert e.advance(one, a) is one
+    done = e.advance(one, b)
+    assert done.sentence and e.distribution(done)[0].sum() == 0 and e.distribution(one)[1] == 0.0
+
+
+def test_nested_columns_differ_by_depth_only():
+    """Balanced brackets: the column after ``(`` * k depends on k (the stack), but a right-
+    recursive list at one depth leaves one column per position, however long it grows."""
+    rules = compile_pcfg(parse_pcfg("S -> '(' L ')' [0.4] | 'x' [0.6]\nL -> S [0.5] | S L [0.5]\n"))
+    e = EarleyRecognizer(rules)
+    o, c, x = (rules.vocab.id(t) for t in "()x")
+    cols = [e.start()]
+    for _ in range(4):
+        cols.append(e.advance(cols[-1], o))
+    assert len({id(k) for k in cols}) == 5  # one column per depth
+    after = e.advance(cols[2], x)  # inside two brackets, one element read
+    assert all(e.advance(after, x) is e.advance(e.advance(after, x), x) for _ in range(2))  # more elements: the same column
+    closed = e.advance(e.advance(after, c), c)
+    assert closed.sentence and e.advance(e.advance(e.advance(cols[2], x), c), c) is closed
 
 
 def test_json_grammar_supports_along_a_document():

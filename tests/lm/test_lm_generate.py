@@ -340,7 +340,9 @@ def test_a_hf_run_compiles_a_regex_as_the_hf_processor_does(hf_runs):
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "gpt2-bytes" / "tokenizer.json"),
                                                      eos_token="<|endoftext|>", pad_token="<pad>")
     proc = GrammarLogitsProcessor(SPACED, tokenizer, vocab_size=len(loaded.vocab))
-    ours = run_grammar(SPACED, loaded)
+    guide = run_grammar(SPACED, loaded)
+    assert guide is proc.guide  # one compiled guide per (grammar, vocabulary): the processor looked up the run's
+    ours = guide.grammar
     assert loaded.vocab == proc.vocab and len(loaded.vocab) == loaded.size + 5
     assert ours.start == proc.grammar.start and torch.equal(ours.final, proc.grammar.final) and torch.equal(ours.delta, proc.grammar.delta)
     assert loaded.eos_id == proc.eos_token_id
