@@ -391,6 +391,7 @@ class StringGuide(Guide):
         self._masks: dict[frozenset, np.ndarray] = {}  # state -> its packed mask, as bytes (mask_words * 4,) uint8
         self._ends: dict[frozenset, bool] = {}
         self._steps: dict[tuple[frozenset, int], tuple[frozenset, dict] | None] = {}  # (state, token) -> the next state, or None
+        self._reads: dict[tuple[tuple, int], dict] = {}  # (hypothesis, token) -> the hypotheses it leads to
         self.tables.reset(1)
         self.start = dict(self.tables.rows[0])  # the empty text's hypotheses
         self.start_key = frozenset(self.start)
@@ -408,7 +409,7 @@ class StringGuide(Guide):
     def _bounded(self, cache: dict) -> dict:
         """``cache``, emptied first past :data:`CACHE_LIMIT` entries (the shared model's own
         per-context caches too): a bound on memory, never on correctness."""
-        for c in (cache, self.tables.viable, self.tables.cums):
+        for c in (cache, self.tables.viable, self.tables.cums, self.tables.bits):
             if len(c) > CACHE_LIMIT:
                 c.clear()
         return cache
@@ -417,12 +418,10 @@ class StringGuide(Guide):
         """The packed mask of a state, ``(mask_words * 4,)`` uint8 (kept; read-only)."""
         got = self._masks.get(key)
         if got is None:
-            allowed = np.zeros(len(self.vocab), dtype=bool)
-            for hyp in hyps:
-                allowed[self.tables.viable_tokens(hyp)] = True
             got = np.zeros(self.mask_words * 4, dtype=np.uint8)
-            packed = np.packbits(allowed, bitorder="little")
-            got[: len(packed)] = packed
+            n = (len(self.vocab) + 7) // 8
+            for hyp in hyps:
+                got[:n] |= self.tables.viable_bits(*hyp, 0)
             got.flags.writeable = False
             self._bounded(self._masks)[key] = got
         return got
@@ -441,10 +440,39 @@ class StringGuide(Guide):
         k = (key, token)
         if k in self._steps:
             return self._steps[k]
-        nxt = self.tables.read(hyps, self.tables.units[token])
-        got = (frozenset(nxt), nxt) if nxt else None
+        got = self._inside_lexeme(hyps, token)
+        if got is None:  # a support model reads each hypothesis on its own (weights are all 1): one kept read per hypothesis
+            nxt: dict = {}
+            for hyp in hyps:
+                nxt.update(self._read_one(hyp, token))
+            got = (frozenset(nxt), nxt) if nxt else None
         self._bounded(self._steps)[k] = got
         return got
+
+    def _read_one(self, hyp: tuple, token: int) -> dict:
+        """The hypotheses one hypothesis leads to on ``token`` (kept)."""
+        k = (hyp, token)
+        got = self._reads.get(k)
+        if got is None:
+            got = self._bounded(self._reads)[k] = self.tables.read({hyp: 1.0}, self.tables.units[token])
+        return got
+
+    def _inside_lexeme(self, hyps: dict, token: int) -> tuple[frozenset, dict] | None:
+        """The one-lexeme fast path of :meth:`step`: one hypothesis inside a lexeme and a
+        token whose bytes keep it inside, through states that are not final (a string's
+        content): one table lookup (:meth:`StringPrefixModel.lexeme_steps`); None where it
+        does not apply (the full read then answers)."""
+        if len(hyps) != 1:
+            return None
+        (context, ctx, node), = hyps
+        if not isinstance(node, tuple):
+            return None
+        w, q = node
+        q2 = int(self.tables.lexeme_steps(ctx, w)[q, token])
+        if q2 < 0 or not self.tables.lex_open[ctx][w][q2]:
+            return None
+        nxt = {(context, ctx, (w, q2)): 1.0}
+        return frozenset(nxt), nxt
 
     # ------------------------------------------------------------------ processors and texts
     def _processors(self, eos_id: int, use: str, weight: float, max_len: int | None) -> list[LogitsProcessor]:

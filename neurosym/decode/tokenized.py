@@ -311,6 +311,8 @@ class StringPrefixModel:
             self._build_tables(grammar)
         self.cums: dict[tuple[Hashable, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.viable: dict[Hyp, np.ndarray] = {}  # support models: the viable token ids per hypothesis
+        self.bits: dict[tuple, np.ndarray] = {}  # support models: packed viable tokens per (context, ctx, node, start)
+        self.masses: dict[Hyp, float] = {}  # support models: hyp_mass per hypothesis
         self.rows: list[dict[Hyp, float]] = []
         self.pointers: list[list[int]] = []
         self.step = 0  # counts resets and advances: what prefix_probs keeps is valid for one step
@@ -330,6 +332,7 @@ class StringPrefixModel:
         self.lex = self.spelling.lexemes  # per context: {lexeme id: (trans, final)}
         self.lex_open = tuple({w: (t >= 0).any(1) for w, (t, _) in d.items()} for d in self.lex)  # states with a way on
         self.lex_walks: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self.lex_steps: dict[tuple[int, int], np.ndarray] = {}
         self.walks: dict[tuple[int, int, int], Walk] = {}
 
     # ------------------------------------------------------------------ static tables
@@ -384,6 +387,16 @@ class StringPrefixModel:
         """``P(continuations | hyp's words) / P_prefix``: the words strictly below the node
         (those ending at it were already read), plus the end and the lexemes at a trie
         root; inside a lexeme, its whole mass while the pattern can go on."""
+        if self.support:  # interned contexts: a support model's masses are kept per hypothesis
+            got = self.masses.get(hyp)
+            if got is None:
+                if len(self.masses) > CACHE_LIMIT:
+                    self.masses.clear()
+                got = self.masses[hyp] = self._hyp_mass(hyp)
+            return got
+        return self._hyp_mass(hyp)
+
+    def _hyp_mass(self, hyp: Hyp) -> float:
         context, ctx, node = hyp
         probs, end = self.model.distribution(context)
         if isinstance(node, tuple):
@@ -517,9 +530,76 @@ class StringPrefixModel:
         (inside a lexeme or a word the same one comes back step after step)."""
         got = self.viable.get(hyp)
         if got is None:
-            scratch = np.zeros(self.V)
-            self._score(*hyp, 0, 1.0, scratch)
-            got = self.viable[hyp] = np.nonzero(scratch)[0]
+            bits = np.unpackbits(self.viable_bits(*hyp, 0), bitorder="little")[: self.V]
+            got = self.viable[hyp] = np.nonzero(bits)[0]
+        return got
+
+    def viable_bits(self, context: Hashable, ctx: int, node, start: int) -> np.ndarray:
+        """A support model's viable tokens read from ``(node, start)`` (the tokens below
+        token-trie node ``start``, as :meth:`_score` reads them), packed little-endian into
+        ``ceil(V / 8)`` bytes (read-only). Kept per ``(context, ctx, node, start)``: the
+        contexts are interned (Earley columns, FSG states), so the same continuation is
+        read once however many hypotheses and states cross into it. The crossings into a
+        next terminal are read together, per next context (:meth:`crossing_bits`)."""
+        key = (context, ctx, node, start)
+        got = self.bits.get(key)
+        if got is not None:
+            return got
+        if not self.support:
+            raise NeurosymError("viable_bits reads a support model (StringPrefixModel(..., support=True))")
+        allowed = np.zeros(self.V, dtype=bool)
+        crossings: dict[tuple[Hashable, int], list[int]] = {}  # (next context, next trie) -> token-trie nodes read on from its root
+        probs, _ = self.model.distribution(context)
+        if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):
+            items = [node] if isinstance(node, tuple) else [(w, 0) for w in self.lex[ctx]]
+            for w, q in items:
+                if probs[w] > 0:
+                    self._lexeme_bits(context, ctx, w, q, start, allowed, crossings)
+        if not isinstance(node, tuple):
+            walk = self.walk(ctx, node, start)
+            self._word_bits(context, ctx, walk.tokens, walk.lo, walk.hi, walk.crossings, probs, allowed, crossings)
+        return self._keep(key, allowed, crossings)
+
+    def crossing_bits(self, context: Hashable, ctx: int, starts: tuple[int, ...]) -> np.ndarray:
+        """:meth:`viable_bits` from trie ``ctx``'s root and each token-trie node of ``starts``
+        at once (the tokens that cross into a terminal begun there), packed; kept."""
+        key = (context, ctx, starts)
+        got = self.bits.get(key)
+        if got is not None:
+            return got
+        allowed = np.zeros(self.V, dtype=bool)
+        crossings: dict[tuple[Hashable, int], list[int]] = {}
+        probs, _ = self.model.distribution(context)
+        for w in self.lex[ctx]:
+            if probs[w] > 0:
+                self._lexeme_bits(context, ctx, w, 0, starts, allowed, crossings)
+        tokens, lo, hi, cross = self.root_walks(ctx, starts)
+        self._word_bits(context, ctx, tokens, lo, hi, cross, probs, allowed, crossings)
+        return self._keep(key, allowed, crossings)
+
+    def _lexeme_bits(self, context, ctx, w, q, start, allowed: np.ndarray, crossings: dict) -> None:
+        tokens, ends = self.lex_walk(ctx, w, q, start)
+        allowed[tokens] = True
+        if len(ends):
+            crossings.setdefault((self.model.advance(context, w), int(self.spelling.after[w])), []).extend(ends.tolist())
+
+    def _word_bits(self, context, ctx, tokens, lo, hi, cross, probs, allowed: np.ndarray, crossings: dict) -> None:
+        if len(tokens):
+            allowed[tokens[self._mass(context, ctx, lo, hi) > 0]] = True
+        for m, v in cross:
+            for word in self.tries[ctx].ends[m]:
+                nxt = int(self.spelling.after[word])
+                if probs[word] > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
+                    crossings.setdefault((self.model.advance(context, word), nxt), []).append(v)
+
+    def _keep(self, key: tuple, allowed: np.ndarray, crossings: dict) -> np.ndarray:
+        got = np.packbits(allowed, bitorder="little")
+        for (after, nxt), starts in crossings.items():
+            got |= self.crossing_bits(after, nxt, tuple(sorted(set(starts))))
+        got.flags.writeable = False
+        if len(self.bits) > CACHE_LIMIT:
+            self.bits.clear()
+        self.bits[key] = got
         return got
 
     def _score_lexemes(self, context: Hashable, ctx: int, node, start: int, weight: float, out: np.ndarray) -> None:
@@ -536,11 +616,42 @@ class StringPrefixModel:
             for v in crossings.tolist():
                 self._score(self.model.advance(context, w), nxt, 0, v, weight * p, out)
 
-    def lex_walk(self, ctx: int, w: int, q: int, start: int) -> tuple[np.ndarray, np.ndarray]:
+    def lexeme_steps(self, ctx: int, w: int) -> np.ndarray:
+        """(Q, V) int64: the state of lexeme ``w``'s surface DFA (in context ``ctx``) after
+        each token read from each state, where every byte of the token keeps the lexeme
+        going through states that are not final (so reading it forks nothing: the text
+        stays inside the lexeme, one hypothesis in, one out); -1 elsewhere. One vectorised
+        step per byte over all Q states at once; kept per ``(ctx, w)``."""
+        key = (ctx, w)
+        got = self.lex_steps.get(key)
+        if got is not None:
+            return got
+        trans, final = self.lex[ctx][w]
+        Q = trans.shape[0]
+        trie = self.token_trie
+        cs, sym, es, et = trie.child_start, trie.symbol, trie.end_start, trie.end_token
+        got = np.full((Q, self.V), -1, dtype=np.int64)
+        v, q0, s = np.zeros(Q, dtype=np.int64), np.arange(Q, dtype=np.int64), np.arange(Q, dtype=np.int64)
+        while len(v):
+            counts = cs[v + 1] - cs[v]
+            kids = _ranges(cs[v], cs[v + 1])
+            rep = np.repeat(np.arange(len(v)), counts)
+            s2 = trans[s[rep], sym[kids]]
+            keep = s2 >= 0
+            keep[keep] = ~final[s2[keep]]
+            v, q0, s = kids[keep], q0[rep][keep], s2[keep]
+            n = es[v + 1] - es[v]
+            owner = np.repeat(np.arange(len(v)), n)
+            got[q0[owner], et[_ranges(es[v], es[v + 1])]] = s[owner]
+        self.lex_steps[key] = got
+        return got
+
+    def lex_walk(self, ctx: int, w: int, q: int, start: int | tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Tokens read from lexeme ``w``'s surface-DFA state ``q`` and token-trie node
         ``start`` on (those ending at ``start`` not read again) that stay inside the
         lexeme, and the token-trie nodes where the lexeme may end with longer tokens below
-        (crossings). One vectorised step per byte, kept per ``(ctx, w, q, start)``."""
+        (crossings). ``start`` may be a tuple of nodes: the walks from all of them at once.
+        One vectorised step per byte, kept per ``(ctx, w, q, start)``."""
         key = (ctx, w, q, start)
         got = self.lex_walks.get(key)
         if got is not None:
@@ -548,7 +659,8 @@ class StringPrefixModel:
         trans, final = self.lex[ctx][w]
         trie = self.token_trie
         cs, sym, es, et = trie.child_start, trie.symbol, trie.end_start, trie.end_token
-        v, s = np.array([start]), np.array([q])
+        v = np.array(start if isinstance(start, tuple) else [start], dtype=np.int64)
+        s = np.full(len(v), q, dtype=np.int64)
         toks, cross = [], []
         first = True
         while len(v):
@@ -562,6 +674,18 @@ class StringPrefixModel:
             v, s = kids[keep], s2[keep]
         empty = np.zeros(0, dtype=np.int64)
         got = self.lex_walks[key] = (np.concatenate(toks) if toks else empty, np.concatenate(cross) if cross else empty)
+        return got
+
+    def root_walks(self, ctx: int, starts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
+        """The :class:`Walk` from trie ``ctx``'s root and each token-trie node of ``starts``,
+        joined: ``(tokens, lo, hi, crossings)`` (kept per ``(ctx, starts)``)."""
+        key = ("roots", ctx, starts)
+        got = self.lex_walks.get(key)
+        if got is None:
+            walks = [self.walk(ctx, 0, v) for v in starts]
+            got = (np.concatenate([x.tokens for x in walks]), np.concatenate([x.lo for x in walks]),
+                   np.concatenate([x.hi for x in walks]), [c for x in walks for c in x.crossings])
+            self.lex_walks[key] = got
         return got
 
     def advance(self, tokens: np.ndarray, skip: np.ndarray | None = None) -> None:
@@ -661,7 +785,7 @@ class StringPrefixModel:
         if isinstance(self.model, PCFGTerminals):
             self.cums = {k: v for k, v in self.cums.items() if k[0] in self.model.states}
             return
-        for cache in (self.viable, self.cums):
+        for cache in (self.viable, self.cums, self.bits, self.masses):
             if len(cache) > CACHE_LIMIT:
                 cache.clear()
 
