@@ -137,7 +137,7 @@ def test_unsupported_tokenizers_are_clear_errors(tokenizer):
 def test_the_documented_example_runs_as_written(model, tokenizer):
     text = (ROOT / "docs" / "hf.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```py\n(.*?)```", text, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     env = {"model": model, "tokenizer": tokenizer}
     torch.manual_seed(0)
     exec(compile(blocks[0], "docs/hf.md", "exec"), env)
@@ -147,6 +147,17 @@ def test_the_documented_example_runs_as_written(model, tokenizer):
     exec(compile(blocks[1], "docs/hf.md", "exec"), env)
     dates = continuations(tokenizer, env["out"], env["prompt"]["input_ids"].shape[1])
     assert len(dates) == 2 and all(re.fullmatch(DATE, d, re.ASCII) for d in dates), dates
+    exec(compile(blocks[2], "docs/hf.md", "exec"), env)  # a vocabulary and a guide built once, a processor per request
+    proc, guide = env["proc"], env["guide"]
+    assert proc.guide is guide and proc.vocab is env["vocab"]
+    assert GrammarLogitsProcessor("grammars/json.pcfg", tokenizer, vocab_size=model.config.vocab_size).guide is guide  # looked up
+    prompt = tokenizer("Data:", return_tensors="pt")
+    out = model.generate(**prompt, logits_processor=[proc], do_sample=True, max_new_tokens=30, pad_token_id=tokenizer.eos_token_id)
+    [text] = continuations(tokenizer, out, prompt["input_ids"].shape[1])
+    m = guide.matcher()
+    assert all(m.accept(t) for t in out[0, prompt["input_ids"].shape[1]:].tolist() if t != tokenizer.eos_token_id), text
+    if tokenizer.eos_token_id in out[0].tolist():  # it ended: a whole JSON text
+        assert m.can_end(), text
 
 
 @pytest.mark.parametrize(

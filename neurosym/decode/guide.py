@@ -240,35 +240,56 @@ class AutomatonGuide(Guide):
         return float(self.grammar.log_prob(torch.tensor([list(tokens)], dtype=torch.long).reshape(1, len(tokens)))[0])
 
 
-class AutomatonMatcher(Matcher):
-    def __init__(self, guide: AutomatonGuide):
-        super().__init__(guide)
-        self.state = int(guide.grammar.start)
-        self.history: list[int] = []
+class StateMatcher(Matcher):
+    """A matcher whose state is one value (an automaton's state, an interned Earley
+    column): ``accept`` steps it (:meth:`_next`), the history keeps the earlier ones."""
 
-    def _fill(self, out: np.ndarray) -> None:
-        self.guide.grammar.write_mask(self.state, out)
+    def __init__(self, guide: Guide, state: Any):
+        super().__init__(guide)
+        self.state = state
+        self.history: list[Any] = []
+
+    @abstractmethod
+    def _next(self, token: int) -> Any:
+        """The state after ``token``, or None where it is not allowed."""
+
+    def _forget(self) -> None:
+        """Drop what was computed from the state (the state changed backwards, or was copied)."""
 
     def accept(self, token: int) -> bool:
-        nxt = self.guide.grammar.next_state(self.state, int(token))
-        if nxt < 0:
+        t = int(token)
+        nxt = self._next(t)
+        if nxt is None:
             return False
         self.history.append(self.state)
         self.state = nxt
-        self.tokens.append(int(token))
+        self.tokens.append(t)
         return True
 
-    def can_end(self) -> bool:
-        return bool(self.guide.final[self.state])
-
-    def copy(self) -> "AutomatonMatcher":
-        other = AutomatonMatcher(self.guide)
+    def copy(self) -> "StateMatcher":
+        other = type(self)(self.guide)
         other.state, other.history, other.tokens = self.state, list(self.history), list(self.tokens)
         return other
 
     def _undo(self, k: int) -> None:
         self.state = self.history[-k]
         del self.history[len(self.history) - k:]
+        self._forget()
+
+
+class AutomatonMatcher(StateMatcher):
+    def __init__(self, guide: AutomatonGuide):
+        super().__init__(guide, int(guide.grammar.start))
+
+    def _fill(self, out: np.ndarray) -> None:
+        self.guide.grammar.write_mask(self.state, out)
+
+    def _next(self, token: int) -> int | None:
+        nxt = self.guide.grammar.next_state(self.state, token)
+        return None if nxt < 0 else nxt
+
+    def can_end(self) -> bool:
+        return bool(self.guide.final[self.state])
 
     def _log_probs(self) -> np.ndarray:
         return self.guide.log_table()[self.state].copy()
@@ -311,42 +332,30 @@ class RulesGuide(Guide):
         return float(prefix_state(self.grammar, torch.tensor([list(tokens)], dtype=torch.long).reshape(1, len(tokens))).sentence_log_prob[0])
 
 
-class RulesMatcher(Matcher):
+class RulesMatcher(StateMatcher):
+    """The state is the recogniser's interned column; probabilities come from a prefix
+    chart that follows the accepted tokens (built on the first :meth:`log_probs`)."""
+
     def __init__(self, guide: RulesGuide):
-        super().__init__(guide)
-        self.column = guide.recognizer.start()
-        self.history: list[Any] = []
+        super().__init__(guide, guide.recognizer.start())
         self._chart: PCFGTerminals | None = None
 
     def _support(self) -> np.ndarray:
-        return self.guide.recognizer.distribution(self.column)[0]
+        return self.guide.recognizer.distribution(self.state)[0]
 
     def _fill(self, out: np.ndarray) -> None:
         _pack(self._support() > 0, out)
 
-    def accept(self, token: int) -> bool:
-        t = int(token)
+    def _next(self, token: int) -> Any:
         support = self._support()
-        if not (0 <= t < len(support) and support[t] > 0):
-            return False
-        rec = self.guide.recognizer
-        self.history.append(self.column)
-        self.column = rec.advance(self.column, t)
-        rec.retain({self.column, *self.history[-1:]})
-        self.tokens.append(t)
-        return True
+        if not (0 <= token < len(support) and support[token] > 0):
+            return None
+        return self.guide.recognizer.advance(self.state, token)
 
     def can_end(self) -> bool:
-        return self.column.sentence
+        return self.state.sentence
 
-    def copy(self) -> "RulesMatcher":
-        other = RulesMatcher(self.guide)
-        other.column, other.history, other.tokens = self.column, list(self.history), list(self.tokens)
-        return other
-
-    def _undo(self, k: int) -> None:
-        self.column = self.history[-k]
-        del self.history[len(self.history) - k:]
+    def _forget(self) -> None:
         self._chart = None
 
     def _log_probs(self) -> np.ndarray:
