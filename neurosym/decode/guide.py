@@ -42,7 +42,7 @@ from neurosym.compile.pcfg import RuleTensors
 from neurosym.compile.regex import Limits
 from neurosym.compile.spelling import SpelledGrammar
 from neurosym.compile.weighted import WeightedAutomaton
-from neurosym.decode.mask import GrammarMask
+from neurosym.decode.mask import NUMPY_FLOATS, GrammarMask, add_rows, byte_bias
 from neurosym.decode.priors import FSGPrior
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.decode.tokenized import CACHE_LIMIT, FSGTerminals, PCFGTerminals, SpelledMask, SpelledPrior, StringPrefixModel, read_texts, support_model
@@ -51,6 +51,7 @@ from neurosym.files import recording_reads
 from neurosym.kinds import load_grammar, registered
 from neurosym.layers.earley import EarleyRecognizer
 from neurosym.layers.prefix import PrefixGrammar, prefix_state
+from neurosym.semiring import LOG_ZERO
 from neurosym.vocab import Vocab
 
 USES = ("mask", "prior", "both")
@@ -485,8 +486,8 @@ class StringGuide(Guide):
 
     # ------------------------------------------------------------------ processors and texts
     def _processors(self, eos_id: int, use: str, weight: float, max_len: int | None) -> list[LogitsProcessor]:
-        if use == "mask":
-            return [SpelledMask(self.grammar, eos_id, tables=self.tables)]
+        if use == "mask":  # the guide's own matchers: the masks and steps it keeps per state
+            return [GuideMask(self, eos_id)]
         prior = SpelledPrior(self.grammar, weight, eos_id, tables=self.tables)
         return [prior] + ([SpelledMask(self.grammar, eos_id, shared=prior)] if use == "both" else [])  # one string model for both
 
@@ -551,6 +552,105 @@ class StringMatcher(Matcher):
         nxt, end = self._prior.next_probs()
         with np.errstate(divide="ignore"):
             return np.log(np.concatenate([nxt[0], end]))
+
+
+class GuideMask(LogitsProcessor):
+    """Forbid (``-inf``) every token a guide's matchers do not allow next, one matcher per
+    row; ``eos_id`` only where the row's text is a sentence (``can_end``). The masks are
+    the matchers' packed bits (:meth:`Matcher.fill_mask`), each byte read through a
+    (256, 8) table of biases (``byte_bias``), added in one step. A row that takes a token
+    its matcher refuses (another processor chose it) has nothing left: every score -inf.
+
+    scores: (B, V_model) with ``V_model >= len(guide.vocab)``; ids past the vocabulary are
+    forbidden."""
+
+    def __init__(self, guide: Guide, eos_id: int):
+        V = len(guide.vocab)
+        if not isinstance(eos_id, int) or isinstance(eos_id, bool) or not 0 <= eos_id < V:
+            raise NeurosymError(f"GuideMask: eos_id must be a token id in [0, {V}), got {eos_id!r}")
+        if guide.vocab.surfaces[eos_id] is not None:
+            raise NeurosymError(f"GuideMask: eos_id {eos_id} spells {guide.vocab.surfaces[eos_id]!r}; the end needs a token that spells nothing")
+        self.guide, self.eos_id, self.V = guide, eos_id, V
+        self.matchers: list[Matcher] = []
+        self.dead = np.zeros(0, dtype=bool)  # rows whose text left the grammar
+        self._words = np.zeros((0, guide.mask_words), dtype=np.int32)
+        self._buffers: dict[tuple, np.ndarray] = {}
+        self._started = False
+
+    def __repr__(self) -> str:
+        return f"GuideMask({self.guide.name})"
+
+    def reset(self, batch_size: int, device: torch.device | str = "cpu") -> None:
+        self.matchers = [self.guide.matcher() for _ in range(batch_size)]
+        self.dead = np.zeros(batch_size, dtype=bool)
+        self._words = np.zeros((batch_size, self.guide.mask_words), dtype=np.int32)
+        self._started = True
+
+    def _check(self) -> None:
+        if not self._started:
+            raise NeurosymError("GuideMask: call reset(batch_size) before using the processor")
+
+    def advance(self, tokens: torch.Tensor, done: torch.Tensor | None = None) -> None:
+        self._check()
+        ids = torch.as_tensor(tokens).long().cpu().tolist()
+        skip = [False] * len(ids) if done is None else torch.as_tensor(done).bool().cpu().tolist()
+        for b, (t, s) in enumerate(zip(ids, skip)):
+            if s or t == self.eos_id or self.dead[b]:
+                continue
+            if not self.matchers[b].accept(t):
+                self.dead[b] = True
+
+    def bias_numpy(self, dtype: np.dtype = np.dtype(np.float32)) -> np.ndarray:
+        """(B, V) of ``dtype``: 0 where each row may go next (the end included), -inf
+        elsewhere; valid until the next call."""
+        self._check()
+        B = len(self.matchers)
+        words = self._words
+        for b, m in enumerate(self.matchers):
+            if self.dead[b]:
+                words[b] = 0
+            else:
+                m.fill_mask(words[b])
+        key = (B, dtype)
+        out = self._buffers.get(key)
+        if out is None:
+            out = self._buffers[key] = np.empty((B, self.guide.mask_words * 32), dtype=dtype)
+        np.take(byte_bias(dtype), words.view(np.uint8), axis=0, out=out.reshape(B, -1, 8))
+        bias = out[:, : self.V]
+        bias[:, self.eos_id] = [0.0 if not d and m.can_end() else LOG_ZERO for m, d in zip(self.matchers, self.dead)]
+        return bias
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        B = len(self.matchers)
+        if scores.dim() != 2 or scores.shape[0] != B or scores.shape[1] < self.V:
+            raise NeurosymError(f"GuideMask: expected scores (B, V) with B = {B}, V >= {self.V}; got {tuple(scores.shape)}")
+        bias = self.bias_numpy(NUMPY_FLOATS.get(scores.dtype, np.dtype(np.float32)))
+        head = scores[:, : self.V]
+        if scores.shape[1] == self.V:
+            add_rows(scores, bias)
+        else:
+            head.add_(torch.from_numpy(bias).to(device=scores.device, dtype=scores.dtype))
+            scores[:, self.V:] = LOG_ZERO
+        return scores
+
+    def allowed(self, tokens: torch.Tensor) -> torch.Tensor:
+        self._check()
+        out = []
+        for b, t in enumerate(torch.as_tensor(tokens).long().cpu().tolist()):
+            m = self.matchers[b]
+            if self.dead[b] or not 0 <= t < self.V:
+                out.append(False)
+            elif t == self.eos_id:
+                out.append(m.can_end())
+            else:
+                out.append(m.copy().accept(t))
+        return torch.tensor(out, dtype=torch.bool, device=torch.as_tensor(tokens).device)
+
+    def describe_allowed(self, row: int, limit: int = 8) -> list[int]:
+        if self.dead[row]:
+            return []
+        ids = np.nonzero(self.matchers[row].allowed())[0][:limit].tolist()
+        return ids + ([self.eos_id] if self.matchers[row].can_end() and len(ids) < limit else [])
 
 
 def _padded(rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -645,6 +745,6 @@ def compile_guide(spec: Any, vocab: Vocab, limits: Limits = Limits(), cache: boo
 
 
 __all__ = [
-    "AutomatonGuide", "AutomatonMatcher", "GUIDES", "Guide", "Matcher", "RulesGuide", "RulesMatcher", "StringGuide", "StringMatcher",
+    "AutomatonGuide", "AutomatonMatcher", "GUIDES", "Guide", "GuideMask", "Matcher", "RulesGuide", "RulesMatcher", "StringGuide", "StringMatcher",
     "USES", "compile_guide", "guide_of",
 ]

@@ -27,7 +27,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 import neurosym
-from neurosym.decode.guide import AutomatonGuide, RulesGuide, StringGuide
+from neurosym.decode.guide import AutomatonGuide, GuideMask, RulesGuide, StringGuide
+from neurosym.decode.tokenized import SpelledMask
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
@@ -158,10 +159,17 @@ def mask_of(m) -> np.ndarray:
 
 
 def processors(case: Case, use: str):
-    procs = case.guide.processors(case.eos, use)
-    assert len(procs) == 1
-    procs[0].reset(1)
-    return procs[0]
+    """The processor a matcher is checked against. A string guide's own mask processor is
+    built on its matchers (GuideMask), so its masks are checked against SpelledMask, the
+    string model's processor that shares none of the guide's per-state tables."""
+    if use == "mask" and isinstance(case.guide, StringGuide):
+        proc = SpelledMask(case.guide.grammar, case.eos)
+    else:
+        procs = case.guide.processors(case.eos, use)
+        assert len(procs) == 1
+        proc = procs[0]
+    proc.reset(1)
+    return proc
 
 
 def processor_scores(proc, case: Case) -> np.ndarray:
@@ -758,3 +766,27 @@ def test_a_tokenizer_that_grew_tokens_is_read_again(tok):
     assert g is not neurosym.compile_guide("grammars/months.txt", before)
     m = g.matcher()
     assert not m.allowed()[len(before)] and not m.accept(len(before))
+
+
+@pytest.mark.parametrize("name", STRING_CASES)
+def test_the_guide_mask_processor_equals_spelled_mask_in_a_batch(cases, name):
+    """A string guide's mask processor (GuideMask, one matcher per row) gives the scores of
+    SpelledMask (the string model's own processor) for a batch of rows walked apart, on
+    scores wider than the vocabulary, rows that ended included."""
+    case = cases[name]
+    walks = [walk(case, seed, steps=8, refuse=False)[0] for seed in range(3)]
+    ours, theirs = case.guide.processors(case.eos, "mask")[0], SpelledMask(case.guide.grammar, case.eos)
+    assert isinstance(ours, GuideMask)
+    B, width = len(walks), case.V + 3
+    for p in (ours, theirs):
+        p.reset(B)
+    done = torch.zeros(B, dtype=torch.bool)
+    for step in range(max(len(w) for w in walks) + 1):
+        a = ours(torch.zeros(B, width, dtype=torch.float64))
+        b = theirs(torch.zeros(B, width, dtype=torch.float64))
+        assert torch.equal(torch.isfinite(a), torch.isfinite(b)), step
+        tokens = torch.tensor([w[step] if step < len(w) else case.eos for w in walks])
+        assert ours.allowed(tokens).tolist() == theirs.allowed(tokens).tolist()
+        for p in (ours, theirs):
+            p.advance(tokens, done)
+        done |= tokens == case.eos

@@ -17,10 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
 
 import neurosym  # noqa: E402
 from neurosym import kinds  # noqa: E402
@@ -32,7 +30,6 @@ from neurosym.compile.spelling import SpelledGrammar, spell  # noqa: E402
 from neurosym.decode.guide import RulesGuide, StringGuide  # noqa: E402
 from neurosym.dsl.pcfg import parse_pcfg  # noqa: E402
 from neurosym.errors import NeurosymError, SourceError  # noqa: E402
-from neurosym.hf import GrammarLogitsProcessor, continuations  # noqa: E402
 from neurosym.vocab import Vocab  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -114,18 +111,32 @@ def viable(text: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def hf_tokenizer() -> PreTrainedTokenizerFast:
+def hf_tokenizer():
+    """A fast transformers tokenizer around a small byte-level BPE. transformers is imported
+    here, not at the top: importing its models imports triton, and the Triton kernel tests
+    that run later in the session import triton under its CPU interpreter first."""
+    transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
     lines = sentences(3) * 4 + ["the quick brown fox jumps over the lazy dog", "cats and dogs sleep quietly", "fish eat small things"] * 10
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(lines, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS, padding_side="left", clean_up_tokenization_spaces=False)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS, padding_side="left", clean_up_tokenization_spaces=False)
 
 
 @pytest.fixture(scope="module")
-def model(hf_tokenizer) -> GPT2LMHeadModel:
+def hf():
+    """neurosym.hf, imported when a test needs it (see hf_tokenizer)."""
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    from neurosym import hf as module  # lazy: transformers imports triton
+
+    return module
+
+
+@pytest.fixture(scope="module")
+def model(hf_tokenizer):
+    from transformers import GPT2Config, GPT2LMHeadModel  # lazy: see hf_tokenizer
     torch.manual_seed(0)
     eos = hf_tokenizer.eos_token_id
     config = GPT2Config(vocab_size=len(hf_tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2,
@@ -198,11 +209,11 @@ def test_a_toy_string_kind_over_its_own_words_is_rules(toyc_kind, toyc_file):
     assert guide.sentence_log_prob(words) == pytest.approx(math.log(0.5 / 27), abs=1e-12)
 
 
-def test_generate_with_a_toy_string_kind_writes_only_toy_sentences(toyc_kind, toyc_file, hf_tokenizer, model):
+def test_generate_with_a_toy_string_kind_writes_only_toy_sentences(toyc_kind, toyc_file, hf_tokenizer, model, hf):
     eos = hf_tokenizer.eos_token_id
     drawn: list[tuple[str, bool]] = []
     for prior_weight in (0.0, 1.0):
-        proc = GrammarLogitsProcessor(str(toyc_file), hf_tokenizer, prior_weight=prior_weight)
+        proc = hf.GrammarLogitsProcessor(str(toyc_file), hf_tokenizer, prior_weight=prior_weight)
         assert isinstance(proc.guide, StringGuide)
         for seed in range(2):
             enc = hf_tokenizer([EOS] * 16, return_tensors="pt")
@@ -210,7 +221,7 @@ def test_generate_with_a_toy_string_kind_writes_only_toy_sentences(toyc_kind, to
             out = model.generate(**enc, logits_processor=[proc], do_sample=True, max_new_tokens=16, pad_token_id=eos)
             new = out[:, enc["input_ids"].shape[1]:]
             finished = (new == eos).any(dim=1).tolist()
-            drawn += list(zip(continuations(hf_tokenizer, out, enc["input_ids"].shape[1]), finished))
+            drawn += list(zip(hf.continuations(hf_tokenizer, out, enc["input_ids"].shape[1]), finished))
     done = [t for t, f in drawn if f]
     assert len(drawn) == 64 and len(done) >= 16
     for text in done:
@@ -219,7 +230,7 @@ def test_generate_with_a_toy_string_kind_writes_only_toy_sentences(toyc_kind, to
         assert viable(text), text  # unfinished rows: a prefix of a sentence
     assert len(set(done)) >= 4  # sampling, not one fixed path
     with pytest.raises(NeurosymError, match="budget"):  # a grammar read as strings is not bounded
-        GrammarLogitsProcessor(str(toyc_file), hf_tokenizer, max_new_tokens=8)
+        hf.GrammarLogitsProcessor(str(toyc_file), hf_tokenizer, max_new_tokens=8)
 
 
 def test_the_toy_string_kind_is_gone_after_unregister(tmp_path, hf_tokenizer):
