@@ -555,12 +555,16 @@ def test_mask_on_earley_equals_mask_on_the_chart(seed, sep, kind):
 
 def test_a_mask_alone_reads_the_earley_recogniser_and_refuses_probabilities():
     from neurosym.decode import grammar_processors
+    from neurosym.decode.guide import GuideMask
+    from neurosym.layers.earley import EarleyRecognizer
 
     sg = spell(compile_pcfg(parse_pcfg("S -> S '+' N [0.3] | N [0.7]\nN -> '1' [0.5] | '12' [0.5]\n")), bytes_vocab([b"1", b"2", b" +"]))
-    (mask,) = grammar_processors(sg, 0, use="mask")
-    assert mask.model.support
-    mask.reset(1)
+    (mask,) = grammar_processors(sg, 0, use="mask")  # the guide's matchers, on its support model: the Earley recogniser
+    assert isinstance(mask, GuideMask) and isinstance(mask.guide.support_terminals, EarleyRecognizer) and mask.guide.tables.support
+    alone = SpelledMask(sg, 0)
+    assert alone.model.support
+    alone.reset(1)
     with pytest.raises(NeurosymError, match="support"):
-        mask.model.next_probs()
+        alone.model.next_probs()
     prior, shared = grammar_processors(sg, 0, use="both")
     assert not shared.model.support and shared.model is prior.model  # the prior keeps the exact chart
