@@ -506,24 +506,33 @@ class StringPrefixModel:
                     self._score(context, ctx, node, 0, w, out[b])
         return out.copy(), end.copy()
 
-    def _score(self, context: Hashable, ctx: int, node: int, start: int, weight: float, out: np.ndarray) -> None:
+    def _score(self, context: Hashable, ctx: int, node: int, start: int | tuple[int, ...], weight: float, out: np.ndarray) -> None:
         """Add ``weight * P(token's bytes | hypothesis)`` for every token read from
-        ``(node, start)``, crossings followed under the advanced contexts."""
+        ``(node, start)``, crossings followed under the advanced contexts. ``start`` may be a
+        sorted tuple of token-trie nodes (with ``node = 0``: the crossings into one next
+        terminal, read at once; a node listed twice counts twice, as two hypotheses)."""
         if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):
             self._score_lexemes(context, ctx, node, start, weight, out)
             if isinstance(node, tuple):
                 return
-        walk = self.walk(ctx, node, start)
-        if len(walk.tokens):
-            out[walk.tokens] += weight * self._mass(context, ctx, walk.lo, walk.hi)
-        if walk.crossings:
+        many = isinstance(start, tuple)
+        if many:
+            tokens, lo, hi, crossings = self.root_walks(ctx, start)
+        else:
+            walk = self.walk(ctx, node, start)
+            tokens, lo, hi, crossings = walk.tokens, walk.lo, walk.hi, walk.crossings
+        if len(tokens):
+            _add(out, tokens, weight * self._mass(context, ctx, lo, hi), many)
+        if crossings:
             probs, _ = self.model.distribution(context)
-            for m, v in walk.crossings:
+            by_word: dict[int, list[int]] = {}
+            for m, v in crossings:
                 for word in self.tries[ctx].ends[m]:
-                    p = probs[word]
                     nxt = int(self.spelling.after[word])
-                    if p > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
-                        self._score(self.model.advance(context, word), nxt, 0, v, weight * p, out)
+                    if probs[word] > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
+                        by_word.setdefault(word, []).append(v)
+            for word, starts in by_word.items():
+                self._score(self.model.advance(context, word), int(self.spelling.after[word]), 0, tuple(sorted(starts)), weight * probs[word], out)
 
     def viable_tokens(self, hyp: Hyp) -> np.ndarray:
         """A support model's viable token ids after a hypothesis, kept per hypothesis
@@ -602,7 +611,7 @@ class StringPrefixModel:
         self.bits[key] = got
         return got
 
-    def _score_lexemes(self, context: Hashable, ctx: int, node, start: int, weight: float, out: np.ndarray) -> None:
+    def _score_lexemes(self, context: Hashable, ctx: int, node, start: int | tuple[int, ...], weight: float, out: np.ndarray) -> None:
         """:meth:`_score` inside a lexeme (``node = (lexeme, state)``), or into every lexeme
         from a trie root (``node = 0``): each viable token gets the lexeme's whole mass."""
         probs, _ = self.model.distribution(context)
@@ -611,10 +620,9 @@ class StringPrefixModel:
             p = probs[w]
             tokens, crossings = self.lex_walk(ctx, w, q, start)
             if len(tokens):
-                out[tokens] += weight * p
-            nxt = int(self.spelling.after[w])
-            for v in crossings.tolist():
-                self._score(self.model.advance(context, w), nxt, 0, v, weight * p, out)
+                _add(out, tokens, weight * p, isinstance(start, tuple))
+            if len(crossings):
+                self._score(self.model.advance(context, w), int(self.spelling.after[w]), 0, tuple(sorted(crossings.tolist())), weight * p, out)
 
     def lexeme_steps(self, ctx: int, w: int) -> np.ndarray:
         """(Q, V) int64: the state of lexeme ``w``'s surface DFA (in context ``ctx``) after
@@ -833,6 +841,14 @@ def read_texts(grammar: SpelledGrammar, rows: list[list[int]], tables: StringPre
         logp = np.full(B, np.nan)
     logp[bad] = -np.inf
     return (end > 0) & ~bad, viable, logp
+
+
+def _add(out: np.ndarray, tokens: np.ndarray, values, repeats: bool) -> None:
+    """``out[tokens] += values``; ``repeats``: a token may be listed more than once (each counts)."""
+    if repeats:
+        np.add.at(out, tokens, values)
+    else:
+        out[tokens] += values
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
