@@ -14,7 +14,9 @@ XGrammar's ``TokenizerInfo``), in one process on one thread:
   documents (:func:`neurosym.bench.decode_cfg.json_documents`), interleaved per token with
   XGrammar's builtin JSON grammar (``fill_next_token_bitmask`` then ``accept_token``):
   p50, p90 and p99 in µs over the documents both accept (XGrammar's builtin grammar takes
-  an object or an array at the top only), and how many tokens each refused.
+  an object or an array at the top only), and how many tokens each refused;
+* **prior** (JSON): the exact next-token log-probabilities (``Matcher.log_probs``) along
+  the same documents, ms per step, each row checked to sum to 1.
 """
 
 from __future__ import annotations
@@ -148,6 +150,28 @@ def json_steps(tokenizer, vocab: Vocab, xg) -> dict:
     return result
 
 
+def json_prior(tokenizer, vocab: Vocab, max_tokens: int = 60) -> dict:
+    """The exact prior along real documents: ``Matcher.log_probs`` (the next-token
+    log-probabilities of ``grammars/json.pcfg`` read as strings, from its prefix chart),
+    timed before each accepted token, over the first ``max_tokens`` tokens of each document;
+    every document token must have a finite log-probability, and each row sum to 1."""
+    guide = compile_guide(JSON_GRAMMAR, vocab)
+    times: list[float] = []
+    worst = 0.0
+    for doc in json_documents():
+        m = guide.matcher()
+        for t in tokenizer.encode(doc).ids[:max_tokens]:
+            t0 = time.perf_counter()
+            lp = m.log_probs()
+            times.append(time.perf_counter() - t0)
+            if not np.isfinite(lp[t]) or not m.accept(t):
+                raise AssertionError(f"the prior refused token {t} of a JSON document")
+            worst = max(worst, abs(float(np.exp(lp).sum()) - 1.0))
+    return {"max_tokens_per_document": max_tokens, "rows_sum_to_one_within": worst,
+            **{k.replace("_us", "_ms"): (None if v is None else round(v / 1e3, 4)) for k, v in _quantiles(times).items() if k != "steps"},
+            "steps": len(times)}
+
+
 def run(bpe_size: int = 32000, repeats: int = 5) -> dict:
     """Every part of the bench (module docstring), one dict."""
     tokenizer = bpe_tokenizer(bpe_size)
@@ -164,6 +188,7 @@ def run(bpe_size: int = 32000, repeats: int = 5) -> dict:
         "vocabulary": {"build_ms": _ms(first), "again_ms": _ms(second), "same_object": again is vocab},
         "compile": compile_times(vocab, repeats, xg),
         "json_steps": json_steps(tokenizer, vocab, xg),
+        "json_prior": json_prior(tokenizer, vocab),
     }
 
 
@@ -179,6 +204,9 @@ def format_results(r: dict) -> str:
         if name in s:
             q = s[name]
             lines.append(f"{name:>22}: p50 {q['p50_us']} µs, p90 {q['p90_us']} µs, p99 {q['p99_us']} µs over {q['steps']} steps")
+    p = r["json_prior"]
+    lines.append(f"JSON exact prior (log_probs): p50 {p['p50_ms']} ms, p90 {p['p90_ms']} ms, p99 {p['p99_ms']} ms over {p['steps']} steps "
+                 f"(rows sum to 1 within {p['rows_sum_to_one_within']:.1e})")
     return "\n".join(lines)
 
 
