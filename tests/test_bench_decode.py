@@ -136,7 +136,7 @@ def test_bench_bank_strings_do_not_come_from_neurosyms_automaton(monkeypatch):
 
     monkeypatch.setattr(decode, "frequent_words", lambda n: ["the", "of"])
     monkeypatch.setattr(decode, "shared_data", lambda *parts: FakeText("the cat of the dog"))
-    monkeypatch.setattr(decode, "compile_regex", refuse)
+    monkeypatch.setattr(decode, "compile_guide", refuse)
     monkeypatch.setattr(neurosym.compile.automaton.Automaton, "sample", refuse)
     out = decode.bench_patterns(2, n_strings=10)
     for file, name in decode.BANK_PATTERNS:

@@ -59,7 +59,8 @@ from neurosym.bench.compile import bpe_tokenizer, frequent_words
 from neurosym.bench.grammar_engine import Trace, run_engine
 from neurosym.compile.automaton import Automaton
 from neurosym.compile.fsg import load_fsg
-from neurosym.compile.regex import compile_regex, literal_alternatives
+from neurosym.compile.regex import Limits, literal_alternatives
+from neurosym.decode.guide import compile_guide
 from neurosym.compile.token_index import vocab_trie
 from neurosym.data import shipped_file, shared_data
 from neurosym.dsl import regex_ir
@@ -174,27 +175,31 @@ class Engine:
 
 
 class Ours(Engine):
+    """neurosym through its public guide API: ``compile_guide`` (a fresh compile, no cache)
+    over the prebuilt vocabulary, one matcher per string, ``fill_mask``, ``accept`` and
+    ``can_end``."""
+
     def __init__(self, pattern: str, vocab: Vocab):
         t0, c0 = time.perf_counter(), time.process_time()
-        self.auto: Automaton = compile_regex(pattern, vocab=vocab, max_states=200_000)
-        super().__init__("neurosym", time.perf_counter() - t0, self.auto.index_bytes(), time.process_time() - c0)
-        self.state = 0
+        self.guide = compile_guide(pattern, vocab, Limits(max_states=200_000), cache=False)
+        super().__init__("neurosym", time.perf_counter() - t0, self.guide.grammar.index_bytes(), time.process_time() - c0)
+        self.auto: Automaton = self.guide.grammar
+        self.words = self.guide.mask_words
+        self.matcher = self.guide.matcher()
 
     def start(self) -> None:
-        self.state = self.auto.start
+        self.matcher = self.guide.matcher()
 
     def write_mask(self, out: np.ndarray) -> None:
-        self.auto.write_mask(self.state, out[: self.auto.words])
+        self.matcher.fill_mask(out[: self.words])
 
     def advance(self, token: int) -> None:
-        self.state = self.auto.next_state(self.state, token)  # the one-row fast path (Automaton.step batches)
-        if self.state < 0:
+        if not self.matcher.accept(token):
             raise NeurosymError(f"token {token} rejected")
 
     def end_allowed(self, mask: np.ndarray, eos: int) -> bool:
-        """neurosym's own decision: whether the state is accepting (its masks hold no
-        end-of-sequence bit; a decoder asks ``Automaton.final``)."""
-        return bool(self.auto.final[self.state])
+        """neurosym's own decision: ``can_end`` (its masks hold no end-of-sequence bit)."""
+        return self.matcher.can_end()
 
 
 class Outlines(Engine):
