@@ -23,6 +23,7 @@ records those while the inputs are loaded; :func:`check_not_read` refuses them e
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -38,7 +39,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import torch
 
 from neurosym.errors import NeurosymError
 
@@ -159,9 +159,10 @@ def digest(obj: Any) -> str:
     (keys sorted; a tensor counts its dtype, shape and bytes): a checksum of what a
     checkpoint or an artifact holds, independent of how the container was serialised."""
     h = hashlib.sha256()
+    torch = sys.modules.get("torch")  # a tensor exists only where torch was imported: this module does not import it
 
     def walk(x: Any) -> None:
-        if isinstance(x, torch.Tensor):
+        if torch is not None and isinstance(x, torch.Tensor):
             t = x.detach().cpu().contiguous()
             h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
             h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
@@ -318,6 +319,48 @@ def recording_reads() -> Iterator[set[str]]:
         _READS.stack.remove(seen)
 
 
+# ---------------------------------------------------------------------- reading inputs
+def read_input(path: str | Path, limit_bytes: int | None = None) -> bytes:
+    """The bytes of the input file ``path``, opened once: a regular file only, read whole.
+
+    A device (``/dev/zero``, ``/dev/urandom``), a FIFO or a socket would never end, or
+    never return: it is refused before anything is read, as an OSError (``EINVAL``) whose
+    message says what it is, so every caller reports it where it reports an unreadable
+    file (a grammar's import at its line and column). The file is opened without
+    blocking, so a FIFO with no writer does not hang the open. ``limit_bytes``: a file
+    larger than that (by its size, or by what it turns out to hold) raises
+    :class:`InputTooLarge`."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
+        if not stat.S_ISREG(mode):
+            what = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+                    "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+            raise OSError(errno.EINVAL, f"{what}, not a regular file (only regular files are read)", str(path))
+        size = os.fstat(fd).st_size
+        if limit_bytes is not None and size > limit_bytes:
+            raise InputTooLarge(path, size, limit_bytes)
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            fd = -1
+            data = f.read(-1 if limit_bytes is None else limit_bytes + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if limit_bytes is not None and len(data) > limit_bytes:
+        raise InputTooLarge(path, len(data), limit_bytes)
+    return data
+
+
+class InputTooLarge(NeurosymError):
+    """An input over its size limit (raised before it is read whole)."""
+
+    def __init__(self, path: str | Path, size: int, limit: int):
+        self.path, self.size, self.limit = path, size, limit
+        super().__init__(f"{path}: the file is {size / 1e6:.1f} MB, over the {limit / 1e6:g} MB limit")
+
+
 # ---------------------------------------------------------------------- shipped files
 SHIPPED = {"grammars": "neurosym.grammars", "lexicons": "neurosym.lexicons", "configs": "neurosym.configs"}
 
@@ -358,6 +401,7 @@ def resolve_data_path(path: str | Path) -> Path:
 
 __all__ = [
     "IMAGE_SUFFIXES",
+    "InputTooLarge",
     "SHIPPED",
     "OWN_MARK",
     "atomic_write",
@@ -370,6 +414,7 @@ __all__ = [
     "emit_report",
     "fsync_dir",
     "image_metadata",
+    "read_input",
     "recording_reads",
     "remove_stale_temps",
     "resolve_data_path",

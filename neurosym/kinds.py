@@ -420,8 +420,8 @@ def _existing(path: str | Path) -> tuple[Path, Kind]:
             path = resolve_data_path(path)
         except NeurosymError:  # grammars/... that is not shipped either
             raise NeurosymError(f"{path}: no such file") from None
-    if not path.is_file():
-        raise NeurosymError(f"{path}: no such file")
+    if not path.is_file():  # a device, a FIFO or a socket (or a link to one): never read
+        raise NeurosymError(f"{path}: not a regular file (only regular files are read)" if path.exists() else f"{path}: no such file")
     return path, kind
 
 
@@ -483,6 +483,15 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _is_special(path: Path) -> bool:
+    """Whether ``path`` is there but is neither a regular file nor a folder (a device, a
+    FIFO, a socket, or a link to one); False for a string no file can have as its name."""
+    try:
+        return path.exists() and not path.is_dir() and not path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _grammar_file(spec: str | Path) -> tuple[Path, str | None, Kind] | None:
     """``(path, part name or None, kind)`` when ``spec`` names a file of a registered
     kind (``FILE`` or ``FILE:NAME``; ``grammars/...`` and ``lexicons/...`` name shipped
@@ -506,6 +515,8 @@ def _grammar_file(spec: str | Path) -> tuple[Path, str | None, Kind] | None:
     except (NeurosymError, OSError, ValueError):  # grammars/... that is not shipped either; no possible file name
         path = Path(text)
     if not _is_file(path):
+        if _is_special(path):
+            raise NeurosymError(f"{text}: not a regular file (only regular files are read)")
         hint = "" if isinstance(spec, Path) else f" (for a regex that ends in {kind.suffix}, wrap it in a group: ({spec}))"
         raise NeurosymError(f"{text}: no such grammar file{hint}")
     return path, name, kind

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from neurosym.errors import NeurosymError, SourceError
+from neurosym.files import read_input
 
 Kind = Literal["char", "word", "bytes"]
 Surface = str | bytes | None
@@ -344,12 +345,16 @@ def _tokenizer_file_vocab(path: Path) -> "Vocab":
         if not inside.is_file():
             raise NeurosymError(f"{path}: a folder without tokenizer.json (a saved fast tokenizer has one)")
         path = inside
-    if not path.exists():
-        raise NeurosymError(f"{path}: no such tokenizer file")
     try:
-        tokenizer = Tokenizer.from_file(str(path))
+        data = read_input(path)  # a regular file only, read once here: tokenizers then parses the text
     except FileNotFoundError:
         raise NeurosymError(f"{path}: no such tokenizer file") from None
+    except OSError as err:
+        raise NeurosymError(f"{path}: cannot read ({err.strerror or err})") from None
+    try:
+        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+    except UnicodeDecodeError as bad:
+        raise SourceError.not_utf8(bad, path) from None
     except Exception as err:  # tokenizers raises a bare Exception on bad JSON
         raise _tokenizer_file_error(path, err) from None
     return _tokenizers_vocab(tokenizer)
@@ -473,7 +478,7 @@ def load_vocab(spec: str | Path) -> Vocab:
     if path.suffix == ".json":
         return Vocab.from_tokenizer(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_input(path).decode("utf-8")
     except IsADirectoryError:
         raise NeurosymError(f"{path}: is a folder, not a vocabulary file") from None
     except OSError as err:

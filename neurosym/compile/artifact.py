@@ -55,7 +55,7 @@ from neurosym.compile.regex import Limits, RegexBank, compile_bank
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl import regex_ir
 from neurosym.errors import NeurosymError
-from neurosym.files import atomic_write_bytes, digest
+from neurosym.files import atomic_write_bytes, digest, read_input
 from neurosym.version import __version__
 from neurosym.vocab import Vocab
 from neurosym.dsl.lexicon import LexiconReader
@@ -383,9 +383,11 @@ def load_artifact(path: str | Path) -> Artifact:
     """Load a file written by :func:`save` (see the module docstring for the kinds)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_input(path)  # a regular file only
     except FileNotFoundError:
         raise NeurosymError(f"{path}: no such artifact") from None
+    except OSError as err:
+        raise NeurosymError(f"{path}: cannot read the artifact: {err.strerror or err}") from None
     return from_bytes(data, str(path))
 
 

@@ -46,6 +46,7 @@ import torch
 from torch import Tensor
 
 from neurosym.errors import NeurosymError, SourceError
+from neurosym.files import read_input
 
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 SPECIALS = (PAD, UNK, EOS)
@@ -104,7 +105,7 @@ def read_text(path: str | Path) -> str:
     """A UTF-8 text file, gzip-compressed (``.gz``) or not; a clear error when unreadable."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_input(path)  # a regular file only: a device or a FIFO is refused, not read forever
         if path.suffix == ".gz":
             raw = gzip.decompress(raw)
         return raw.decode("utf-8")

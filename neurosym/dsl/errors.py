@@ -12,6 +12,7 @@ from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from neurosym.errors import NeurosymError, SourceError, Span
+from neurosym.files import InputTooLarge, read_input
 
 
 def describe_terminal(parser: Lark, name: str, friendly: dict[str, str]) -> str:
@@ -79,17 +80,25 @@ def read_error(err: Exception, shown: str) -> str:
 MAX_SOURCE_MB_DEFAULT = 8.0
 
 
-def check_source_size(path: Path, display: str | None = None) -> None:
-    """Refuse a grammar, bank, lexicon or word-list file over the source-size limit
-    before reading it: parsing is linear in the size, but a 50 MB grammar would still take
-    minutes. The limit is ``$NEUROSYM_MAX_SOURCE_MB`` megabytes (default 8)."""
+def source_limit_bytes() -> int:
+    """The source-size limit in bytes: ``$NEUROSYM_MAX_SOURCE_MB`` megabytes (default 8)."""
     try:
         limit_mb = float(os.environ.get("NEUROSYM_MAX_SOURCE_MB", MAX_SOURCE_MB_DEFAULT))
     except ValueError:
         raise NeurosymError(f"$NEUROSYM_MAX_SOURCE_MB must be a number of megabytes, got {os.environ['NEUROSYM_MAX_SOURCE_MB']!r}") from None
-    size = path.stat().st_size
-    if size > limit_mb * 1e6:
+    return int(limit_mb * 1e6)
+
+
+def read_source_bytes(path: Path, display: str | None = None) -> bytes:
+    """The bytes of a grammar, bank, lexicon or word-list file, read once
+    (:func:`neurosym.files.read_input`: a regular file only, so a device or a FIFO is
+    refused before it is read) and held to the source-size limit: parsing is linear in the
+    size, but a 50 MB grammar would still take minutes."""
+    limit = source_limit_bytes()
+    try:
+        return read_input(path, limit)
+    except InputTooLarge as err:
         raise NeurosymError(
-            f"{display or path}: the file is {size / 1e6:.1f} MB, over the {limit_mb:g} MB limit for source files "
+            f"{display or path}: the file is {err.size / 1e6:.1f} MB, over the {limit / 1e6:g} MB limit for source files "
             "(set $NEUROSYM_MAX_SOURCE_MB to raise it)"
-        )
+        ) from None

@@ -13,7 +13,7 @@ from pathlib import Path
 from lark import Token, Tree
 
 from neurosym.dsl import regex_ir
-from neurosym.dsl.errors import check_source_size, read_error, resolve_path
+from neurosym.dsl.errors import read_error, read_source_bytes, resolve_path
 from neurosym.dsl.escapes import unquote
 from neurosym.dsl.pattern_check import check_pattern
 from neurosym.dsl.source import IncludeReader, parse_text
@@ -206,8 +206,7 @@ class _Builder:
         rel = unquote(tok, at)
         path = resolve_path(self.folder, rel, at)
         try:
-            check_source_size(path)
-            text = decode_utf8(path.read_bytes(), str(path))  # bad bytes: positioned in the word list itself
+            text = decode_utf8(read_source_bytes(path), str(path))  # bad bytes: positioned in the word list itself
         except FileNotFoundError:
             raise SourceError.at(at, f"no such word list {rel}") from None
         except UnicodeDecodeError as err:  # the place of the bad byte in the word list itself

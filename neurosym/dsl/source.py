@@ -14,8 +14,9 @@ from typing import TypeVar
 from lark import Lark, Tree
 from lark.exceptions import UnexpectedInput
 
-from neurosym.dsl.errors import check_source_size, lark_error, read_error
+from neurosym.dsl.errors import lark_error, read_error, read_source_bytes
 from neurosym.errors import NeurosymError, SourceError, Span
+from neurosym.files import read_input
 
 DSL_FOLDER = Path(__file__).parent
 Result = TypeVar("Result")
@@ -55,8 +56,7 @@ def read_source(path: Path, display: str, at: Span | None = None, read: Callable
     try:
         if read is not None:
             return read(path)
-        check_source_size(path, display)
-        return path.read_text(encoding="utf-8")
+        return read_source_bytes(path, display).decode("utf-8")
     except UnicodeDecodeError as err:
         raise SourceError.not_utf8(err, display) from None
     except (OSError, ValueError) as err:
@@ -79,9 +79,7 @@ class IncludeReader:
     def read(self, path: Path, display: str | None = None) -> str:
         """The raw text of ``path`` (disk or ``read``), recorded in ``sources``; OSError,
         ValueError and UnicodeDecodeError pass through."""
-        if self.reader is None:
-            check_source_size(path, display)
-        text = self.reader(path) if self.reader is not None else path.read_text(encoding="utf-8")
+        text = self.reader(path) if self.reader is not None else read_source_bytes(path, display).decode("utf-8")
         self.sources[str(path)] = text
         return text
 
@@ -104,7 +102,7 @@ def read_text_file(path: Path, folder_hint: str) -> str:
     a folder (``folder_hint`` says what to give instead), an unreadable file and invalid
     UTF-8 (at its line and column) are one-line errors."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return read_input(path).decode("utf-8")
     except FileNotFoundError:
         raise NeurosymError(f"{path}: no such file") from None
     except IsADirectoryError:

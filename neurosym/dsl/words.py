@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from neurosym.dsl.errors import check_source_size
+from neurosym.dsl.errors import read_source_bytes
 from neurosym.errors import NeurosymError, SourceError
 
 WORD_LIST_SUFFIX = ".txt"  # the file kind of a word list given on its own
@@ -40,8 +40,7 @@ def read_word_list(path: str | Path, display: str | None = None) -> tuple[str, .
     path = Path(path)
     shown = display or str(path)
     try:
-        check_source_size(path, shown)
-        data = path.read_bytes()
+        data = read_source_bytes(path, shown)
     except FileNotFoundError:
         raise NeurosymError(f"{shown}: no such word list") from None
     except IsADirectoryError:

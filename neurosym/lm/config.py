@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from neurosym.errors import ConfigError, NeurosymError, SourceError
-from neurosym.files import resolve_data_path
+from neurosym.files import read_input, resolve_data_path
 
 T = typing.TypeVar("T")
 
@@ -197,7 +197,7 @@ def load_config(path: str | Path) -> Config:
         with suppress(NeurosymError):
             path = resolve_data_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path).decode("utf-8")  # a regular file only: a device or a FIFO is refused
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except UnicodeDecodeError as err:
