@@ -319,6 +319,55 @@ def recording_reads() -> Iterator[set[str]]:
         _READS.stack.remove(seen)
 
 
+# ---------------------------------------------------------------------- one process per folder
+LOCK_FILE = ".neurosym.lock"  # the file a run folder's lock is held on (it holds the holder's pid)
+
+
+class FolderLock:
+    """An exclusive OS lock (``flock``) on ``folder/.neurosym.lock``, held by one process at a
+    time: :meth:`acquire` takes it or raises a NeurosymError naming the process that holds
+    it; the OS drops it when the holder exits or is killed, so a dead run never blocks the
+    next. Where the OS has no ``flock`` (Windows) nothing is locked."""
+
+    def __init__(self, folder: str | Path, what: str = "folder"):
+        self.folder, self.what = Path(folder), what
+        self.fd: int | None = None
+
+    def acquire(self) -> "FolderLock":
+        try:
+            import fcntl  # lazy: POSIX only
+        except ImportError:
+            return self
+        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "not yet recorded"
+            os.close(fd)
+            raise NeurosymError(f"{self.folder}: this {self.what} is in use by another neurosym process (pid {holder}); "
+                                "wait for it to end, or use another folder") from None
+        self.fd = fd
+        return self
+
+    def record(self) -> None:
+        """Write this process's pid into the lock file, for a process refused to name: done
+        once the holder knows it will write into the folder (a refused run writes nothing)."""
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"{os.getpid()}\n".encode("ascii"), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the last descriptor drops the flock
+            self.fd = None
+
+    def __enter__(self) -> "FolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 # ---------------------------------------------------------------------- reading inputs
 def read_input(path: str | Path, limit_bytes: int | None = None) -> bytes:
     """The bytes of the input file ``path``, opened once: a regular file only, read whole.
@@ -400,8 +449,10 @@ def resolve_data_path(path: str | Path) -> Path:
 
 
 __all__ = [
+    "FolderLock",
     "IMAGE_SUFFIXES",
     "InputTooLarge",
+    "LOCK_FILE",
     "SHIPPED",
     "OWN_MARK",
     "atomic_write",

@@ -45,7 +45,7 @@ from neurosym.lm.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from neurosym.files import atomic_write
+from neurosym.files import FolderLock, atomic_write
 from neurosym.lm.config import BUILTIN_TASK, Config, load_config
 from neurosym.lm.distributed import map_tensors, setup_distributed, shard_batch
 from neurosym.lm.rundir import CONFIG_FILE, METRICS, Means, config_differences, jsonable, truncate_metrics
@@ -223,6 +223,7 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         self._checkpoint_step = 0  # the step of the last checkpoint written or read
         self._resumed_from: int | None = None
+        self._lock: FolderLock | None = None  # the run folder's lock, held by rank 0 while it fits
 
     # ------------------------------------------------------------ public
 
@@ -248,6 +249,9 @@ class Trainer:
                 "Run the same command with --resume to continue"
             ) from None
         finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
             torch.use_deterministic_algorithms(deterministic_before)
             torch.set_num_threads(threads_before)
             if self._dist.owns_group:
@@ -257,6 +261,12 @@ class Trainer:
 
     def _fit(self, resume: bool) -> FitResult:
         cfg, main = self.config, self.rank == 0
+        if main:  # one process per run folder, from before anything in it is read or written to the end of the run
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:  # out_dir under a regular file, no permission, a name too long, ...
+                raise cfg.error("run.out_dir", f"cannot create the run folder {self.run_dir}: {err.strerror or err}") from None
+            self._lock = FolderLock(self.run_dir, "run folder").acquire()
         state = self._read_checkpoint() if resume else None
         if not resume and (self.run_dir / LAST).exists():
             raise NeurosymError(
@@ -264,10 +274,7 @@ class Trainer:
             )
         self._barrier()  # every rank has looked at the folder before rank 0 writes to it
         if main:
-            try:
-                self.run_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as err:  # out_dir under a regular file, no permission, a name too long, ...
-                raise cfg.error("run.out_dir", f"cannot create the run folder {self.run_dir}: {err.strerror or err}") from None
+            self._lock.record()
             remove_stale_temps(self.run_dir)
             text = json.dumps(cfg.to_dict(), indent=2) + "\n"
             atomic_write(self.run_dir / CONFIG_FILE, lambda f: f.write(text.encode("utf-8")))

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from neurosym.errors import ConfigError, NeurosymError, TaskError, TrainingInterrupted
+from neurosym.files import LOCK_FILE
 from neurosym.lm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from neurosym.lm.config import Config
 from neurosym.lm.plot import plot_run
@@ -240,7 +241,7 @@ def test_run_writes_metrics_config_and_checkpoint(reference):
     assert (ckpt["step"], ckpt["epoch"], ckpt["position"], ckpt["total_steps"]) == (36, 3, 0, 36)
     assert ckpt["config"] == saved
     assert {"python", "numpy", "torch", "cuda"} <= set(ckpt["rng"][0])
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "last.pt", "metrics.jsonl"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [".neurosym.lock", "config.json", "last.pt", "metrics.jsonl"]  # the lock file holds the last holder's pid
 
 
 def test_log_every_averages_over_steps(tmp_path, reference):
@@ -365,7 +366,7 @@ def test_checkpoint_dying_mid_write_leaves_the_old_one(tmp_path, monkeypatch, re
         train(cfg)
     assert calls == [5, 10, 12]
     assert load_checkpoint(run_dir / "last.pt")["step"] == 10  # the previous one, whole
-    assert not list(run_dir.glob(".*")), "a partial temporary file was left behind"
+    assert not [p for p in run_dir.glob(".*") if p.name != LOCK_FILE], "a partial temporary file was left behind"  # the lock file is the run's own
     monkeypatch.setattr(torch, "save", real_save)
     result = train(cfg, resume=True)
     assert_same_run(ref_dir, run_dir, ref, result)
@@ -502,7 +503,7 @@ def test_ddp_two_processes_match_one(tmp_path):
     eb = [m for m in metrics(ddp_dir) if m["kind"] == "eval"]
     assert len(ea) == len(eb) == 3
     np.testing.assert_allclose([m["val_loss"] for m in eb], [m["val_loss"] for m in ea], rtol=1e-4)
-    assert sorted(p.name for p in ddp_dir.iterdir()) == ["config.json", "last.pt", "metrics.jsonl"]
+    assert sorted(p.name for p in ddp_dir.iterdir()) == [".neurosym.lock", "config.json", "last.pt", "metrics.jsonl"]
     assert load_checkpoint(ddp_dir / "last.pt")["world_size"] == 2
 
     # A DDP run killed part-way resumes exactly under DDP too (same world size).
@@ -623,3 +624,33 @@ def test_an_out_dir_under_a_regular_file_is_a_positioned_config_error(tmp_path):
     config = Config.from_dict(tiny_config(tmp_path, name="afile"))  # the run folder itself is a file
     with pytest.raises(ConfigError, match=r"^run\.out_dir: cannot create the run folder .*afile: File exists$"):
         Trainer(config, TinyTask(config)).fit()
+
+
+def test_two_trainings_on_one_folder_the_second_refuses_naming_the_first(tmp_path):
+    """One process per run folder (issue 44, point 2): while a training runs, a second one
+    on the same folder refuses at once, naming the first's pid, and touches nothing; the
+    OS drops the lock when the first dies (SIGKILL), so the folder resumes afterwards."""
+    cfg = tiny_config(tmp_path)
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps(cfg))
+    run_dir = tmp_path / "tiny"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, str(HERE), str(cfg_file), "--sleep", "0.05"], cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run_dir / "last.pt").exists():  # the first is well into its run
+            assert proc.poll() is None, "the training process ended before its first checkpoint"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != "metrics.jsonl"}
+        for resume in (False, True):
+            with pytest.raises(NeurosymError, match=rf"in use by another neurosym process \(pid {proc.pid}\)"):
+                train(cfg, resume=resume)
+        assert proc.poll() is None
+        after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name in before}
+        assert set(after) == set(before)  # the refused run deleted nothing (the first may have written a checkpoint since)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    result = train(cfg, resume=True)  # the dead holder's lock is gone
+    assert result.steps == 36
