@@ -430,7 +430,11 @@ def build_vocab(config: Config, d: DataSection, docs: list[str]) -> Vocab:
     (learnt on the documents), or a tokenizer file or folder."""
     if d.tokenizer is None or d.tokenizer == "word":
         ranked = WordVocab.build((doc.split() for doc in docs), min_freq=d.min_freq)
-        return Vocab.words([w for w in ranked.tokens[len(SPECIALS):] if w != BOS], specials=WORD_SPECIALS if d.bos else SPECIALS)
+        words = [w for w in ranked.tokens[len(SPECIALS):] if w != BOS]
+        if not words:  # every word would read as <unk>: nothing to learn, refused before the run folder exists
+            raise config.error("data.min_freq", f"no word of the training text occurs {d.min_freq} times: the vocabulary would hold "
+                               "only the special tokens; lower data.min_freq")
+        return Vocab.words(words, specials=WORD_SPECIALS if d.bos else SPECIALS)
     if d.tokenizer == "bpe":
         bpe = BpeVocab.train(docs, vocab_size=d.bpe_size)  # byte-level: spaces stay in the sub-words, decode restores the text
         tok = bpe.tokenizer

@@ -337,6 +337,7 @@ def test_gz_conllu_jsonl_and_globs_are_read(tmp_path):
     (("aux = { weight = 0.5 }", "aux = { weight = -1 }"), r"objective\.aux\.weight: expected a finite number >= 0"),
     (("window = 16", "window = 4000"), r"mine\.toml:\d+:1: data\.train: the training text is shorter than one window of 4000 tokens"),
     (("window = 16", "window = 400"), r"mine\.toml:\d+:1: data\.valid: the validation text is shorter than one window of 400 tokens"),
+    (("min_freq = 1", "min_freq = 100000"), r"mine\.toml:\d+:1: data\.min_freq: no word of the training text occurs 100000 times"),
 ])
 def test_bad_configs_are_one_line_errors_naming_the_key(tmp_path, monkeypatch, edit, message):
     if "bf16" in edit[1] and torch.cuda.is_available():
