@@ -22,13 +22,15 @@ from neurosym.errors import NeurosymError
 )
 @click.argument("config", type=click.Path(path_type=Path))
 @resume_option("Continue the run from its last checkpoint (exactly).")
-def train(config: Path, resume: bool) -> None:
+@click.option("--force", is_flag=True, help="A new run may write its files into a folder that holds files it did not write "
+              "(replacing those of the same names; an input is never replaced).")
+def train(config: Path, resume: bool, force: bool) -> None:
     """Train from a TOML CONFIG. Its [run] task names what to train: "lm", the built-in
     language-model task on your own text files, lexicon and objectives (the default when
     [data] names train files or a grammar), or "package.module:factory". Under torchrun,
     trains with distributed data parallel."""
     from neurosym.lm.train import train_from_file  # lazy: --help must not load torch and every subsystem
-    result = train_from_file(config, resume=resume)
+    result = train_from_file(config, resume=resume, force=force)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in result.eval.items() if isinstance(v, float))
     click.echo(f"{result.run_dir}: {result.steps} steps, final loss {result.loss:.4f}" + (f"; {figures}" if figures else ""))
 

@@ -1046,6 +1046,20 @@ class LMTask:
         return unwrap(model).lm_head.weight.shape[0]
 
     # ------------------------------------------------------------------ the run folder
+    outputs = (WEIGHTS_FILE, VOCAB_FILE, LEXICON_FILE, DATA_FILE, CHECKSUMS_FILE)  # what finish writes into the run folder
+
+    def input_paths(self) -> list[Path]:
+        """Every file and folder this run reads: the text files, the lexicon, the tokenizer,
+        the base model, the grammar (the trainer refuses a run folder that holds one of them
+        under a name the run writes, or that is one of the folders)."""
+        out = [f for files in self.files.values() for f in files]
+        tokenizer = self.data_cfg.tokenizer
+        for extra in (getattr(self, "lexicon_path", None), self.hf_dir, self.grammar_path,
+                      Path(tokenizer) if tokenizer not in (None, "word", "bpe") else None):
+            if extra is not None:
+                out.append(Path(extra))
+        return out
+
     def finish(self, run_dir: Path, model: nn.Module) -> None:
         """Write the run's own files (see the module docstring) and their checksums."""
         from safetensors.torch import save  # lazy: only a finished run writes safetensors

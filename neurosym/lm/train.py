@@ -48,7 +48,7 @@ from neurosym.lm.checkpoint import (
 from neurosym.files import FolderLock, atomic_write
 from neurosym.lm.config import BUILTIN_TASK, Config, load_config
 from neurosym.lm.distributed import map_tensors, setup_distributed, shard_batch
-from neurosym.lm.rundir import CONFIG_FILE, METRICS, Means, config_differences, jsonable, truncate_metrics
+from neurosym.lm.rundir import CONFIG_FILE, METRICS, Means, RunFiles, config_differences, jsonable, own_run_folder, truncate_metrics
 
 TRAIN_KEYS = {"kind", "step", "epoch", "loss", "lr", "grad_norm", "seconds"}
 EVAL_KEYS = {"kind", "step", "epoch", "seconds"}
@@ -224,11 +224,14 @@ class Trainer:
         self._checkpoint_step = 0  # the step of the last checkpoint written or read
         self._resumed_from: int | None = None
         self._lock: FolderLock | None = None  # the run folder's lock, held by rank 0 while it fits
+        self._owned: RunFiles | None = None  # which files of the run folder are the run's
 
     # ------------------------------------------------------------ public
 
-    def fit(self, resume: bool = False) -> FitResult:
-        """Train to the end (or continue from ``run_dir/last.pt`` with ``resume=True``)."""
+    def fit(self, resume: bool = False, force: bool = False) -> FitResult:
+        """Train to the end (or continue from ``run_dir/last.pt`` with ``resume=True``).
+        ``force``: a fresh run may replace files of the folder it did not write, under the
+        names it writes (never an input; :func:`own_run_folder`)."""
         deterministic_before = torch.are_deterministic_algorithms_enabled()
         threads_before = torch.get_num_threads()
         self._dist, self.device = setup_distributed(str(self.device))
@@ -240,7 +243,7 @@ class Trainer:
                 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
                 torch.use_deterministic_algorithms(True)
                 torch.backends.cudnn.benchmark = False
-            return self._fit(resume)
+            return self._fit(resume, force)
         except KeyboardInterrupt:
             last = self.run_dir / LAST
             where = f"the last checkpoint, {last}, holds step {self._checkpoint_step}" if last.exists() else "no checkpoint was written yet"
@@ -259,14 +262,16 @@ class Trainer:
 
     # ------------------------------------------------------------ setup
 
-    def _fit(self, resume: bool) -> FitResult:
+    def _fit(self, resume: bool, force: bool = False) -> FitResult:
         cfg, main = self.config, self.rank == 0
         if main:  # one process per run folder, from before anything in it is read or written to the end of the run
             try:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
             except OSError as err:  # out_dir under a regular file, no permission, a name too long, ...
                 raise cfg.error("run.out_dir", f"cannot create the run folder {self.run_dir}: {err.strerror or err}") from None
+            own_run_folder(self.run_dir, self.task, self.config, resume, force)  # refused before even the lock file is made
             self._lock = FolderLock(self.run_dir, "run folder").acquire()
+            self._owned = own_run_folder(self.run_dir, self.task, self.config, resume, force)  # again, now that no one else writes
         state = self._read_checkpoint() if resume else None
         if not resume and (self.run_dir / LAST).exists():
             raise NeurosymError(
@@ -278,8 +283,9 @@ class Trainer:
             remove_stale_temps(self.run_dir)
             text = json.dumps(cfg.to_dict(), indent=2) + "\n"
             atomic_write(self.run_dir / CONFIG_FILE, lambda f: f.write(text.encode("utf-8")))
+            self._owned.record()
             if state is None:
-                (self.run_dir / METRICS).unlink(missing_ok=True)  # a run killed before its first checkpoint
+                (self.run_dir / METRICS).unlink(missing_ok=True)  # a run killed before its first checkpoint (ours, or --force)
             else:
                 truncate_metrics(self.run_dir / METRICS, state["step"])
 
@@ -404,6 +410,8 @@ class Trainer:
         finish = getattr(self.task, "finish", None)  # optional: the task's own files in the finished run folder
         if main and callable(finish):
             finish(self.run_dir, self.model)
+        if main:
+            self._owned.record()
         self._barrier()
         return FitResult(self.run_dir, self.step, self.last_loss, dict(self.last_eval), self._seconds(), self._resumed_from)
 
@@ -505,6 +513,8 @@ class Trainer:
             "config": self.config.to_dict(),
         }
         save_checkpoint(self.run_dir, state, keep_step=self.config.log.keep_checkpoints)
+        if self._owned is not None:
+            self._owned.record()
         self._checkpoint_step = self.step
 
     # ------------------------------------------------------------ small helpers
@@ -553,12 +563,12 @@ def resolve_task(config: Config) -> TrainingTask:
     return obj(config)
 
 
-def train_from_file(path: str | Path, resume: bool = False) -> FitResult:
-    """``neurosym train CONFIG.toml [--resume]``: load, build the task, train."""
+def train_from_file(path: str | Path, resume: bool = False, force: bool = False) -> FitResult:
+    """``neurosym train CONFIG.toml [--resume] [--force]``: load, build the task, train."""
     config = load_config(path)
     usable_device(config)  # the cheap checks first: building a task can take a while
     check_run_folder(config)
-    return Trainer(config, resolve_task(config)).fit(resume=resume)
+    return Trainer(config, resolve_task(config)).fit(resume=resume, force=force)
 
 
 def check_run_folder(config: Config) -> None:

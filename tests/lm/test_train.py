@@ -28,6 +28,7 @@ from torch import nn
 
 from neurosym.errors import ConfigError, NeurosymError, TaskError, TrainingInterrupted
 from neurosym.files import LOCK_FILE
+from neurosym.lm.rundir import MANIFEST
 from neurosym.lm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from neurosym.lm.config import Config
 from neurosym.lm.plot import plot_run
@@ -241,7 +242,7 @@ def test_run_writes_metrics_config_and_checkpoint(reference):
     assert (ckpt["step"], ckpt["epoch"], ckpt["position"], ckpt["total_steps"]) == (36, 3, 0, 36)
     assert ckpt["config"] == saved
     assert {"python", "numpy", "torch", "cuda"} <= set(ckpt["rng"][0])
-    assert sorted(p.name for p in run_dir.iterdir()) == [".neurosym.lock", "config.json", "last.pt", "metrics.jsonl"]  # the lock file holds the last holder's pid
+    assert sorted(p.name for p in run_dir.iterdir()) == [".neurosym-run.json", ".neurosym.lock", "config.json", "last.pt", "metrics.jsonl"]  # the manifest and the lock
 
 
 def test_log_every_averages_over_steps(tmp_path, reference):
@@ -366,7 +367,7 @@ def test_checkpoint_dying_mid_write_leaves_the_old_one(tmp_path, monkeypatch, re
         train(cfg)
     assert calls == [5, 10, 12]
     assert load_checkpoint(run_dir / "last.pt")["step"] == 10  # the previous one, whole
-    assert not [p for p in run_dir.glob(".*") if p.name != LOCK_FILE], "a partial temporary file was left behind"  # the lock file is the run's own
+    assert not [p for p in run_dir.glob(".*") if p.name not in (LOCK_FILE, MANIFEST)], "a partial temporary file was left behind"  # the lock and the manifest are the run's own
     monkeypatch.setattr(torch, "save", real_save)
     result = train(cfg, resume=True)
     assert_same_run(ref_dir, run_dir, ref, result)
@@ -503,7 +504,7 @@ def test_ddp_two_processes_match_one(tmp_path):
     eb = [m for m in metrics(ddp_dir) if m["kind"] == "eval"]
     assert len(ea) == len(eb) == 3
     np.testing.assert_allclose([m["val_loss"] for m in eb], [m["val_loss"] for m in ea], rtol=1e-4)
-    assert sorted(p.name for p in ddp_dir.iterdir()) == [".neurosym.lock", "config.json", "last.pt", "metrics.jsonl"]
+    assert sorted(p.name for p in ddp_dir.iterdir()) == [".neurosym-run.json", ".neurosym.lock", "config.json", "last.pt", "metrics.jsonl"]
     assert load_checkpoint(ddp_dir / "last.pt")["world_size"] == 2
 
     # A DDP run killed part-way resumes exactly under DDP too (same world size).
