@@ -34,6 +34,16 @@ from neurosym.cli.synth import synth
 from neurosym.errors import NeurosymError, SourceError
 
 
+
+def _torch_out_of_memory(err: BaseException) -> bool:
+    """torch's allocation failures (a CPU RuntimeError from its allocator, CUDA's
+    OutOfMemoryError), read as the out-of-memory they are; torch is not imported here."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(err, getattr(torch, "OutOfMemoryError", ())):
+        return True
+    return isinstance(err, RuntimeError) and ("can't allocate memory" in str(err) or "not enough memory" in str(err))
+
+
 def error_line(err: BaseException) -> str:
     """The one line an error is reported as: ``path[:line:col]: message``."""
     if isinstance(err, NeurosymError):
@@ -43,7 +53,7 @@ def error_line(err: BaseException) -> str:
     if isinstance(err, OSError):
         where = err.filename if err.filename is not None else "input"
         return f"{where}: {err.strerror or err}"
-    if isinstance(err, MemoryError):
+    if isinstance(err, MemoryError) or _torch_out_of_memory(err):
         return "out of memory: the input is too large for this machine (lower -n, --max-states or the input's size)"
     if isinstance(err, RecursionError):
         return "the input nests too deeply to process"

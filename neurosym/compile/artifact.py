@@ -185,7 +185,8 @@ def from_bytes(data: bytes, origin: str = "<bytes>") -> Artifact:
         raise NeurosymError(f"{origin}: not a neurosym artifact (its header is not a JSON object)")
     if header.get("format") != FORMAT or header.get("format_version") != FORMAT_VERSION:
         raise NeurosymError(f"{origin}: artifact format {header.get('format')!r} v{header.get('format_version')} is not {FORMAT!r} v{FORMAT_VERSION}")
-    kind = CANONICAL.get(header.get("kind"))  # artifacts written before issue 27 say "bank" and "features"
+    raw_kind = header.get("kind")
+    kind = CANONICAL.get(raw_kind) if isinstance(raw_kind, str) else None  # artifacts written before issue 27 say "bank" and "features"
     if kind is None:
         raise NeurosymError(f"{origin}: unknown artifact kind {header.get('kind')!r}; this neurosym reads {', '.join(KINDS)}")
     if "checksum_covers" in header and header["checksum_covers"] != CHECKSUM_COVERS:

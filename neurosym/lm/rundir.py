@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from neurosym.files import LOCK_FILE, atomic_write, atomic_write_bytes
 
 METRICS = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+TEMP_FILE = re.compile(r"\.?.*\.neurosym-\d+-[A-Za-z0-9_]+\.tmp")  # an atomic writer's temporary file (neurosym.files)
 MANIFEST = ".neurosym-run.json"  # the names of the files the run wrote into its folder
 TRAINER_FILES = (CONFIG_FILE, METRICS, "last.pt")  # and step-N.pt: what the trainer writes
 # settings that may change between a run and its resumption without changing the result
@@ -122,7 +124,7 @@ def own_run_folder(folder: Path, task: Any, config: Any, resume: bool, force: bo
     """
     folder = Path(folder)
     recorded = RunFiles.read(folder)
-    present = {p.name for p in folder.iterdir()} - {LOCK_FILE, MANIFEST}
+    present = {p.name for p in folder.iterdir() if not TEMP_FILE.fullmatch(p.name)} - {LOCK_FILE, MANIFEST}  # a writer's temp files are neurosym's
     if recorded is None:  # no manifest: a fresh folder, or a run written before manifests (its files by their names, if it has a checkpoint)
         recorded = {n for n in present if writes(n, task)} if (folder / "last.pt").is_file() else set()
     here = folder.resolve()

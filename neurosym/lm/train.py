@@ -45,7 +45,7 @@ from neurosym.lm.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from neurosym.files import FolderLock, atomic_write
+from neurosym.files import LOCK_FILE, FolderLock, atomic_write
 from neurosym.lm.config import BUILTIN_TASK, Config, load_config
 from neurosym.lm.distributed import map_tensors, setup_distributed, shard_batch
 from neurosym.lm.rundir import CONFIG_FILE, METRICS, Means, RunFiles, config_differences, jsonable, own_run_folder, truncate_metrics
@@ -269,7 +269,8 @@ class Trainer:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
             except OSError as err:  # out_dir under a regular file, no permission, a name too long, ...
                 raise cfg.error("run.out_dir", f"cannot create the run folder {self.run_dir}: {err.strerror or err}") from None
-            own_run_folder(self.run_dir, self.task, self.config, resume, force)  # refused before even the lock file is made
+            if not (self.run_dir / LOCK_FILE).exists():  # a folder no run has locked yet: refused before even the lock file is made
+                own_run_folder(self.run_dir, self.task, self.config, resume, force)
             self._lock = FolderLock(self.run_dir, "run folder").acquire()
             self._owned = own_run_folder(self.run_dir, self.task, self.config, resume, force)  # again, now that no one else writes
         state = self._read_checkpoint() if resume else None
@@ -540,6 +541,9 @@ class Trainer:
 # ---------------------------------------------------------------- entry points for the CLI
 
 
+TASK_METHODS = ("build_model", "train_batches", "loss")  # what a training task must have (TrainingTask)
+
+
 def resolve_task(config: Config) -> TrainingTask:
     """Build the task named by ``run.task``: the built-in language-model task for ``"lm"``
     (also when ``run.task`` is unset and ``[data]`` names ``train`` files or a ``grammar``), else
@@ -560,7 +564,16 @@ def resolve_task(config: Config) -> TrainingTask:
         if not hasattr(obj, part):
             raise ConfigError(f"{where}run.task: {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    return obj(config)
+    if not callable(obj):
+        raise ConfigError(f"{where}run.task: {spec!r} is a {type(obj).__name__}, not a task factory (a callable: factory(config) -> task)")
+    try:
+        task = obj(config)
+    except TypeError as err:  # json:loads, os:system, ...: not made to take a config
+        raise ConfigError(f"{where}run.task: {spec!r} is not a task factory: calling it with the config failed ({err})") from None
+    missing = [name for name in TASK_METHODS if not callable(getattr(task, name, None))]
+    if missing:
+        raise ConfigError(f"{where}run.task: {spec!r} returned a {type(task).__name__}, not a training task (it has no {', '.join(missing)})")
+    return task
 
 
 def train_from_file(path: str | Path, resume: bool = False, force: bool = False) -> FitResult:

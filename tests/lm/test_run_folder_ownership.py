@@ -92,3 +92,44 @@ def test_a_finished_run_resumes_and_a_run_folder_of_its_own_is_not_foreign(tmp_p
     assert cli("train", "mine.toml", "--resume").exit_code == 0  # resuming keeps the run going; the file is left alone
     assert (run / "mine.txt").read_text() == "a user's file, added later"
     assert "mine.txt" not in json.loads((run / MANIFEST).read_text())
+
+
+@pytest.mark.parametrize("task, said", [
+    ("json:loads", "is not a task factory"),
+    ("os:system", "is not a task factory"),
+    ("os:sep", "not a task factory"),
+    ("copy:copy", "not a training task (it has no build_model, train_batches, loss)"),
+])
+def test_a_task_that_is_not_a_task_factory_is_a_config_error(tmp_path, monkeypatch, task, said):
+    make_project(tmp_path, FAST.replace('task = "lm"', f'task = "{task}"'))
+    monkeypatch.chdir(tmp_path)
+    result = cli("train", "mine.toml")
+    assert result.exit_code == 2 and "run.task" in result.output and said in result.output and "bug" not in result.output, result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_artifact_whose_kind_is_not_a_string_is_an_input_error(tmp_path):
+    import neurosym
+    from neurosym.compile.artifact import save
+    from neurosym.errors import NeurosymError
+
+    path = save(neurosym.compile_regex("ab+"), tmp_path / "a.safetensors")
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    meta = json.loads(header["__metadata__"]["neurosym"])
+    meta["kind"] = ["automaton"]
+    header["__metadata__"]["neurosym"] = json.dumps(meta)
+    body = json.dumps(header).encode()
+    body += b" " * (n - len(body)) if len(body) <= n else b""
+    crafted = tmp_path / "b.safetensors"
+    crafted.write_bytes(len(body).to_bytes(8, "little") + body + raw[8 + n:])
+    with pytest.raises(NeurosymError, match="unknown artifact kind"):
+        neurosym.load(crafted)
+
+
+def test_torch_out_of_memory_reads_as_out_of_memory():
+    from neurosym.cli.main import error_line
+
+    msg = error_line(RuntimeError("[enforce fail at alloc_cpu.cpp:118] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 80000000000 bytes."))
+    assert msg.startswith("out of memory") and "bug" not in msg
