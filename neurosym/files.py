@@ -63,6 +63,26 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+_CLAIMED: dict[str, tuple | None] = {}  # an output checked by check_output -> its stamp then (None: absent)
+
+
+def _stamp(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _check_unchanged(path: Path) -> None:
+    """A NeurosymError when another process wrote an output this one checked
+    (:func:`check_output`) since it checked it: two commands racing on one output, the
+    loser says so instead of silently replacing the winner's result."""
+    key = os.path.abspath(path)
+    if key in _CLAIMED and _stamp(path) != _CLAIMED.pop(key):
+        raise NeurosymError(f"{path}: another process wrote it while this one ran; this result was not written over it (run again to replace it)")
+
+
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None], make_parents: bool = True) -> Path:
     """Write ``path`` through ``write(fileobj)`` so that it is replaced whole or not at all,
     keeping the replaced file's mode (or the umask's for a new file). ``make_parents``
@@ -83,6 +103,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None], make_paren
             f.flush()
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
+        _check_unchanged(path)
         os.replace(tmp, path)
     except BaseException:
         with suppress(FileNotFoundError):
@@ -264,6 +285,7 @@ def check_output(
     if path.exists() and not force and ours is not None and not ours(path):
         raise NeurosymError(f"{path}: exists and is not a neurosym {what}; refusing to replace it (use --force to replace it)")
     check_writable(path.parent, what)
+    _CLAIMED[os.path.abspath(path)] = _stamp(path)  # the write checks that no one else wrote it in between
     return path
 
 

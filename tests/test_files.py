@@ -279,3 +279,23 @@ def test_a_read_only_output_folder_is_an_error_before_any_work(tmp_path):
     for (what, _), (code, out) in zip(cases, results):
         assert code == 2 and f"cannot write the {what} here (permission denied)" in out and "Traceback" not in out, out
     assert list(ro.iterdir()) == []
+
+
+def test_two_writers_racing_on_one_output_the_loser_says_so(tmp_path):
+    """Issue 44, point 2: an output checked by check_output (compile -o, synth -o) that
+    another process writes before this one's result is ready is not replaced: the later
+    writer refuses, naming the file; a fresh check claims it again."""
+    from neurosym.errors import NeurosymError
+    from neurosym.files import atomic_write_bytes, check_output
+
+    out = tmp_path / "out.safetensors"
+    check_output(out, ours=None)
+    out.write_bytes(b"the other process's result")  # the winner, between our check and our write
+    with pytest.raises(NeurosymError, match="another process wrote it while this one ran"):
+        atomic_write_bytes(out, b"ours", make_parents=False)
+    assert out.read_bytes() == b"the other process's result"
+    check_output(out, ours=None)
+    atomic_write_bytes(out, b"ours", make_parents=False)
+    assert out.read_bytes() == b"ours"
+    atomic_write_bytes(out, b"again", make_parents=False)  # unclaimed writes (run folders, caches) are not checked
+    assert out.read_bytes() == b"again"
