@@ -18,7 +18,7 @@ METRICS = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 TEMP_FILE = re.compile(r"\.?.*\.neurosym-\d+-[A-Za-z0-9_]+\.tmp")  # an atomic writer's temporary file (neurosym.files)
 MANIFEST = ".neurosym-run.json"  # the names of the files the run wrote into its folder
-TRAINER_FILES = (CONFIG_FILE, METRICS, "last.pt")  # and step-N.pt: what the trainer writes
+TRAINER_FILES = (CONFIG_FILE, METRICS, "last.pt", "curves.png")  # and step-N.pt: what the trainer (and neurosym plot) writes
 # settings that may change between a run and its resumption without changing the result
 RESUME_MAY_CHANGE = {"log", "run.name", "run.out_dir", "run.device"}
 # keys added after runs were already written, with the value an older checkpoint means by leaving them out

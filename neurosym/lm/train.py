@@ -264,14 +264,20 @@ class Trainer:
 
     def _fit(self, resume: bool, force: bool = False) -> FitResult:
         cfg, main = self.config, self.rank == 0
+        if main and (self.run_dir / LOCK_FILE).exists():  # a run's folder: whoever holds it is named first
+            self._lock = FolderLock(self.run_dir, "run folder").acquire()
+        if not resume and (self.run_dir / LAST).exists():  # then the plainest refusal: a run is there
+            raise NeurosymError(
+                f"{self.run_dir}: this run already has a checkpoint; resume it (--resume) or choose another run.name"
+            )
         if main:  # one process per run folder, from before anything in it is read or written to the end of the run
             try:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
             except OSError as err:  # out_dir under a regular file, no permission, a name too long, ...
                 raise cfg.error("run.out_dir", f"cannot create the run folder {self.run_dir}: {err.strerror or err}") from None
-            if not (self.run_dir / LOCK_FILE).exists():  # a folder no run has locked yet: refused before even the lock file is made
+            if self._lock is None:  # a folder no run has locked yet: refused before even the lock file is made
                 own_run_folder(self.run_dir, self.task, self.config, resume, force)
-            self._lock = FolderLock(self.run_dir, "run folder").acquire()
+                self._lock = FolderLock(self.run_dir, "run folder").acquire()
             self._owned = own_run_folder(self.run_dir, self.task, self.config, resume, force)  # again, now that no one else writes
         state = self._read_checkpoint() if resume else None
         if not resume and (self.run_dir / LAST).exists():
