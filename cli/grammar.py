@@ -78,7 +78,7 @@ def compile_cmd(file: Path, vocab_spec: str | None, output: str, force: bool, ma
     check_not_read(output, [*inputs, *read], "artifact")
     old, new = artifact_kind(output), kind_of_object(obj)
     if output.exists() and old != new and not force:
-        raise NeurosymError(f"{output}: holds a {old} artifact, and this is a {new}; refusing to replace it (use --force to replace it)")
+        raise NeurosymError(f"{output}: holds {_a(old)} artifact, and this is {_a(new)}; refusing to replace it (use --force to replace it)")
     save(obj, output)
     summary = {"file": str(file), "output": str(output), **kinds.summary(obj)}
     click.echo(json.dumps(summary) if as_json else f"wrote {output}: {summary['what']}")
@@ -178,6 +178,11 @@ def _sample_chunks(file: Path, options):
         size, i = min(size * 2, SAMPLE_CHUNK_MAX), i + 1
 
 
+def _a(word: str) -> str:
+    """``word`` with its indefinite article ("an automaton", "a regex")."""
+    return f"{'an' if word[:1].lower() in 'aeio' else 'a'} {word}"
+
+
 __all__ = ["check", "compile_cmd", "files_cmd", "inspect", "sample"]
 
 
@@ -200,4 +205,3 @@ def files_cmd(as_json: bool) -> None:
         width = max(len(r["file"]) for r in rows)
         for r in rows:
             click.echo(f"{r['file']:<{width}}  {r['kind']}")
-

@@ -281,7 +281,8 @@ def check_output(
         have = f"ends in {path.suffix!r}" if path.suffix else "has no extension"
         raise NeurosymError(f"{path}: the {what} is a {' or '.join(suffixes)} file, and this name {have}")
     if not path.parent.is_dir():
-        raise NeurosymError(f"{path}: the folder {path.parent} does not exist")
+        why = "is a file, not a folder" if path.parent.exists() else "does not exist"
+        raise NeurosymError(f"{path}: the folder {path.parent} {why}")
     if path.exists() and not force and ours is not None and not ours(path):
         raise NeurosymError(f"{path}: exists and is not a neurosym {what}; refusing to replace it (use --force to replace it)")
     check_writable(path.parent, what)

@@ -76,6 +76,10 @@ def load_run(path: str | Path) -> LoadedRun:
         _, eos, bos = special_ids(vocab)
         start = bos if bos is not None else eos
     else:
+        folder = Path(path)
+        if folder.is_dir() and not (folder / "last.pt").exists():
+            raise NeurosymError(f"{folder}: not a run folder (it holds no last.pt checkpoint; a run folder is run.out_dir/run.name "
+                                "of a finished or interrupted training)")
         state = load_checkpoint(path)
         config = Config.from_dict(state["config"])
         task = resolve_task(config)

@@ -95,3 +95,10 @@ def test_pcfg_samples_with_their_exact_grammar_log_probability(run_dir, tmp_path
         assert r["status"] == "eos"
         assert re.fullmatch(r"(Alice|Bob) finishes the (task|paper)", r["text"]), r["text"]
         assert r["grammar_log_prob"] == pytest.approx(math.log(0.25), rel=1e-6)  # the rule tensors are float32
+
+
+def test_a_folder_that_is_not_a_run_is_named(tmp_path):
+    """Issue 44, point 8: eval and generate on a folder without a checkpoint name the folder."""
+    for command in (["generate", str(tmp_path)], ["eval", str(tmp_path)]):
+        r = CliRunner().invoke(main, command)
+        assert r.exit_code == 2 and f"{tmp_path}: not a run folder" in r.output and r.output.count("\n") == 1, r.output
