@@ -205,6 +205,51 @@ def determinize(
     return dfa
 
 
+def minimize_trie(children: dict[tuple[int, int], int], final: Sequence[bool], K: int, max_states: int | None = None,
+                  check: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The minimal DFA of a trie, in time linear in its size (Revuz's register of
+    equivalent states), where Moore's refinement (:func:`minimize_table`) takes one round
+    per level: quadratic on a long word. ``children``: ``{(state, class): child}`` with
+    every child numbered after its parent (as a trie is built), state 0 the root;
+    ``final`` (n,); ``K`` classes. Every state of a trie leads to a word's end, so the
+    result is trim; it is numbered as :func:`minimize_table` numbers its result (the start
+    0, the rest in breadth-first order, classes ascending). ``max_states``: more distinct
+    states than that raises ``OverflowError`` at once; ``check()`` runs every 4,096 states."""
+    n = len(final)
+    rows: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for (state, k), child in children.items():
+        rows[state].append((k, child))
+    canon = [0] * n
+    register: dict[tuple, int] = {}
+    for state in range(n - 1, -1, -1):  # children before parents: their classes are known
+        if check is not None and state % 4096 == 0:
+            check()
+        row = rows[state]
+        row.sort()
+        key = (bool(final[state]), tuple((k, canon[c]) for k, c in row))
+        got = register.get(key)
+        if got is None:
+            got = register[key] = len(register)
+            if max_states is not None and got >= max_states:
+                raise OverflowError(got + 1)
+        canon[state] = got
+    table = [key for key, _ in sorted(register.items(), key=lambda kv: kv[1])]
+    order, new_id = [canon[0]], {canon[0]: 0}  # breadth-first from the start, classes ascending
+    for old in order:
+        for _, child in table[old][1]:
+            if child not in new_id:
+                new_id[child] = len(order)
+                order.append(child)
+    trans = np.full((len(order), K), -1, dtype=np.int64)
+    out_final = np.zeros(len(order), dtype=bool)
+    for new, old in enumerate(order):
+        is_final, arcs = table[old]
+        out_final[new] = is_final
+        for k, child in arcs:
+            trans[new, k] = new_id[child]
+    return trans, out_final
+
+
 def minimize_table(
     trans: np.ndarray, final: np.ndarray, start: int = 0, check: Callable[[], None] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -302,7 +347,12 @@ class CharDFA:
     def minimized(self, check: Callable[[], None] | None = None) -> "CharDFA":
         """The minimal trim DFA (``check`` as in :func:`minimize_table`)."""
         trans, final = minimize_table(self.trans, self.final, check=check)
-        # merge classes whose columns are now identical (e.g. 'a' and 'b' in (a|b)*)
+        return CharDFA(trans, final, self.partition).classes_merged()
+
+    def classes_merged(self) -> "CharDFA":
+        """This DFA with the classes whose columns are identical merged into one (e.g.
+        'a' and 'b' in (a|b)*); the other class stays at index 0."""
+        trans, final = self.trans, self.final
         cols, inverse = np.unique(trans.T, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         if len(cols) == trans.shape[1]:

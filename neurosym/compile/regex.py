@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from neurosym.compile.automaton import Automaton
-from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize
+from neurosym.compile.dfa import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, OTHER, CharDFA, Partition, determinize, minimize_trie
 from neurosym.compile.nfa import Builder, Frag
 from neurosym.compile.token_index import token_index
 from neurosym.dsl import regex_ir
@@ -113,6 +113,7 @@ def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = 
     an alternation handed to a regex compiler is quadratic or worse. With
     ``ignore_case``, words are folded to ASCII lower case and each ASCII letter shares
     a class with its upper case."""
+    started = time.monotonic()
     fold = (lambda w: "".join(c.lower() if c.isascii() else c for c in w)) if ignore_case else (lambda w: w)
     words = [fold(w) for w in words]
     alphabet = sorted({c for w in words for c in w})
@@ -135,15 +136,18 @@ def words_dfa(words: Iterable[str], ignore_case: bool = False, limits: Limits = 
                 final.append(False)
             state = nxt
         final[state] = True
-    trans = np.full((len(final), len(alphabet) + 1), -1, dtype=np.int64)
-    if children:
-        keys = np.array(list(children), dtype=np.int64)
-        trans[keys[:, 0], keys[:, 1]] = np.fromiter(children.values(), dtype=np.int64, count=len(children))
-    dfa = CharDFA(trans, np.array(final), Partition(class_of, members)).minimized()
-    if dfa.num_states > limits.max_states:
-        raise CompileError(f"{what}: its {len(words):,} words compile to a minimal DFA of {dfa.num_states:,} states, over the state "
-                           f"cap of {limits.max_states:,}; raise the cap (--max-states N; max_states=N in Python)")
-    return dfa
+        if len(final) > limits.max_states + len(word) and time.monotonic() - started > limits.time_limit:  # a huge trie: still in time?
+            raise CompileError(f"{what}: reading the words exceeded the time limit of {limits.time_limit:g} s")
+    def check() -> None:
+        if time.monotonic() - started > limits.time_limit:
+            raise CompileError(f"{what}: minimisation exceeded the time limit of {limits.time_limit:g} s")
+
+    try:  # linear in the trie (a long word is a long chain: Moore's rounds would be quadratic), stopped at the cap
+        trans, final_min = minimize_trie(children, final, len(alphabet) + 1, max_states=limits.max_states, check=check)
+    except OverflowError:
+        raise CompileError(f"{what}: its {len(words):,} words compile to a minimal DFA of more than {limits.max_states:,} states, over "
+                           f"the state cap of {limits.max_states:,}; raise the cap (--max-states N; max_states=N in Python)") from None
+    return CharDFA(trans, final_min, Partition(class_of, members)).classes_merged()
 
 
 def default_vocab(dfas: Iterable[CharDFA]) -> Vocab:

@@ -257,7 +257,7 @@ def test_the_state_cap_names_the_word_list_and_the_option(tmp_path):
     r = random.Random(0)
     words = sorted({"".join(r.choice(string.ascii_lowercase) for _ in range(r.randint(3, 12))) for _ in range(400)})
     (tmp_path / "w.txt").write_text("\n".join(words) + "\n")
-    with pytest.raises(CompileError, match=r"w\.txt: its 400 words compile to a minimal DFA of [\d,]+ states, over the state cap of 100; raise the cap \(--max-states N"):
+    with pytest.raises(CompileError, match=r"w\.txt: its 400 words compile to a minimal DFA of more than 100 states, over the state cap of 100; raise the cap \(--max-states N"):
         neurosym.load(tmp_path / "w.txt", max_states=100)
     (tmp_path / "b.regex").write_text('W: %words "w.txt"\n')
     with pytest.raises(CompileError, match=r"b\.regex:1:11: %words .*w\.txt: its 400 words"):
