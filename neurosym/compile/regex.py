@@ -161,10 +161,21 @@ def default_vocab(dfas: Iterable[CharDFA]) -> Vocab:
     return Vocab.chars(sorted(chars), specials=REGEX_SPECIALS)
 
 
-def to_automaton(dfa: CharDFA, vocab: Vocab | None = None, name: str | None = None, source: str | None = None) -> Automaton:
-    """A token-level automaton for ``vocab`` (default: :func:`default_vocab`)."""
+def to_automaton(dfa: CharDFA, vocab: Vocab | None = None, name: str | None = None, source: str | None = None,
+                 deadline: tuple[float, float, str] | None = None) -> Automaton:
+    """A token-level automaton for ``vocab`` (default: :func:`default_vocab`). ``deadline``:
+    ``(started, seconds, what)``, a time limit shared with the phases before (a CompileError
+    names ``what`` when the token-level minimisation runs past it)."""
     vocab = vocab if vocab is not None else default_vocab([dfa])
-    return Automaton.from_index(*token_index(dfa, vocab), vocab, char_dfa=dfa, name=name, source=source)
+    check = None
+    if deadline is not None:
+        started, seconds, what = deadline
+
+        def check() -> None:
+            if time.monotonic() - started > seconds:
+                raise CompileError(f"{what}: the token automaton exceeded the time limit of {seconds:g} s")
+
+    return Automaton.from_index(*token_index(dfa, vocab, check), vocab, char_dfa=dfa, name=name, source=source)
 
 
 def compile_regex(
@@ -180,8 +191,9 @@ def compile_regex(
     pattern's alphabet, with ``<unk>`` standing for any other character), so
     ``compile_regex(p).accepts(s) == bool(re.fullmatch(p, s, re.ASCII))`` for any ``s``.
     """
+    started = time.monotonic()
     dfa = pattern_dfa(pattern, flags, Limits(max_states, time_limit))
-    return to_automaton(dfa, vocab, source=pattern)
+    return to_automaton(dfa, vocab, source=pattern, deadline=(started, time_limit, "pattern"))
 
 
 # ---------------------------------------------------------------------- banks
@@ -363,7 +375,9 @@ def load_word_list(path: str | Path, vocab: Vocab | None = None, limits: Limits 
     """A word list file (one word a line; the rule of :mod:`neurosym.dsl.words`) as an
     :class:`Automaton` accepting exactly its words."""
     path = Path(path)
-    return to_automaton(words_dfa(read_word_list(path), limits=limits, what=str(path)), vocab, name=path.stem, source=str(path))
+    started = time.monotonic()
+    dfa = words_dfa(read_word_list(path), limits=limits, what=str(path))
+    return to_automaton(dfa, vocab, name=path.stem, source=str(path), deadline=(started, limits.time_limit, str(path)))
 
 
 __all__ = [

@@ -236,12 +236,15 @@ class TokenArcs:
         """The minimal equivalent DFA (of a trim one), renumbered breadth-first from 0."""
         return self.minimized_with_map()[0]
 
-    def minimized_with_map(self) -> tuple["TokenArcs", np.ndarray]:
-        """:meth:`minimized`, and (Q,) each old state's new number."""
+    def minimized_with_map(self, check: Callable[[], None] | None = None) -> tuple["TokenArcs", np.ndarray]:
+        """:meth:`minimized`, and (Q,) each old state's new number. ``check()`` runs before
+        every refinement round (a chain of n states takes n rounds)."""
         src = self.sources
         block = self.final.astype(np.int64)
         n_blocks = len(np.unique(block))
         while True:
+            if check is not None:
+                check()
             new = group_rows(self.indptr, [self.tokens, block[self.targets]], block)
             n_new = int(new.max()) + 1 if len(new) else 0
             block = new
@@ -621,7 +624,7 @@ def _origin_of(enter: np.ndarray, symbol_states: np.ndarray) -> np.ndarray:
     return order[np.searchsorted(enter[order], symbol_states)]
 
 
-def token_index(dfa: CharDFA, vocab: Vocab) -> tuple[TokenArcs, TokenWalker]:
+def token_index(dfa: CharDFA, vocab: Vocab, check: Callable[[], None] | None = None) -> tuple[TokenArcs, TokenWalker]:
     """The minimal trim token-level DFA of ``dfa`` over ``vocab`` (start state 0): its
     arcs, and a :class:`TokenWalker` that steps it without them.
 
@@ -660,7 +663,7 @@ def token_index(dfa: CharDFA, vocab: Vocab) -> tuple[TokenArcs, TokenWalker]:
         symbol_state = np.arange(dfa.num_states)
         columns_of_symbol = np.array([dfa.partition.class_of.get(chr(c), OTHER) for c in trie.alphabet.tolist()], dtype=np.int64)
     trimmed, trim_map = arcs.trimmed_with_map()
-    final_arcs, min_map = trimmed.minimized_with_map()
+    final_arcs, min_map = trimmed.minimized_with_map(check)
     token_state = np.where(trim_map >= 0, min_map[np.maximum(trim_map, 0)], -1)  # arcs' state -> final state
     # merge identical columns so the table stays narrow
     uniq_cols, col_of = np.unique(table.T, axis=0, return_inverse=True)

@@ -80,3 +80,16 @@ def test_the_time_limit_stops_a_large_trie():
     with pytest.raises(CompileError, match="time limit"):
         words_dfa(words, limits=Limits(max_states=10_000_000, time_limit=0.05))
     assert time.monotonic() - t0 < 3
+
+
+def test_the_time_limit_holds_in_the_token_automaton_too(tmp_path):
+    """With the state cap raised, a long word list line reaches the token-level
+    minimisation (one round per level of a chain): the shared time limit stops it there."""
+    from neurosym.compile.regex import load_word_list
+
+    path = tmp_path / "long.txt"
+    path.write_text("ab" * 25_000 + "\n", encoding="utf-8")
+    t0 = time.monotonic()
+    with pytest.raises(CompileError, match="exceeded the time limit of 1 s"):
+        load_word_list(path, limits=Limits(max_states=200_000, time_limit=1))
+    assert time.monotonic() - t0 < 4
