@@ -66,9 +66,11 @@ def fsync_dir(folder: Path) -> None:
 _CLAIMED: dict[str, tuple | None] = {}  # an output checked by check_output -> its stamp then (None: absent)
 
 
-def _stamp(path: Path) -> tuple | None:
+def file_stamp(path: str | Path) -> tuple | None:
+    """``(inode, size, mtime_ns)`` of ``path``: a file replaced or rewritten gets another
+    stamp; None when there is no such file."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -79,7 +81,7 @@ def _check_unchanged(path: Path) -> None:
     (:func:`check_output`) since it checked it: two commands racing on one output, the
     loser says so instead of silently replacing the winner's result."""
     key = os.path.abspath(path)
-    if key in _CLAIMED and _stamp(path) != _CLAIMED.pop(key):
+    if key in _CLAIMED and file_stamp(path) != _CLAIMED.pop(key):
         raise NeurosymError(f"{path}: another process wrote it while this one ran; this result was not written over it (run again to replace it)")
 
 
@@ -286,7 +288,7 @@ def check_output(
     if path.exists() and not force and ours is not None and not ours(path):
         raise NeurosymError(f"{path}: exists and is not a neurosym {what}; refusing to replace it (use --force to replace it)")
     check_writable(path.parent, what)
-    _CLAIMED[os.path.abspath(path)] = _stamp(path)  # the write checks that no one else wrote it in between
+    _CLAIMED[os.path.abspath(path)] = file_stamp(path)  # the write checks that no one else wrote it in between
     return path
 
 
@@ -486,6 +488,7 @@ __all__ = [
     "check_writable",
     "digest",
     "emit_report",
+    "file_stamp",
     "fsync_dir",
     "image_metadata",
     "read_input",

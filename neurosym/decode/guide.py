@@ -47,7 +47,7 @@ from neurosym.decode.priors import FSGPrior
 from neurosym.decode.processor import LogitsProcessor
 from neurosym.decode.tokenized import CACHE_LIMIT, FSGTerminals, PCFGTerminals, SpelledMask, SpelledPrior, StringPrefixModel, read_texts, support_model
 from neurosym.errors import NeurosymError
-from neurosym.files import recording_reads
+from neurosym.files import file_stamp, recording_reads
 from neurosym.kinds import load_grammar, registered
 from neurosym.layers.earley import EarleyRecognizer
 from neurosym.layers.prefix import PrefixGrammar, prefix_state
@@ -64,6 +64,7 @@ class Guide(ABC):
 
     weighted = False  # exact next-token probabilities (Matcher.log_probs, prior processors)
     bounded = False  # masks that can bound a completion's length (processors(max_len=...))
+    _what = "this grammar"  # what the guide reads, for messages
 
     def __init__(self, grammar: Any, vocab: Vocab):
         self.grammar, self.vocab = grammar, vocab
@@ -100,8 +101,6 @@ class Guide(ABC):
             raise NeurosymError(f"a completion budget (max_len, max_new_tokens) is supported for automata (regexes, word lists, .fsg over "
                                 f"the tokens), not {self._what}")
         return self._processors(eos_id, use, float(weight), max_len)
-
-    _what = "this grammar"
 
     @abstractmethod
     def _processors(self, eos_id: int, use: str, weight: float, max_len: int | None) -> list[LogitsProcessor]:
@@ -177,8 +176,9 @@ class Matcher(ABC):
             raise NeurosymError(f"{self.guide.name}: log_probs needs a weighted grammar (an .fsg or a .pcfg); this one only masks")
         return self._log_probs()
 
+    @abstractmethod
     def _log_probs(self) -> np.ndarray:
-        raise NotImplementedError
+        """:meth:`log_probs` of a weighted guide's matcher, after its check."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.guide.name}, {len(self.tokens)} tokens)"
@@ -224,13 +224,9 @@ class AutomatonGuide(Guide):
         """Automata are trim (every state left can still reach a final one), so a prefix is
         viable iff it was not rejected."""
         g = self.grammar
+        ids, lengths = (t.numpy() for t in _padded(rows))
         states = np.full(len(rows), g.start, dtype=np.int64)
-        L = max((len(r) for r in rows), default=0)
-        ids = np.zeros((len(rows), L), dtype=np.int64)
-        lengths = np.array([len(r) for r in rows], dtype=np.int64)
-        for b, r in enumerate(rows):
-            ids[b, : len(r)] = list(r)
-        for i in range(L):  # a row shorter than L keeps its state; any id outside the vocabulary rejects
+        for i in range(int(lengths.max(initial=0))):  # a row shorter keeps its state; any id outside the vocabulary rejects
             states = np.where(lengths > i, g.step_numpy(states, ids[:, i]), states)
         viable = states >= 0
         return viable & self.final[np.maximum(states, 0)], viable
@@ -238,7 +234,7 @@ class AutomatonGuide(Guide):
     def sentence_log_prob(self, tokens: Sequence[int]) -> float | None:
         if not self.weighted:
             return None
-        return float(self.grammar.log_prob(torch.tensor([list(tokens)], dtype=torch.long).reshape(1, len(tokens)))[0])
+        return float(self.grammar.log_prob(torch.tensor([list(tokens)], dtype=torch.long))[0])
 
 
 class StateMatcher(Matcher):
@@ -330,7 +326,7 @@ class RulesGuide(Guide):
         return torch.isfinite(state.sentence_log_prob).cpu().numpy(), torch.isfinite(state.prefix_log_prob).cpu().numpy()
 
     def sentence_log_prob(self, tokens: Sequence[int]) -> float | None:
-        return float(prefix_state(self.grammar, torch.tensor([list(tokens)], dtype=torch.long).reshape(1, len(tokens))).sentence_log_prob[0])
+        return float(prefix_state(self.grammar, torch.tensor([list(tokens)], dtype=torch.long)).sentence_log_prob[0])
 
 
 class RulesMatcher(StateMatcher):
@@ -362,13 +358,14 @@ class RulesMatcher(StateMatcher):
     def _log_probs(self) -> np.ndarray:
         if self._chart is None:
             self._chart = PCFGTerminals(self.guide.grammar, self.guide.prefix_grammar())
-        context = tuple(self.tokens)
         chart = self._chart
-        if context not in chart.states:  # the chart follows the accepted tokens, one column per token
-            ctx: tuple = ()
-            for t in self.tokens:
-                ctx = chart.advance(ctx, t)
-            chart.retain({context})
+        k = len(self.tokens)  # the chart follows the accepted tokens, one column per token, from its longest kept prefix
+        while tuple(self.tokens[:k]) not in chart.states:
+            k -= 1
+        context = tuple(self.tokens[:k])
+        for t in self.tokens[k:]:
+            context = chart.advance(context, t)
+        chart.retain({context})
         probs, end = chart.distribution(context)
         with np.errstate(divide="ignore"):
             return np.log(np.concatenate([probs, [end]]))
@@ -675,7 +672,7 @@ _OBJECTS: dict[int, tuple[Any, Guide]] = {}  # id(compiled grammar) -> (it, its 
 
 def guide_of(grammar: Any) -> Guide:
     """The guide of a compiled grammar (as :func:`neurosym.kinds.load_grammar` returns
-    them), kept while the grammar object lives."""
+    them), kept for the most recent ``4 * CACHE_SIZE`` grammar objects."""
     if isinstance(grammar, Guide):
         return grammar
     hit = _OBJECTS.get(id(grammar))
@@ -694,11 +691,9 @@ def guide_of(grammar: Any) -> Guide:
 
 
 def _stamp(path: str) -> tuple | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (path, st.st_mtime_ns, st.st_size, st.st_ino)
+    """``(path, its stat stamp)``, or None when it is gone."""
+    stamp = file_stamp(path)
+    return None if stamp is None else (path, stamp)
 
 
 def _key(spec: Any, vocab: Vocab, limits: Limits) -> tuple | None:

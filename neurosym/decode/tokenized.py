@@ -506,33 +506,57 @@ class StringPrefixModel:
                     self._score(context, ctx, node, 0, w, out[b])
         return out.copy(), end.copy()
 
-    def _score(self, context: Hashable, ctx: int, node: int, start: int | tuple[int, ...], weight: float, out: np.ndarray) -> None:
-        """Add ``weight * P(token's bytes | hypothesis)`` for every token read from
-        ``(node, start)``, crossings followed under the advanced contexts. ``start`` may be a
-        sorted tuple of token-trie nodes (with ``node = 0``: the crossings into one next
-        terminal, read at once; a node listed twice counts twice, as two hypotheses)."""
-        if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):
-            self._score_lexemes(context, ctx, node, start, weight, out)
+    def _expand(self, context: Hashable, ctx: int, node, start: int | tuple[int, ...]) -> tuple[list, list]:
+        """One step of the joint walk from ``(node, start)`` under ``context``: ``(direct,
+        crossings)``. ``direct``: ``(tokens, P(token's bytes | hypothesis))`` pairs for the
+        tokens that end inside the current terminal (a lexeme's tokens get its whole mass);
+        ``crossings``: ``(next context, next trie, starts, p)`` for the tokens that go on into
+        a next terminal begun at the token-trie nodes ``starts`` (a sorted tuple; a node
+        listed twice counts twice, as two hypotheses), ``p`` the probability of the
+        terminal completed on the way. ``start`` may itself be such a tuple (with ``node =
+        0``); then a token may be listed more than once in ``direct``, each counting.
+        :meth:`_score` (probabilities) and :meth:`viable_bits` (the support, kept) both read
+        the walk through this one step."""
+        probs, _ = self.model.distribution(context)
+        direct: list[tuple[np.ndarray, np.ndarray | float]] = []
+        crossings: list[tuple[Hashable, int, tuple[int, ...], float]] = []
+        if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):  # inside a lexeme, or into every lexeme from a trie root
+            for w, q in [node] if isinstance(node, tuple) else [(w, 0) for w in self.lex[ctx]]:
+                p = float(probs[w])
+                if p <= 0:
+                    continue
+                tokens, ends = self.lex_walk(ctx, w, q, start)
+                if len(tokens):
+                    direct.append((tokens, p))
+                if len(ends):
+                    crossings.append((self.model.advance(context, w), int(self.spelling.after[w]), tuple(sorted(ends.tolist())), p))
             if isinstance(node, tuple):
-                return
-        many = isinstance(start, tuple)
-        if many:
-            tokens, lo, hi, crossings = self.root_walks(ctx, start)
+                return direct, crossings
+        if isinstance(start, tuple):
+            tokens, lo, hi, cross = self.root_walks(ctx, start)
         else:
             walk = self.walk(ctx, node, start)
-            tokens, lo, hi, crossings = walk.tokens, walk.lo, walk.hi, walk.crossings
+            tokens, lo, hi, cross = walk.tokens, walk.lo, walk.hi, walk.crossings
         if len(tokens):
-            _add(out, tokens, weight * self._mass(context, ctx, lo, hi), many)
-        if crossings:
-            probs, _ = self.model.distribution(context)
-            by_word: dict[int, list[int]] = {}
-            for m, v in crossings:
-                for word in self.tries[ctx].ends[m]:
-                    nxt = int(self.spelling.after[word])
-                    if probs[word] > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
-                        by_word.setdefault(word, []).append(v)
-            for word, starts in by_word.items():
-                self._score(self.model.advance(context, word), int(self.spelling.after[word]), 0, tuple(sorted(starts)), weight * probs[word], out)
+            direct.append((tokens, self._mass(context, ctx, lo, hi)))
+        by_word: dict[int, list[int]] = {}
+        for m, v in cross:
+            for word in self.tries[ctx].ends[m]:
+                nxt = int(self.spelling.after[word])
+                if probs[word] > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
+                    by_word.setdefault(word, []).append(v)
+        for word, starts in by_word.items():
+            crossings.append((self.model.advance(context, word), int(self.spelling.after[word]), tuple(sorted(starts)), float(probs[word])))
+        return direct, crossings
+
+    def _score(self, context: Hashable, ctx: int, node, start: int | tuple[int, ...], weight: float, out: np.ndarray) -> None:
+        """Add ``weight * P(token's bytes | hypothesis)`` for every token read from
+        ``(node, start)`` (:meth:`_expand`), crossings followed under the advanced contexts."""
+        direct, crossings = self._expand(context, ctx, node, start)
+        for tokens, values in direct:
+            _add(out, tokens, weight * values, isinstance(start, tuple))
+        for after, nxt, starts, p in crossings:
+            self._score(after, nxt, 0, starts, weight * p, out)
 
     def viable_tokens(self, hyp: Hyp) -> np.ndarray:
         """A support model's viable token ids after a hypothesis, kept per hypothesis
@@ -543,86 +567,31 @@ class StringPrefixModel:
             got = self.viable[hyp] = np.nonzero(bits)[0]
         return got
 
-    def viable_bits(self, context: Hashable, ctx: int, node, start: int) -> np.ndarray:
-        """A support model's viable tokens read from ``(node, start)`` (the tokens below
-        token-trie node ``start``, as :meth:`_score` reads them), packed little-endian into
-        ``ceil(V / 8)`` bytes (read-only). Kept per ``(context, ctx, node, start)``: the
-        contexts are interned (Earley columns, FSG states), so the same continuation is
-        read once however many hypotheses and states cross into it. The crossings into a
-        next terminal are read together, per next context (:meth:`crossing_bits`)."""
+    def viable_bits(self, context: Hashable, ctx: int, node, start: int | tuple[int, ...]) -> np.ndarray:
+        """A support model's viable tokens read from ``(node, start)`` (:meth:`_expand`, as
+        :meth:`_score` reads them), packed little-endian into ``ceil(V / 8)`` bytes
+        (read-only). Kept per ``(context, ctx, node, start)``: the contexts are interned
+        (Earley columns, FSG states), so the same continuation is read once however many
+        hypotheses and states cross into it, and the crossings into one next terminal are
+        read together from all their token-trie nodes."""
         key = (context, ctx, node, start)
         got = self.bits.get(key)
         if got is not None:
             return got
         if not self.support:
             raise NeurosymError("viable_bits reads a support model (StringPrefixModel(..., support=True))")
+        direct, crossings = self._expand(context, ctx, node, start)
         allowed = np.zeros(self.V, dtype=bool)
-        crossings: dict[tuple[Hashable, int], list[int]] = {}  # (next context, next trie) -> token-trie nodes read on from its root
-        probs, _ = self.model.distribution(context)
-        if isinstance(node, tuple) or (node == 0 and self.lex[ctx]):
-            items = [node] if isinstance(node, tuple) else [(w, 0) for w in self.lex[ctx]]
-            for w, q in items:
-                if probs[w] > 0:
-                    self._lexeme_bits(context, ctx, w, q, start, allowed, crossings)
-        if not isinstance(node, tuple):
-            walk = self.walk(ctx, node, start)
-            self._word_bits(context, ctx, walk.tokens, walk.lo, walk.hi, walk.crossings, probs, allowed, crossings)
-        return self._keep(key, allowed, crossings)
-
-    def crossing_bits(self, context: Hashable, ctx: int, starts: tuple[int, ...]) -> np.ndarray:
-        """:meth:`viable_bits` from trie ``ctx``'s root and each token-trie node of ``starts``
-        at once (the tokens that cross into a terminal begun there), packed; kept."""
-        key = (context, ctx, starts)
-        got = self.bits.get(key)
-        if got is not None:
-            return got
-        allowed = np.zeros(self.V, dtype=bool)
-        crossings: dict[tuple[Hashable, int], list[int]] = {}
-        probs, _ = self.model.distribution(context)
-        for w in self.lex[ctx]:
-            if probs[w] > 0:
-                self._lexeme_bits(context, ctx, w, 0, starts, allowed, crossings)
-        tokens, lo, hi, cross = self.root_walks(ctx, starts)
-        self._word_bits(context, ctx, tokens, lo, hi, cross, probs, allowed, crossings)
-        return self._keep(key, allowed, crossings)
-
-    def _lexeme_bits(self, context, ctx, w, q, start, allowed: np.ndarray, crossings: dict) -> None:
-        tokens, ends = self.lex_walk(ctx, w, q, start)
-        allowed[tokens] = True
-        if len(ends):
-            crossings.setdefault((self.model.advance(context, w), int(self.spelling.after[w])), []).extend(ends.tolist())
-
-    def _word_bits(self, context, ctx, tokens, lo, hi, cross, probs, allowed: np.ndarray, crossings: dict) -> None:
-        if len(tokens):
-            allowed[tokens[self._mass(context, ctx, lo, hi) > 0]] = True
-        for m, v in cross:
-            for word in self.tries[ctx].ends[m]:
-                nxt = int(self.spelling.after[word])
-                if probs[word] > 0 and not (self.walk(nxt, 0, v).empty and not self.lex[nxt]):
-                    crossings.setdefault((self.model.advance(context, word), nxt), []).append(v)
-
-    def _keep(self, key: tuple, allowed: np.ndarray, crossings: dict) -> np.ndarray:
+        for tokens, values in direct:
+            allowed[tokens[np.asarray(values) > 0] if np.ndim(values) else tokens] = True
         got = np.packbits(allowed, bitorder="little")
-        for (after, nxt), starts in crossings.items():
-            got |= self.crossing_bits(after, nxt, tuple(sorted(set(starts))))
+        for after, nxt, starts, _ in crossings:
+            got |= self.viable_bits(after, nxt, 0, starts)
         got.flags.writeable = False
         if len(self.bits) > CACHE_LIMIT:
             self.bits.clear()
         self.bits[key] = got
         return got
-
-    def _score_lexemes(self, context: Hashable, ctx: int, node, start: int | tuple[int, ...], weight: float, out: np.ndarray) -> None:
-        """:meth:`_score` inside a lexeme (``node = (lexeme, state)``), or into every lexeme
-        from a trie root (``node = 0``): each viable token gets the lexeme's whole mass."""
-        probs, _ = self.model.distribution(context)
-        items = [node] if isinstance(node, tuple) else [(w, 0) for w in self.lex[ctx] if probs[w] > 0]
-        for w, q in items:
-            p = probs[w]
-            tokens, crossings = self.lex_walk(ctx, w, q, start)
-            if len(tokens):
-                _add(out, tokens, weight * p, isinstance(start, tuple))
-            if len(crossings):
-                self._score(self.model.advance(context, w), int(self.spelling.after[w]), 0, tuple(sorted(crossings.tolist())), weight * p, out)
 
     def lexeme_steps(self, ctx: int, w: int) -> np.ndarray:
         """(Q, V) int64: the state of lexeme ``w``'s surface DFA (in context ``ctx``) after

@@ -291,21 +291,30 @@ def test_resume_twice_and_resume_a_finished_run(tmp_path, reference):
     assert again.seconds > 0.5 * result.seconds > 0  # a finished run reports its training time (to its last checkpoint), not 0
 
 
+def slow_training_in_another_process(cfg: dict, folder: Path) -> subprocess.Popen:
+    """``cfg`` trained by this file run as a script in a child process (0.05 s a step),
+    returned once its first checkpoint is written."""
+    cfg_file = folder / "cfg.json"
+    cfg_file.write_text(json.dumps(cfg))
+    run_dir = Path(cfg["run"]["out_dir"]) / cfg["run"]["name"]
+    proc = subprocess.Popen([sys.executable, str(HERE), str(cfg_file), "--sleep", "0.05"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 60
+    while not (run_dir / "last.pt").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("the training process ended, or took over a minute, before its first checkpoint")
+        time.sleep(0.01)
+    return proc
+
+
 def test_resume_after_sigkill_is_exact(tmp_path, reference):
     """The honest test: a separate process dies by SIGKILL (no cleanup, maybe mid-write)."""
     ref_dir, ref = reference
     cfg = tiny_config(tmp_path)
-    cfg_file = tmp_path / "cfg.json"
-    cfg_file.write_text(json.dumps(cfg))
     run_dir = tmp_path / "tiny"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, str(HERE), str(cfg_file), "--sleep", "0.05"], cwd=ROOT, env=env)
+    proc = slow_training_in_another_process(cfg, tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not (run_dir / "last.pt").exists():
-            assert proc.poll() is None, "the training process ended before its first checkpoint"
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
         time.sleep(0.15)  # a few steps past the checkpoint, so some work is lost
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -632,17 +641,9 @@ def test_two_trainings_on_one_folder_the_second_refuses_naming_the_first(tmp_pat
     on the same folder refuses at once, naming the first's pid, and touches nothing; the
     OS drops the lock when the first dies (SIGKILL), so the folder resumes afterwards."""
     cfg = tiny_config(tmp_path)
-    cfg_file = tmp_path / "cfg.json"
-    cfg_file.write_text(json.dumps(cfg))
     run_dir = tmp_path / "tiny"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, str(HERE), str(cfg_file), "--sleep", "0.05"], cwd=ROOT, env=env)
+    proc = slow_training_in_another_process(cfg, tmp_path)  # well into its run: it has a checkpoint
     try:
-        deadline = time.monotonic() + 60
-        while not (run_dir / "last.pt").exists():  # the first is well into its run
-            assert proc.poll() is None, "the training process ended before its first checkpoint"
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
         before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != "metrics.jsonl"}
         for resume in (False, True):
             with pytest.raises(NeurosymError, match=rf"in use by another neurosym process \(pid {proc.pid}\)"):
