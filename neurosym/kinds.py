@@ -189,6 +189,24 @@ def _spelled(path: Path, vocab: Vocab, limits: Limits) -> Any:
     return load_spelled(path, vocab, limits)
 
 
+def _schema(path: Path) -> Any:
+    from neurosym.compile.json_schema import load_schema_grammar  # lazy: only schemas need the schema compiler
+
+    return load_schema_grammar(path)
+
+
+def _load_schema(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
+    from neurosym.compile.pcfg import load_pcfg  # lazy: as for .pcfg files
+
+    return load_pcfg(_schema(path), vocab, limits)
+
+
+def _spelled_schema(path: Path, vocab: Vocab, limits: Limits) -> Any:
+    from neurosym.compile.spelling import spell_pcfg  # lazy: as for .pcfg files
+
+    return spell_pcfg(_schema(path), vocab, limits)
+
+
 def _load_lexicon(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
     from neurosym.compile.lexicon import load_lexicon  # lazy: only .lex files need the lexicon compiler
 
@@ -236,6 +254,14 @@ def _inspect_pcfg(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None
 
     _no_drawing(o.draw, "a PCFG")
     r = report.describe_pcfg(path, o.samples, o.seed)
+    return r, report.format_pcfg(r), None
+
+
+def _inspect_schema(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
+    from neurosym import report  # lazy: the reports import every compiler
+
+    _no_drawing(o.draw, "a JSON Schema")
+    r = report.describe_pcfg(_schema(path), o.samples, o.seed)
     return r, report.format_pcfg(r), None
 
 
@@ -307,13 +333,21 @@ def _sample_artifact(path: Path, o: SampleOptions) -> list[str]:
 
 
 def _sample_pcfg(path: Path, o: SampleOptions) -> list[str]:
-    from neurosym.compile.pcfg_check import check_pcfg  # lazy: only .pcfg files need the PCFG checks
-    from neurosym.compile.pcfg_sample import sample_trees  # lazy: only .pcfg files need the PCFG sampler
     from neurosym.dsl.pcfg import read_pcfg  # lazy: only .pcfg files need the PCFG parser
 
+    return _sample_rules(read_pcfg(path), o)
+
+
+def _sample_schema(path: Path, o: SampleOptions) -> list[str]:
+    return _sample_rules(_schema(path), o)
+
+
+def _sample_rules(grammar: Any, o: SampleOptions) -> list[str]:
+    """``o.n`` sentences (or trees) of a parsed ``.pcfg`` grammar."""
+    from neurosym.compile.pcfg_check import check_pcfg  # lazy: only .pcfg files need the PCFG checks
+    from neurosym.compile.pcfg_sample import sample_trees  # lazy: only .pcfg files need the PCFG sampler
     from neurosym.compile.spelling import Separator  # lazy: as above
 
-    grammar = read_pcfg(path)
     check_pcfg(grammar, strict=True)
     drawn = sample_trees(grammar, o.n, seed=o.seed, max_len=o.max_len, limits=o.limits)
     # a grammar that declares %separator prints its text (json.pcfg's terminals concatenate); others, their terminals spaced
@@ -380,6 +414,8 @@ for _kind in (
          compiled="neurosym.compile.weighted:WeightedAutomaton", title="an .fsg grammar", grammar=True, strings=_spelled),
     Kind("pcfg", ".pcfg", _load_pcfg, inspect=_inspect_pcfg, sample=_sample_pcfg, summary=_pcfg_summary,
          compiled="neurosym.compile.pcfg:RuleTensors", title="a .pcfg grammar", grammar=True, strings=_spelled),
+    Kind("schema", ".json", _load_schema, inspect=_inspect_schema, sample=_sample_schema, summary=_pcfg_summary,
+         title="a .json JSON Schema", grammar=True, strings=_spelled_schema),
     Kind("lexicon", ".lex", _load_lexicon, inspect=_inspect_lexicon,
          sample=_cannot_sample("a lexicon describes tokens and does not generate sentences; sample its FSG instead"),
          summary=_lexicon_summary, compiled="neurosym.compile.lexicon:FeatureBank", title="a .lex lexicon"),
@@ -458,8 +494,8 @@ def sample(path: str | Path, options: SampleOptions = SampleOptions()) -> list[s
     """``options.n`` samples of a grammar file, one string each."""
     path = Path(path)
     kind = kind_of(path)
-    if options.trees and kind.name != "pcfg":
-        raise NeurosymError("--trees applies to PCFGs only")
+    if options.trees and kind.name not in ("pcfg", "schema"):
+        raise NeurosymError("--trees applies to PCFGs and JSON Schemas only")
     path, kind = _existing(path)
     if kind.sample is None:
         raise NeurosymError(f"{path}: a {kind.name} file does not sample")
@@ -554,6 +590,8 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
       ``lexicons/...`` also name the files shipped with neurosym. A string ending in a
       registered suffix names a file, never a regex;
     * any other string: a Python-syntax regex;
+    * a JSON Schema as a Python ``dict`` (or a ``.json`` file holding one;
+      :mod:`neurosym.compile.json_schema`, docs/json_schema.md);
     * a compiled automaton or rule tensors (checked to be over ``vocab``).
 
     A lexicon (``.lex``) is not a grammar: it describes tokens.
@@ -565,6 +603,17 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
     docs/strings.md), so its words need not be tokens. Over a word vocabulary its
     terminals are the tokens, as before.
     """
+    if isinstance(grammar, (dict, bool)):  # a JSON Schema as a Python value
+        from neurosym.compile.json_schema import schema_grammar  # lazy: only schemas need the schema compiler
+
+        rules = schema_grammar(grammar)
+        if vocab is not None and vocab.kind in ("bytes", "char"):
+            from neurosym.compile.spelling import spell_pcfg  # lazy: as for .pcfg files
+
+            return spell_pcfg(rules, vocab, limits)
+        from neurosym.compile.pcfg import load_pcfg  # lazy: as for .pcfg files
+
+        return load_pcfg(rules, vocab, limits)
     if not isinstance(grammar, (str, Path)):
         if type(grammar).__name__ == "SpelledGrammar":  # a grammar over strings, already spelled for some vocabulary
             if vocab is not None and grammar.vocab != vocab:

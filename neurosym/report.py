@@ -24,7 +24,7 @@ from neurosym.compile.regex import Limits, RegexBank
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import read_fsg
 from neurosym.dsl.lexicon import format_lexicon_summary, read_lexicon
-from neurosym.dsl.pcfg import read_pcfg
+from neurosym.dsl.pcfg import as_grammar
 from neurosym.errors import NeurosymError
 from neurosym.files import OWN_MARK, atomic_write_bytes, image_metadata
 
@@ -280,10 +280,10 @@ def draw_fsg(path: str | Path, out: str | Path) -> Path:
 # ---------------------------------------------------------------------- PCFG
 def describe_pcfg(path: str | Path, samples: int = 5, seed: int = 0, max_len: int = 60) -> dict:
     """Rule counts, consistency (spectral radius), the CNF's size, findings and sample trees."""
-    grammar = read_pcfg(path)
+    grammar = as_grammar(path)
     check_pcfg(grammar, strict=True)
     out = summary(grammar)
-    out["path"] = str(path)
+    out["path"] = str(grammar.path or path)
     out["samples"] = [str(t) for t in sample_trees(grammar, samples, seed=seed, max_len=max_len)]
     return out
 

@@ -307,11 +307,12 @@ def _emissions(cnf: CNFGrammar, vocab: Vocab, dfas: dict, lexemes_opaque: bool =
     return out
 
 
-def load_pcfg(path: str | Path, vocab: Vocab | None = None, limits: Limits | None = None, dtype: torch.dtype = torch.float64) -> RuleTensors:
-    """Parse, check and compile a `.pcfg` file (the ``neurosym.load`` loader for ``.pcfg``;
-    ``limits`` caps the regex terminals' DFAs). The tensors are float64 (the file's
-    probabilities as parsed) unless ``dtype`` asks for less."""
-    grammar = read_pcfg(path)
+def load_pcfg(path: str | Path | Grammar, vocab: Vocab | None = None, limits: Limits | None = None,
+              dtype: torch.dtype = torch.float64) -> RuleTensors:
+    """Parse, check and compile a `.pcfg` file or a parsed grammar (the ``neurosym.load``
+    loader for ``.pcfg``; ``limits`` caps the regex terminals' DFAs). The tensors are
+    float64 (the file's probabilities as parsed) unless ``dtype`` asks for less."""
+    grammar = as_grammar(path)
     check_pcfg(grammar, strict=True)
     limits = limits or Limits()
     return compile_pcfg(to_cnf(grammar, check=False, max_symbols=limits.max_cnf_symbols), vocab, limits, dtype)

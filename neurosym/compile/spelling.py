@@ -42,7 +42,7 @@ from neurosym.compile.cnf import to_cnf
 from neurosym.compile.regex import Limits, pattern_dfa
 from neurosym.compile.weighted import WeightedAutomaton
 from neurosym.dsl.fsg import read_fsg
-from neurosym.dsl.pcfg import read_pcfg
+from neurosym.dsl.pcfg import Grammar, read_pcfg
 from neurosym.errors import NeurosymError
 from neurosym.vocab import Vocab
 
@@ -242,11 +242,17 @@ def load_spelled(path: str | Path, vocab: Vocab, limits: Limits = Limits()) -> S
         dfas = {auto.vocab.id(opaque_terminal(n)): dfa for n, dfa in regex_terminals(g, limits).items() if opaque_terminal(n) in auto.vocab}
         return spell(auto, vocab, g.separator, str(path), {i: dfa.byte_dfa() for i, dfa in dfas.items()})
     if path.suffix == ".pcfg":
-        g = read_pcfg(path)
-        check_pcfg(g, strict=True)
-        rules = compile_pcfg(to_cnf(g, check=False, max_symbols=limits.max_cnf_symbols), None, limits)
-        return spell(rules, vocab, g.separator, str(path))
+        return spell_pcfg(read_pcfg(path), vocab, limits)
     raise NeurosymError(f"{path}: only .fsg and .pcfg grammars are read as strings")
 
 
-__all__ = ["BARE", "CLOSING", "OPENING", "SPACED", "Separator", "SpelledGrammar", "Spelling", "WordTrie", "load_spelled", "spell"]
+def spell_pcfg(grammar: Grammar, vocab: Vocab, limits: Limits = Limits()) -> SpelledGrammar:
+    """A parsed ``.pcfg`` grammar (from a file, or compiled from a JSON Schema) as a
+    language of strings over ``vocab``: checked, compiled over its own terminals, spelled
+    under its ``%separator``."""
+    check_pcfg(grammar, strict=True)
+    rules = compile_pcfg(to_cnf(grammar, check=False, max_symbols=limits.max_cnf_symbols), None, limits)
+    return spell(rules, vocab, grammar.separator, grammar.path)
+
+
+__all__ = ["BARE", "CLOSING", "OPENING", "SPACED", "Separator", "SpelledGrammar", "Spelling", "WordTrie", "load_spelled", "spell", "spell_pcfg"]

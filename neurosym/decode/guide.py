@@ -27,6 +27,8 @@ a grammar read as strings over a tokenizer (:class:`StringGuide`, what a kind's
 
 from __future__ import annotations
 
+import json
+
 import os
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -702,6 +704,11 @@ def _key(spec: Any, vocab: Vocab, limits: Limits) -> tuple | None:
     and the limits; None for what is not cached (compiled objects: :func:`guide_of`)."""
     if isinstance(spec, (str, Path)):  # the registered kinds too: a kind replaced or removed reads the file anew
         return (type(spec).__name__, str(spec), vocab.sha256(), repr(limits), tuple(map(id, registered())))
+    if isinstance(spec, dict):  # a JSON Schema: its text, in its own key order (the properties' order matters)
+        try:
+            return ("schema", json.dumps(spec, ensure_ascii=False), vocab.sha256(), repr(limits))
+        except (TypeError, ValueError):
+            return None
     return None
 
 
@@ -710,8 +717,9 @@ def compile_guide(spec: Any, vocab: Vocab, limits: Limits = Limits(), cache: boo
 
     ``spec`` is what :func:`neurosym.kinds.load_grammar` takes: a grammar file (``.regex``
     patterns as ``FILE:NAME``, ``.fsg``, ``.pcfg``, a ``.txt`` word list, an artifact, a
-    registered kind; ``grammars/...`` names the shipped ones), a regex string, or a
-    compiled grammar (checked to be over ``vocab``); or a guide (returned as it is).
+    registered kind; ``grammars/...`` names the shipped ones), a regex string, a JSON
+    Schema (a ``.json`` file or a dict, docs/json_schema.md), or a compiled grammar
+    (checked to be over ``vocab``); or a guide (returned as it is).
     Compiled guides are kept by (grammar, vocabulary content, limits), so asking again
     costs a lookup; a file's guide is compiled again when the file, or any file it read
     (imports, word lists), has changed. ``cache=False`` compiles afresh."""
@@ -727,7 +735,7 @@ def compile_guide(spec: Any, vocab: Vocab, limits: Limits = Limits(), cache: boo
         if hit is not None and all(_stamp(s[0]) == s for s in hit[1]):
             _GUIDES.move_to_end(key)
             return hit[0]
-    if not isinstance(spec, (str, Path)):
+    if not isinstance(spec, (str, Path, dict)):
         return guide_of(load_grammar(spec, vocab, limits))
     with recording_reads() as reads:
         grammar = load_grammar(spec, vocab, limits)
