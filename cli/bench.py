@@ -55,6 +55,34 @@ def bench_guide(bpe_size: int, repeats: int, output: Path | None, as_json: bool)
     click.echo(text if as_json else bench_guide_module.format_results(results))
 
 
+@bench.command(name="maskbench", epilog=examples("neurosym bench maskbench", "neurosym bench maskbench --engines neurosym --limit 50",
+                                                 "neurosym bench maskbench ../shared/data/maskbench/schemas --output mb.json"))
+@click.argument("folder", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--engines", default="neurosym,llguidance,xgrammar", show_default=True, help="Comma-separated: neurosym, llguidance, xgrammar.")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Only the first N schemas (by file name).")
+@click.option("--bpe-size", default=32000, show_default=True, type=click.IntRange(min=300), help="Byte-level BPE vocabulary size.")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON results here.")
+@json_option()
+def bench_maskbench(folder: Path | None, engines: str, limit: int | None, bpe_size: int, output: Path | None, as_json: bool) -> None:
+    """JSON Schemas by MaskBench's protocol (JSONSchemaBench, Geng et al. 2025): per schema
+    the time to first mask, then every token of each valid and invalid test instance
+    checked against the mask before it is accepted, and the end after it; passing
+    schemas, compile errors (each with its reason), valid instances refused and invalid
+    ones accepted, mask times. FOLDER: MaskBench .json files (default: the shared
+    sample, ../shared/data/maskbench/schemas). llguidance and XGrammar come with the
+    `bench` extra (pip install 'neurosym[bench]'); the BPE needs the shared wikitext-2 and
+    ud-english-ewt."""
+    from neurosym.bench import maskbench as bench_maskbench_module  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import atomic_write_bytes  # lazy: as above
+
+    names = tuple(e.strip() for e in engines.split(",") if e.strip())
+    results = bench_maskbench_module.run(folder, names, limit=limit, bpe_size=bpe_size)
+    text = json.dumps(results, indent=1)
+    if output is not None:
+        atomic_write_bytes(output, text.encode("utf-8") + b"\n", make_parents=False)
+    click.echo(text if as_json else bench_maskbench_module.format_results(results))
+
+
 @bench.command(name="inside", epilog=examples("neurosym bench inside", "neurosym bench inside --lengths 20 --sizes 16,32 --repeats 5 --json", "neurosym bench inside --lengths 20 --sizes 32 --launches --threads 1"))
 @click.option("--batch", default=8, show_default=True, type=click.IntRange(min=1), help="Sentences per batch.")
 @click.option("--lengths", default="20,40", show_default=True, help="Comma-separated sentence lengths.")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import shortest_path
+from scipy.sparse.csgraph import connected_components, shortest_path
+from scipy.sparse.linalg import splu
 
 from neurosym.errors import CompileError
 
@@ -38,16 +39,41 @@ def sparse_star(weights: dict[tuple[int, int], float], n: int, cycle: str) -> sp
     W = np.zeros((k, k))
     for (a, b), w in weights.items():
         W[at[a], at[b]] += w
-    if np.max(np.abs(np.linalg.eigvals(W))) >= 1 - 1e-12:
+    if spectral_radius(W) >= 1 - 1e-12:
         raise CompileError(cycle)
     hops = shortest_path(sp.csr_matrix(W > 0), method="D", unweighted=True, directed=True)
-    inner = np.where(np.isfinite(hops), np.linalg.inv(np.eye(k) - W), 0.0)
+    if k <= 64:
+        star = np.linalg.inv(np.eye(k) - W)
+    else:  # a sparse LU: grammars' chains are sparse, and a dense inverse is cubic in k
+        star = splu(sp.csc_matrix(sp.identity(k) - sp.csr_matrix(W))).solve(np.eye(k))
+    inner = np.where(np.isfinite(hops), star, 0.0)
     r, c = np.nonzero(inner)
     outside = np.setdiff1d(np.arange(n), touched)
     rows = np.concatenate([outside, touched[r]])
     cols = np.concatenate([outside, touched[c]])
     vals = np.concatenate([np.ones(len(outside)), inner[r, c]])
     return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+
+
+def spectral_radius(W: np.ndarray) -> float:
+    """The spectral radius of a non-negative (k, k) matrix: the largest over its strongly
+    connected components (an acyclic part has only zero eigenvalues), each block's
+    eigenvalues computed on its own — a grammar's chains are mostly acyclic, so this costs
+    far less than the eigenvalues of the whole matrix."""
+    k = W.shape[0]
+    if k == 0:
+        return 0.0
+    n_comp, comp = connected_components(sp.csr_matrix(W != 0), directed=True, connection="strong")
+    radius = 0.0
+    sizes = np.bincount(comp, minlength=n_comp)
+    loops = np.abs(np.diag(W))
+    for c in np.nonzero(sizes > 1)[0]:
+        idx = np.nonzero(comp == c)[0]
+        radius = max(radius, float(np.max(np.abs(np.linalg.eigvals(W[np.ix_(idx, idx)])))))
+    single = sizes[comp] == 1
+    if single.any():
+        radius = max(radius, float(loops[single].max()))
+    return radius
 
 
 def least_fixed_point(n: int, lhs: np.ndarray, left: np.ndarray, right: np.ndarray, p: np.ndarray, constants: np.ndarray) -> np.ndarray | None:
@@ -90,4 +116,4 @@ def least_fixed_point(n: int, lhs: np.ndarray, left: np.ndarray, right: np.ndarr
     return None
 
 
-__all__ = ["least_fixed_point", "sparse_star"]
+__all__ = ["least_fixed_point", "sparse_star", "spectral_radius"]

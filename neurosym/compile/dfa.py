@@ -263,13 +263,17 @@ def minimize_table(
     Q, K = trans.shape
     sink = Q
     full = np.vstack([np.where(trans < 0, sink, trans), np.full((1, K), sink)])
+    # equal columns (symbols every state treats alike: the bytes of one class) refine alike
+    col_ids = row_ids(np.ascontiguousarray(full.T))
+    _, one_col = np.unique(col_ids, return_index=True)
+    narrow = full[:, one_col] if len(one_col) < K else full
     fin = np.append(final.astype(bool), False)
     block = fin.astype(np.int64)
     n_blocks = len(np.unique(block))
     while True:
         if check is not None:
             check()
-        sig = np.concatenate([block[:, None], block[full]], axis=1)
+        sig = np.concatenate([block[:, None], block[narrow]], axis=1)
         new_block = row_ids(sig)
         n_new = int(new_block.max()) + 1
         if n_new == n_blocks:
@@ -390,13 +394,25 @@ class CharDFA:
         paths = sample_paths(self.trans, self.final, n, max_len, seed, stop_prob)
         return ["".join(self.partition.example(k, rng) for k in path) for path in paths]
 
+    def shortest_length(self) -> int | None:
+        """The length of the shortest accepted string (None: the language is empty)."""
+        d = int(_distance_to_final(self.trans, self.final)[0])
+        return d if d <= self.trans.shape[0] else None
+
     def byte_dfa(self) -> tuple[np.ndarray, np.ndarray]:
         """The same language over UTF-8 bytes as a minimal table: ``(trans (Qb, 256),
-        final (Qb,))``, start 0 (see :class:`ByteView` for the states)."""
-        view = ByteView.of(self)
-        states = np.arange(view.num_states)
-        trans = view.step(states[:, None], np.arange(256)[None, :])
-        return minimize_table(trans, view.final(states))
+        final (Qb,))``, start 0 (see :class:`ByteView` for the states); built once per DFA
+        (read-only arrays)."""
+        cached = self.__dict__.get("_byte_dfa")
+        if cached is None:
+            view = ByteView.of(self)
+            states = np.arange(view.num_states)
+            trans = view.step(states[:, None], np.arange(256)[None, :])
+            cached = minimize_table(trans, view.final(states))
+            for a in cached:
+                a.setflags(write=False)
+            self.__dict__["_byte_dfa"] = cached
+        return cached
 
 
 @dataclass

@@ -229,47 +229,31 @@ def _spelled_body(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-def _canonical_units() -> tuple[list[str], str]:
-    """The escape units of the canonical spelling, and regex for one canonical character."""
-    escapes = [json.dumps(chr(c), ensure_ascii=False)[1:-1] for c in range(0x20)] + ['\\"', "\\\\"]
-    one = "(?:" + "|".join([r'[^"\\\x00-\x1f]'] + [re.escape(e) for e in escapes]) + ")"
-    return escapes, one
+# an escape that spells a character no property name here holds ('"', '\\', a control):
+# every key holding one differs from the names (a '\\uXXXX' of any other character is not
+# read in keys that must differ from the names: it could spell one of them)
+KEY_ESCAPE = r'\\["\\bfnrt]|\\u00[01][0-9a-fA-F]'
 
 
-ESCAPE_UNITS, CANONICAL_CHAR = _canonical_units()
-
-
-def _units(body: str) -> list[str]:
-    """A spelled string body split into characters (an escape is one unit)."""
-    out, i = [], 0
-    while i < len(body):
-        if body[i] == "\\":
-            n = 6 if body[i + 1] == "u" else 2
-            out.append(body[i:i + n])
-            i += n
-        else:
-            out.append(body[i])
-            i += 1
-    return out
-
-
-def not_among(names: list[str]) -> str:
-    """Regex for the canonical JSON string literals (quotes included) of every string but
-    ``names``."""
+def not_among(names: list[str]) -> str | None:
+    """Regex for JSON string literals (quotes included) whose text is none of ``names``
+    (raw characters, and escapes of the characters that must be escaped); None when a
+    name holds such a character (the exclusion is then not written)."""
+    if any(_spelled_body(n) != n for n in names):
+        return None
     trie: dict = {}
     for name in names:
         node = trie
-        for u in _units(_spelled_body(name)):
-            node = node.setdefault(u, {})
+        for c in name:
+            node = node.setdefault(c, {})
         node[""] = {}
 
     def rest(node: dict) -> str:
-        units = [u for u in node if u]
+        chars = [c for c in node if c]
         alts = [] if "" in node else [""]
-        raw = frozenset(u for u in units if len(u) == 1) | frozenset('"\\') | frozenset(chr(c) for c in range(0x20))
-        others = [char_class(raw, negated=True)] + [re.escape(e) for e in ESCAPE_UNITS if e not in units]
-        alts.append("(?:" + "|".join(others) + f"){CANONICAL_CHAR}*")
-        alts += [re.escape(u) + rest(node[u]) for u in units]
+        other = char_class(frozenset(chars) | frozenset('"\\') | frozenset(chr(c) for c in range(0x20)), negated=True)
+        alts.append(f"(?:{other}|{KEY_ESCAPE}){ANY_CHAR}*")
+        alts += [re.escape(c) + rest(node[c]) for c in chars]
         return "(?:" + "|".join(alts) + ")"
 
     return '"' + rest(trie) + '"'
@@ -810,7 +794,11 @@ class _Compiler:
             members.append((self.lit(json.dumps(key, ensure_ascii=False)), self.value(sub, f"{ptr}/properties/{_pointer_escape(key)}"), key in required))
         extras = list(pattern_keys)
         if extra is not False:
-            extras.append((not_among(order), self.value(extra, f"{ptr}/additionalProperties")))
+            others = not_among(order)
+            if others is None:
+                raise self.fail(f"{ptr}/additionalProperties", "additionalProperties",
+                                "other properties beside names holding '\"', '\\' or control characters are not supported")
+            extras.append((others, self.value(extra, f"{ptr}/additionalProperties")))
         colon = self.ws + [self.lit(":")] + self.ws
         first: dict[int, str] = {}
         later: dict[int, str] = {}

@@ -274,15 +274,21 @@ def sample_lexeme(t: Lexeme, dfas: dict, rng: np.random.Generator, limits: Limit
     """One string of a ``/regex/`` terminal's language, by a random walk over its minimal
     character DFA (:meth:`CharDFA.sample`): at an accepting state the walk stops with
     probability 0.3; otherwise it takes, uniformly, one of the character classes from which
-    an accepting state is still reachable within 24 characters, and a character uniformly
-    from that class. Every drawn string is in the language and at most 24 characters long
-    (not a distribution the grammar defines: a lexeme carries no probability inside it)."""
+    an accepting state is still reachable within 24 characters (the shortest string's
+    length + 24 when every string is longer), and a character uniformly from that class.
+    Every drawn string is in the language (not a distribution the grammar defines: a
+    lexeme carries no probability inside it)."""
     key = ("lexeme", t.source)
     if key not in dfas:
         dfas[key] = pattern_dfa(t.source, limits=limits, span=t.span.shifted(1))
-    words = dfas[key].sample(1, max_len=LEXEME_MAX_CHARS, seed=int(rng.integers(2**31)), stop_prob=LEXEME_STOP)
+    seed = int(rng.integers(2**31))
+    words = dfas[key].sample(1, max_len=LEXEME_MAX_CHARS, seed=seed, stop_prob=LEXEME_STOP)
+    if not words:  # every string is longer (a uuid, a date-time): walks of up to the shortest length + 24
+        shortest = dfas[key].shortest_length()
+        if shortest is not None:
+            words = dfas[key].sample(1, max_len=shortest + LEXEME_MAX_CHARS, seed=seed, stop_prob=LEXEME_STOP)
     if not words:
-        raise CompileError(f"{t.span}: regex terminal {t} has no string of at most {LEXEME_MAX_CHARS} characters to sample")
+        raise CompileError(f"{t.span}: regex terminal {t} has no string to sample")
     return words[0]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,9 +91,28 @@ def literal_alternatives(pattern: str) -> list[str] | None:
         pos += 1
 
 
+_PATTERN_DFAS: OrderedDict[tuple, CharDFA] = OrderedDict()  # (pattern, flags, max_states) -> its DFA
+PATTERN_CACHE_SIZE = 256
+
+
 def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: Span | None = None) -> CharDFA:
     """The minimal character DFA of a Python-syntax pattern (flags: ``i`` and/or ``s``).
-    An alternation of plain literals takes the word-list route (:func:`words_dfa`)."""
+    An alternation of plain literals takes the word-list route (:func:`words_dfa`).
+    The last :data:`PATTERN_CACHE_SIZE` DFAs built are kept (a grammar's lexemes are
+    compiled for its rules, then spelled over a tokenizer: each is built once)."""
+    key = (pattern, flags, limits.max_states)
+    hit = _PATTERN_DFAS.get(key)
+    if hit is not None:
+        _PATTERN_DFAS.move_to_end(key)
+        return hit
+    dfa = _pattern_dfa(pattern, flags, limits, span)
+    _PATTERN_DFAS[key] = dfa
+    while len(_PATTERN_DFAS) > PATTERN_CACHE_SIZE:
+        _PATTERN_DFAS.popitem(last=False)
+    return dfa
+
+
+def _pattern_dfa(pattern: str, flags: str, limits: Limits, span: Span | None) -> CharDFA:
     _check_flags(flags, span)
     words = literal_alternatives(pattern)
     if words is not None and len(words) > 1:

@@ -477,7 +477,7 @@ class StringGuide(Guide):
         if not isinstance(node, tuple):
             return None
         w, q = node
-        q2 = int(self.tables.lexeme_steps(ctx, w)[q, token])
+        q2 = int(self.tables.lexeme_steps(ctx, w, q)[token])
         if q2 < 0 or not self.tables.lex_open[ctx][w][q2]:
             return None
         nxt = {(context, ctx, (w, q2)): 1.0}

@@ -155,6 +155,7 @@ def support_model(terminals: WeightedAutomaton | RuleTensors) -> TerminalModel:
 
 
 # ---------------------------------------------------------------------- longest-match writing
+LEXEME_ROWS_LIMIT = 1024  # (V,) rows of lexeme_steps kept per model (128 KB each over a 32k vocabulary)
 CACHE_LIMIT = 100_000  # entries of a model's per-context caches kept for interned contexts (Earley columns, FSG states)
 LONGER_ROUNDING = 1e-12  # a difference below this share of the token's mass is rounding: 0
 
@@ -332,7 +333,7 @@ class StringPrefixModel:
         self.lex = self.spelling.lexemes  # per context: {lexeme id: (trans, final)}
         self.lex_open = tuple({w: (t >= 0).any(1) for w, (t, _) in d.items()} for d in self.lex)  # states with a way on
         self.lex_walks: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self.lex_steps: dict[tuple[int, int], np.ndarray] = {}
+        self.lex_steps: dict[tuple[int, int, int], np.ndarray] = {}
         self.walks: dict[tuple[int, int, int], Walk] = {}
 
     # ------------------------------------------------------------------ static tables
@@ -593,33 +594,33 @@ class StringPrefixModel:
         self.bits[key] = got
         return got
 
-    def lexeme_steps(self, ctx: int, w: int) -> np.ndarray:
-        """(Q, V) int64: the state of lexeme ``w``'s surface DFA (in context ``ctx``) after
-        each token read from each state, where every byte of the token keeps the lexeme
+    def lexeme_steps(self, ctx: int, w: int, q: int) -> np.ndarray:
+        """(V,) int32: the state of lexeme ``w``'s surface DFA (in context ``ctx``) after
+        each token read from state ``q``, where every byte of the token keeps the lexeme
         going through states that are not final (so reading it forks nothing: the text
         stays inside the lexeme, one hypothesis in, one out); -1 elsewhere. One vectorised
-        step per byte over all Q states at once; kept per ``(ctx, w)``."""
-        key = (ctx, w)
+        step per byte down the token trie; kept per ``(ctx, w, q)`` — a row per state
+        decoding meets, never a table over every state (a key-exclusion lexeme has thousands)."""
+        key = (ctx, w, q)
         got = self.lex_steps.get(key)
         if got is not None:
             return got
         trans, final = self.lex[ctx][w]
-        Q = trans.shape[0]
         trie = self.token_trie
         cs, sym, es, et = trie.child_start, trie.symbol, trie.end_start, trie.end_token
-        got = np.full((Q, self.V), -1, dtype=np.int64)
-        v, q0, s = np.zeros(Q, dtype=np.int64), np.arange(Q, dtype=np.int64), np.arange(Q, dtype=np.int64)
+        got = np.full(self.V, -1, dtype=np.int32)
+        v, s = np.zeros(1, dtype=np.int64), np.full(1, q, dtype=np.int64)
         while len(v):
             counts = cs[v + 1] - cs[v]
             kids = _ranges(cs[v], cs[v + 1])
-            rep = np.repeat(np.arange(len(v)), counts)
-            s2 = trans[s[rep], sym[kids]]
+            s2 = trans[np.repeat(s, counts), sym[kids]]
             keep = s2 >= 0
             keep[keep] = ~final[s2[keep]]
-            v, q0, s = kids[keep], q0[rep][keep], s2[keep]
+            v, s = kids[keep], s2[keep]
             n = es[v + 1] - es[v]
-            owner = np.repeat(np.arange(len(v)), n)
-            got[q0[owner], et[_ranges(es[v], es[v + 1])]] = s[owner]
+            got[et[_ranges(es[v], es[v + 1])]] = np.repeat(s, n)
+        if len(self.lex_steps) >= LEXEME_ROWS_LIMIT:
+            self.lex_steps.clear()
         self.lex_steps[key] = got
         return got
 
