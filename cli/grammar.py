@@ -205,3 +205,43 @@ def files_cmd(as_json: bool) -> None:
         width = max(len(r["file"]) for r in rows)
         for r in rows:
             click.echo(f"{r['file']:<{width}}  {r['kind']}")
+
+
+@click.command(
+    name="export",
+    epilog=examples(
+        "neurosym export grammars/json.pcfg --to lark",
+        "neurosym export order.schema.json --to gbnf -o order.gbnf",
+        "neurosym export grammars/dates.regex:DATE --to ebnf",
+        "neurosym export grammars/clause.fsg --to pcfg -o clause.pcfg",
+    ),
+)
+@click.argument("file")
+@click.option("--to", "to", required=True, type=click.Choice(["lark", "gbnf", "ebnf", "pcfg"]),
+              help="lark: Lark (llguidance, SynCode, lark); gbnf: llama.cpp's GBNF; ebnf: XGrammar's EBNF; pcfg: neurosym's .pcfg, separator written out.")
+@click.option("-o", "--output", type=click.Path(), default=None, help="Write here (default: print).")
+@force_option("export")
+def export_cmd(file: str, to: str, output: str | None, force: bool) -> None:
+    """Write the grammar FILE (.pcfg, a JSON Schema .json, .lark, .gbnf, .fsg, a .regex
+    pattern as FILE.regex:NAME, a .txt word list, or a regex) in another engine's
+    grammar language. Its text is its terminals concatenated: a separator (an .fsg's or a
+    .pcfg's spaces) is written into the terminals, an automaton becomes a right-linear
+    grammar; probabilities are kept in --to pcfg and dropped elsewhere (the other engines
+    only mask). docs/json_schema.md, "Other engines' grammars"."""
+    from neurosym.compile.export import export_grammar  # lazy: --help must not load torch and every subsystem
+    from neurosym.files import OWN_MARK, atomic_write_bytes, check_not_read, check_output, recording_reads  # lazy: as above
+
+    suffix = {"lark": ".lark", "gbnf": ".gbnf", "ebnf": ".ebnf", "pcfg": ".pcfg"}[to]
+    target = None
+    if output is not None:
+        target = check_output(output, [Path(file.rsplit(":", 1)[0]) if ":" in file else Path(file)], "export", suffixes=(suffix,), force=force)
+    with recording_reads() as read:
+        text = export_grammar(file, to)
+    comment = "//" if to == "lark" else "#"
+    text = f"{comment} written by {OWN_MARK.decode()} export from {file}\n" + text
+    if target is None:
+        click.echo(text, nl=False)
+        return
+    check_not_read(target, list(read), "export")
+    atomic_write_bytes(target, text.encode("utf-8"), make_parents=False)
+    click.echo(f"wrote {target}")

@@ -26,7 +26,7 @@ import sys
 import click
 
 from neurosym.cli.bench import bench
-from neurosym.cli.grammar import check, compile_cmd, files_cmd, inspect, sample
+from neurosym.cli.grammar import check, compile_cmd, export_cmd, files_cmd, inspect, sample
 from neurosym.cli.options import examples
 from neurosym.cli.reproduce import reproduce
 from neurosym.cli.runs import eval_cmd, generate_cmd, plot, train
@@ -98,7 +98,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-for command in (check, compile_cmd, inspect, sample, files_cmd, train, plot, eval_cmd, generate_cmd, reproduce, synth, bench):
+for command in (check, compile_cmd, inspect, sample, export_cmd, files_cmd, train, plot, eval_cmd, generate_cmd, reproduce, synth, bench):
     main.add_command(command)
 
 

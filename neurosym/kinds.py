@@ -95,6 +95,10 @@ class Kind:
             with one part needs no name.
         own_vocab: the file carries its vocabulary (a compiled artifact): ``load`` takes
             no vocab, and :func:`load_grammar` checks the one asked for against it.
+        rules: ``path ->`` the file as a parsed ``.pcfg`` grammar
+            (:class:`~neurosym.dsl.pcfg.Grammar`) for a kind that is one (``.pcfg``, a
+            JSON Schema, ``.lark``, ``.gbnf``): ``neurosym export`` and ``neurosym fit``
+            read it. :func:`rules_kind` builds such a kind from it alone.
         strings: how a file of this kind is read over a tokenizer's vocabulary (kind
             ``"bytes"`` or ``"char"``) as a language of strings: ``(path, vocab, limits) ->``
             a :class:`~neurosym.compile.spelling.SpelledGrammar` (its terminals spelled out,
@@ -115,6 +119,7 @@ class Kind:
     part: PartLoader | None = None
     own_vocab: bool = False
     strings: StringLoader | None = None
+    rules: Callable[[Path], Any] | None = None
 
     def __post_init__(self):
         if not self.name or not self.suffix.startswith(".") or len(self.suffix) < 2:
@@ -195,16 +200,48 @@ def _schema(path: Path) -> Any:
     return load_schema_grammar(path)
 
 
-def _load_schema(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
-    from neurosym.compile.pcfg import load_pcfg  # lazy: as for .pcfg files
+def _lark(path: Path) -> Any:
+    from neurosym.dsl.lark_grammar import read_lark  # lazy: only .lark files need lark's grammar loader
 
-    return load_pcfg(_schema(path), vocab, limits)
+    return read_lark(path)
 
 
-def _spelled_schema(path: Path, vocab: Vocab, limits: Limits) -> Any:
-    from neurosym.compile.spelling import spell_pcfg  # lazy: as for .pcfg files
+def _gbnf(path: Path) -> Any:
+    from neurosym.dsl.gbnf import read_gbnf  # lazy: only .gbnf files need the GBNF parser
 
-    return spell_pcfg(_schema(path), vocab, limits)
+    return read_gbnf(path)
+
+
+def _read_pcfg(path: Path) -> Any:
+    from neurosym.dsl.pcfg import read_pcfg  # lazy: only .pcfg files need the PCFG parser
+
+    return read_pcfg(path)
+
+
+def rules_kind(name: str, suffix: str, rules: Callable[[Path], Any], title: str = "") -> Kind:
+    """A kind whose files read as a ``.pcfg`` grammar (``rules(path) -> Grammar``): it
+    compiles, spells over tokenizers, samples, inspects and exports as a ``.pcfg`` does
+    (the JSON Schema, ``.lark`` and ``.gbnf`` kinds are three)."""
+
+    def load(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
+        from neurosym.compile.pcfg import load_pcfg  # lazy: as for .pcfg files
+
+        return load_pcfg(rules(path), vocab, limits)
+
+    def strings(path: Path, vocab: Vocab, limits: Limits) -> Any:
+        from neurosym.compile.spelling import spell_pcfg  # lazy: as for .pcfg files
+
+        return spell_pcfg(rules(path), vocab, limits)
+
+    def inspect(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
+        from neurosym import report  # lazy: the reports import every compiler
+
+        _no_drawing(o.draw, title or f"a {suffix} grammar")
+        r = report.describe_pcfg(rules(path), o.samples, o.seed)
+        return r, report.format_pcfg(r), None
+
+    return Kind(name, suffix, load, inspect=inspect, sample=lambda path, o: _sample_rules(rules(path), o), summary=_pcfg_summary,
+                title=title, grammar=True, strings=strings, rules=rules)
 
 
 def _load_lexicon(path: Path, vocab: Vocab | None, limits: Limits) -> Any:
@@ -254,14 +291,6 @@ def _inspect_pcfg(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None
 
     _no_drawing(o.draw, "a PCFG")
     r = report.describe_pcfg(path, o.samples, o.seed)
-    return r, report.format_pcfg(r), None
-
-
-def _inspect_schema(path: Path, o: InspectOptions) -> tuple[dict, str, Path | None]:
-    from neurosym import report  # lazy: the reports import every compiler
-
-    _no_drawing(o.draw, "a JSON Schema")
-    r = report.describe_pcfg(_schema(path), o.samples, o.seed)
     return r, report.format_pcfg(r), None
 
 
@@ -338,10 +367,6 @@ def _sample_pcfg(path: Path, o: SampleOptions) -> list[str]:
     return _sample_rules(read_pcfg(path), o)
 
 
-def _sample_schema(path: Path, o: SampleOptions) -> list[str]:
-    return _sample_rules(_schema(path), o)
-
-
 def _sample_rules(grammar: Any, o: SampleOptions) -> list[str]:
     """``o.n`` sentences (or trees) of a parsed ``.pcfg`` grammar."""
     from neurosym.compile.pcfg_check import check_pcfg  # lazy: only .pcfg files need the PCFG checks
@@ -413,9 +438,10 @@ for _kind in (
     Kind("fsg", ".fsg", _load_fsg, inspect=_inspect_fsg, sample=_sample_fsg, summary=_fsg_summary,
          compiled="neurosym.compile.weighted:WeightedAutomaton", title="an .fsg grammar", grammar=True, strings=_spelled),
     Kind("pcfg", ".pcfg", _load_pcfg, inspect=_inspect_pcfg, sample=_sample_pcfg, summary=_pcfg_summary,
-         compiled="neurosym.compile.pcfg:RuleTensors", title="a .pcfg grammar", grammar=True, strings=_spelled),
-    Kind("schema", ".json", _load_schema, inspect=_inspect_schema, sample=_sample_schema, summary=_pcfg_summary,
-         title="a .json JSON Schema", grammar=True, strings=_spelled_schema),
+         compiled="neurosym.compile.pcfg:RuleTensors", title="a .pcfg grammar", grammar=True, strings=_spelled, rules=_read_pcfg),
+    rules_kind("schema", ".json", _schema, title="a .json JSON Schema"),
+    rules_kind("lark", ".lark", _lark, title="a .lark grammar"),
+    rules_kind("gbnf", ".gbnf", _gbnf, title="a .gbnf grammar"),
     Kind("lexicon", ".lex", _load_lexicon, inspect=_inspect_lexicon,
          sample=_cannot_sample("a lexicon describes tokens and does not generate sentences; sample its FSG instead"),
          summary=_lexicon_summary, compiled="neurosym.compile.lexicon:FeatureBank", title="a .lex lexicon"),
@@ -494,8 +520,8 @@ def sample(path: str | Path, options: SampleOptions = SampleOptions()) -> list[s
     """``options.n`` samples of a grammar file, one string each."""
     path = Path(path)
     kind = kind_of(path)
-    if options.trees and kind.name not in ("pcfg", "schema"):
-        raise NeurosymError("--trees applies to PCFGs and JSON Schemas only")
+    if options.trees and kind.rules is None:
+        raise NeurosymError("--trees applies to grammars with rules (.pcfg, JSON Schemas, .lark, .gbnf) only")
     path, kind = _existing(path)
     if kind.sample is None:
         raise NeurosymError(f"{path}: a {kind.name} file does not sample")
@@ -641,5 +667,5 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
 
 __all__ = [
     "BY_SUFFIX", "InspectOptions", "Kind", "SampleOptions", "inspect", "kind_of", "kind_of_object", "load", "load_grammar",
-    "register", "registered", "sample", "summary", "unregister",
+    "register", "registered", "rules_kind", "sample", "summary", "unregister",
 ]

@@ -14,7 +14,7 @@ import pytest
 
 from neurosym.bench import decode_cfg
 from neurosym.bench import decode_cfg_fixture as F
-from neurosym.bench.cfg_convert import PrefixJudge, to_gbnf, to_lark, to_recursive_regex
+from neurosym.compile.export import PrefixJudge, to_gbnf, to_lark, to_recursive_regex
 from neurosym.bench.decode_fixture import pack
 from neurosym.compile.spelling import load_spelled
 from neurosym.decode.tokenized import StringPrefixModel

@@ -24,7 +24,7 @@ from lark.exceptions import LarkError  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
 
-from neurosym.bench.cfg_convert import PrefixJudge, to_lark  # noqa: E402
+from neurosym.compile.export import PrefixJudge, to_lark  # noqa: E402
 from neurosym.bench.decode_cfg import json_documents  # noqa: E402
 from neurosym.compile.fsg import load_fsg  # noqa: E402
 from neurosym.decode.run import membership  # noqa: E402

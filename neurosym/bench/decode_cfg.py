@@ -1,7 +1,7 @@
 r"""``neurosym bench decode --cfg``: a `.pcfg` with regex terminals (``grammars/json.pcfg``)
 constraining a 32k byte-level BPE, side by side with the grammar engines that install.
 
-The grammar is written in each engine's language by :mod:`neurosym.bench.cfg_convert`
+The grammar is written in each engine's language by :mod:`neurosym.compile.export`
 (XGrammar and transformers-cfg: EBNF/GBNF; llguidance and SynCode: Lark), over the byte-level BPE
 of the regex bench (:func:`neurosym.bench.compile.bpe_tokenizer`, trained locally on
 WikiText-2 and UD English-EWT; one end-of-sequence id ``V`` added). Per engine:
@@ -20,7 +20,7 @@ WikiText-2 and UD English-EWT; one end-of-sequence id ``V`` added). Per engine:
   over its allowed tokens; the end taken with probability 0.1 where allowed). Each
   token on which two engines differ is judged by an independent judge, the ``regex``
   package's partial full match of the grammar as one recursive pattern
-  (:class:`~neurosym.bench.cfg_convert.PrefixJudge`): is the text so far plus the token
+  (:class:`~neurosym.compile.export.PrefixJudge`): is the text so far plus the token
   still a prefix of some JSON text of the grammar? A token that ends inside a UTF-8
   character is judged with the smallest and the largest completion of that character.
 
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from neurosym.bench.cfg_convert import PrefixJudge, to_gbnf, to_lark
+from neurosym.compile.export import PrefixJudge, to_gbnf, to_lark
 from neurosym.bench.decode import percentiles, peak_rss_bytes
 from neurosym.bench.grammar_engine import Engine, Trace, run_engine
 from neurosym.dsl.pcfg import Grammar, read_pcfg

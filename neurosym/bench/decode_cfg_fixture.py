@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from neurosym.bench.cfg_convert import to_gbnf
+from neurosym.compile.export import to_gbnf
 from neurosym.bench.decode_cfg import END_PROB, json_documents
 from neurosym.bench.decode_fixture import fixture_vocab, pack, train_surfaces, write_record
 from neurosym.dsl.pcfg import read_pcfg

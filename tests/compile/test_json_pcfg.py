@@ -1,7 +1,7 @@
 """`grammars/json.pcfg` (issue 29): its texts (terminals concatenated) are JSON.
 
 References independent of neurosym's compiler and runtime: Python's ``json.loads``, lark's
-Earley parser of the same grammar (written in Lark by :mod:`neurosym.bench.cfg_convert`)
+Earley parser of the same grammar (written in Lark by :mod:`neurosym.compile.export`)
 and the ``regex`` package's recursive pattern of it."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lark.exceptions import LarkError
 
-from neurosym.bench.cfg_convert import PrefixJudge, lark_parser, to_gbnf, to_lark
+from neurosym.compile.export import PrefixJudge, lark_parser, to_gbnf, to_lark
 from neurosym.compile.pcfg import load_pcfg
 from neurosym.compile.pcfg_check import analyze, check_pcfg
 from neurosym.compile.pcfg_sample import sample_sentences

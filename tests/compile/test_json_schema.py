@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lark.exceptions import LarkError
 
-from neurosym.bench.cfg_convert import PrefixJudge
+from neurosym.compile.export import PrefixJudge
 from neurosym.compile.json_schema import SchemaError, SchemaOptions, integer_range, not_among, number_range, schema_grammar
 from neurosym.compile.pcfg_check import check_pcfg
 from neurosym.compile.pcfg_sample import sample_sentences
