@@ -201,15 +201,17 @@ def _schema(path: Path) -> Any:
 
 
 def _lark(path: Path) -> Any:
+    from neurosym.compile.pcfg_check import consistent  # lazy: the PCFG analyses
     from neurosym.dsl.lark_grammar import read_lark  # lazy: only .lark files need lark's grammar loader
 
-    return read_lark(path)
+    return consistent(read_lark(path))
 
 
 def _gbnf(path: Path) -> Any:
+    from neurosym.compile.pcfg_check import consistent  # lazy: the PCFG analyses
     from neurosym.dsl.gbnf import read_gbnf  # lazy: only .gbnf files need the GBNF parser
 
-    return read_gbnf(path)
+    return consistent(read_gbnf(path))
 
 
 def _read_pcfg(path: Path) -> Any:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from neurosym.compile.pcfg_check import RADIUS_LIMIT, analyze, generating
+from neurosym.compile.pcfg_check import consistent, generating
 from neurosym.dsl.ecma_regex import PatternUnsupported, char_class, ecma_syntax, json_spelling
 from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Production, Symbol
 from neurosym.errors import NeurosymError, Span
@@ -265,7 +265,6 @@ class _Rule:
     lhs: str
     rhs: tuple[Any, ...]  # nonterminal names (str) or terminals (Lit / Lexeme)
     weight: float = 1.0
-    grows: bool = False  # a list continuing / an optional part present: lowered if the grammar is inconsistent
 
 
 def _pointer_escape(key: str) -> str:
@@ -302,8 +301,8 @@ class _Compiler:
         self.names.add(name)
         return name
 
-    def add(self, lhs: str, rhs: list | tuple, weight: float = 1.0, grows: bool = False) -> None:
-        self.rules.append(_Rule(lhs, tuple(rhs), weight, grows))
+    def add(self, lhs: str, rhs: list | tuple, weight: float = 1.0) -> None:
+        self.rules.append(_Rule(lhs, tuple(rhs), weight))
         if len(self.rules) > MAX_RULES:
             raise self.fail("", "schema", f"compiles to more than {MAX_RULES} rules; split it or lower its counts")
 
@@ -740,7 +739,7 @@ class _Compiler:
                 self.add(nt, [])
             if (hi is None or j < hi) and elem is not None:
                 nxt = nt if hi is None and j >= cap else tail(j + 1)
-                self.add(nt, sep + [elem] + self.ws + [nxt], grows=j >= lo)
+                self.add(nt, sep + [elem] + self.ws + [nxt])
             return nt
 
         self.add(name, [self.lit("[")] + self.ws + [tail(0), self.lit("]")])
@@ -812,10 +811,10 @@ class _Compiler:
             if i == len(members):
                 self.add(nt, [])
                 for key_src, val in extras:
-                    self.add(nt, sep + [self.lex(key_src)] + colon + [val] + self.ws + [rest(i, True)], grows=True)
+                    self.add(nt, sep + [self.lex(key_src)] + colon + [val] + self.ws + [rest(i, True)])
                 return nt
             key_lit, val, req = members[i]
-            self.add(nt, sep + [key_lit] + colon + [val] + self.ws + [rest(i + 1, True)], grows=not req)
+            self.add(nt, sep + [key_lit] + colon + [val] + self.ws + [rest(i + 1, True)])
             if not req:
                 self.add(nt, [rest(i + 1, started)])
             return nt
@@ -828,15 +827,7 @@ class _Compiler:
         start = self.fresh("Json")
         top = self.value(self.root, "")
         self.add(start, self.ws + [top] + self.ws)
-        rules = self._live(start)
-        for _ in range(30):
-            g = self._grammar(start, rules)
-            if analyze(g).radius < RADIUS_LIMIT * 0.99:
-                return g
-            for r in rules:
-                if r.grows:
-                    r.weight *= 0.5
-        return g
+        return consistent(self._grammar(start, self._live(start)))
 
     def _live(self, start: str) -> list[_Rule]:
         """The rules that derive a document: non-generating and unreachable ones dropped."""

@@ -147,6 +147,49 @@ def _components(M: sp.csr_matrix) -> list[tuple[np.ndarray, float]]:
     return out
 
 
+def consistent(grammar: Grammar, factor: float = 0.5, rounds: int = 60) -> Grammar:
+    """``grammar`` itself when it is consistent, else the same rules with each recursive
+    one's weight (a rule whose right-hand side reaches back to its left-hand side: a list
+    going on, an expression nesting) multiplied by ``factor`` until it is, each
+    nonterminal's probabilities renormalised: the default weights of a grammar read
+    without any (a JSON Schema's, a ``.lark`` or ``.gbnf`` file's), where uniform choices
+    would let probability leak to infinite trees."""
+    a = analyze(grammar)
+    if a.radius < RADIUS_LIMIT * 0.99:
+        return grammar
+    index = {n: i for i, n in enumerate(grammar.nonterminals)}
+    rows, cols = [], []
+    for p in grammar.productions:
+        for s in p.rhs:
+            if isinstance(s, NT) and s.name in index:
+                rows.append(index[p.lhs])
+                cols.append(index[s.name])
+    n = len(index)
+    graph = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    _, comp = connected_components(graph, directed=True, connection="strong")
+    sizes = np.bincount(comp)
+    loops = set(zip(rows, cols))
+
+    def recursive(p: Production) -> bool:
+        i = index[p.lhs]
+        return any(isinstance(s, NT) and s.name in index and comp[index[s.name]] == comp[i]
+                   and (sizes[comp[i]] > 1 or (i, i) in loops) for s in p.rhs)
+
+    marks = [recursive(p) for p in grammar.productions]
+    weights = [p.prob for p in grammar.productions]
+    for _ in range(rounds):
+        weights = [w * factor if m else w for w, m in zip(weights, marks)]
+        totals: dict[str, float] = {}
+        for p, w in zip(grammar.productions, weights):
+            totals[p.lhs] = totals.get(p.lhs, 0.0) + w
+        prods = [Production(p.lhs, p.rhs, w / totals[p.lhs], p.weight, p.span, p.lhs_span, p.weight_span)
+                 for p, w in zip(grammar.productions, weights)]
+        out = Grammar(grammar.path, grammar.start, grammar.start_span, prods, grammar.imports, True, grammar.weights, grammar.separator)
+        if analyze(out).radius < RADIUS_LIMIT * 0.99:
+            return out
+    return out
+
+
 def check_pcfg(grammar: Grammar | str | Path, strict: bool = True) -> list[Finding]:
     """Findings about a grammar (a parsed :class:`Grammar` or a path), sorted by position.
 
