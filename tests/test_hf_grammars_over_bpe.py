@@ -168,3 +168,45 @@ def test_clause_samples_are_sentences_of_the_fsg(model, tokenizer):
         rows = [row + ([auto.vocab.id(w)] if w is not None else []) for w in heads]
         _, viable = membership(auto, rows)
         assert bool(viable.any()), text
+
+
+OTHER_ENGINES = ROOT / "tests" / "data" / "grammars"
+
+
+def test_other_engines_grammars_constrain_a_gpt2(model, tokenizer):
+    """Issue 42: a user's own Lark grammar and llama.cpp's documented JSON GBNF, read as
+    they are, constrain the model: every finished sample is in the language as lark (for
+    the .lark) and ``json.loads`` (for the .gbnf) read it."""
+    lark_file = OTHER_ENGINES / "arith_user.lark"
+    parser = Lark(lark_file.read_text(), parser="earley")
+    drawn = samples(model, tokenizer, str(lark_file))
+    done = [t for t, f in drawn if f]
+    print(f"arith_user.lark: {len(done)} of {len(drawn)} samples finished")
+    assert len(done) > 0
+    for text in done:
+        parser.parse(text)  # raises if lark refuses it
+    drawn = samples(model, tokenizer, str(OTHER_ENGINES / "llama_cpp_json.gbnf"))
+    done = [t for t, f in drawn if f]
+    print(f"llama_cpp_json.gbnf: {len(done)} of {len(drawn)} samples finished")
+    assert len(done) > 0
+    for text in done:
+        assert isinstance(json.loads(text), dict), text  # the grammar's root is an object
+
+
+def test_a_json_schema_constrains_a_gpt2(model, tokenizer):
+    """A JSON Schema (a dict) through GrammarLogitsProcessor: every finished sample is an
+    instance by the jsonschema package."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 99},
+                                               "tag": {"enum": ["a", "b"]}}, "required": ["id"], "additionalProperties": False}
+    proc = GrammarLogitsProcessor(schema, tokenizer)
+    done = []
+    for seed in range(3):
+        enc = tokenizer([EOS] * BATCH, return_tensors="pt")
+        torch.manual_seed(seed)
+        ids = model.generate(**enc, logits_processor=[proc], do_sample=True, max_new_tokens=MAX_NEW, pad_token_id=tokenizer.eos_token_id)
+        finished = (ids[:, 1:] == tokenizer.eos_token_id).any(dim=1).tolist()
+        done += [t for t, f in zip(continuations(tokenizer, ids, 1), finished) if f]
+    assert done
+    for text in done:
+        jsonschema.validate(json.loads(text), schema)

@@ -45,7 +45,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
+
+from neurosym.compile.dfa import DEFAULT_MAX_STATES, CharDFA, Partition, product
 from neurosym.compile.pcfg_check import consistent, generating
+from neurosym.compile.regex import pattern_dfa, register_pattern, words_dfa
 from neurosym.dsl.ecma_regex import PatternUnsupported, char_class, ecma_syntax, json_spelling
 from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Production, Symbol
 from neurosym.errors import NeurosymError, Span
@@ -53,7 +57,8 @@ from neurosym.files import read_input
 
 SCHEMA_LIMIT_BYTES = 64 * 2**20
 MAX_RULES = 200_000  # productions a schema may compile to
-MAX_COUNT = 1_000  # largest minItems/maxItems/minLength/maxLength read exactly
+MAX_ITEMS = 1_000  # largest minItems/maxItems/minProperties/maxProperties read exactly (a rule per count)
+MAX_LENGTH = 100_000  # largest minLength/maxLength read exactly (a counter automaton, a few states per count)
 MAX_MERGE_DEPTH = 40
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 
@@ -135,9 +140,11 @@ class SchemaError(NeurosymError):
 @dataclass(frozen=True)
 class SchemaOptions:
     """How a schema is read: ``compact`` allows no whitespace between tokens (default: as
-    RFC 8259 allows, around every structural character)."""
+    RFC 8259 allows, around every structural character); ``max_states``: the largest
+    string automaton built for a length bound (``--max-states``)."""
 
     compact: bool = False
+    max_states: int = DEFAULT_MAX_STATES
 
 
 # ---------------------------------------------------------------------- integer ranges as digit automata
@@ -225,6 +232,44 @@ def number_range(lo: int | None, lo_strict: bool, hi: int | None, hi_strict: boo
 
 
 # ---------------------------------------------------------------------- strings
+_NORMAL_CLASSES = (0, 4, 5, 6, 7, 8)  # characters written as themselves (class ids of string_dfa's partition)
+
+
+def string_dfa(lo: int, hi: int | None) -> CharDFA:
+    """The minimal DFA of JSON string literals (quotes included, any escape) of ``lo`` to
+    ``hi`` characters (``hi`` None: no upper bound), an escape counting as one: built as a
+    counter, in time linear in the bound (the regex ``"CHAR{lo,hi}"`` determinises in time
+    quadratic in it)."""
+    groups = ['"', "\\", "".join(map(chr, range(0x20))), "/", "nrt", "bf", "u", "0123456789acdeACDEF"]
+    members: list[list[str]] = [[]] + [sorted(g) for g in groups]
+    part = Partition({c: k for k, g in enumerate(members) if k for c in g}, members)
+    C = lo if hi is None else hi
+    K = len(members)
+    # states: 0 start, 1 end, then per count i: N, E, U1, U2, U3, U4
+    N, E, U1 = (lambda i: 2 + 6 * i), (lambda i: 3 + 6 * i), (lambda i: 4 + 6 * i)
+    trans = np.full((2 + 6 * (C + 1), K), -1, dtype=np.int64)
+    trans[0, 1] = N(0)
+    for i in range(C + 1):
+        more = hi is None or i < hi
+        nxt = N(min(i + 1, C)) if hi is None else N(i + 1) if more else -1
+        if i >= lo:
+            trans[N(i), 1] = 1
+        if not more:
+            continue
+        for k in _NORMAL_CLASSES:
+            trans[N(i), k] = nxt
+        trans[N(i), 2] = E(i)
+        for k in (1, 2, 4, 5, 6):  # \" \\ \/ \n \r \t \b \f
+            trans[E(i), k] = nxt
+        trans[E(i), 7] = U1(i)
+        for d in range(4):  # \u and four hex digits
+            for k in (6, 8):
+                trans[U1(i) + d, k] = U1(i) + d + 1 if d < 3 else nxt
+    final = np.zeros(trans.shape[0], dtype=bool)
+    final[1] = True
+    return CharDFA(trans, final, part).minimized()
+
+
 def _spelled_body(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
@@ -271,6 +316,11 @@ def _pointer_escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
+# one character as json.dumps(ensure_ascii=False) writes it, and any string so written
+CANONICAL_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|\\u00(?:0[0-7]|0b|0e|0f|1[0-9a-f]))'
+CANONICAL_STRING = f'"{CANONICAL_CHAR}*"'
+
+
 class _Compiler:
     def __init__(self, root: Any, path: str | None, options: SchemaOptions):
         self.root = root
@@ -283,6 +333,7 @@ class _Compiler:
         self.anchors = self._anchor_index()
         self.span = Span(path, 1, 1)
         self.root_id = root.get("$id", root.get("id")) if isinstance(root, dict) else None
+        self.max_states = options.max_states
 
     # -- errors and names
     def where(self, ptr: str) -> str:
@@ -661,31 +712,64 @@ class _Compiler:
         return int(v), strict
 
     def string(self, schema: dict, ptr: str) -> str | None:
-        lo, hi = self.count(schema, ptr, "minLength", "maxLength")
+        lo, hi = self.count(schema, ptr, "minLength", "maxLength", MAX_LENGTH)
         fmt = schema.get("format")
         fmt = fmt if isinstance(fmt, str) and fmt in FORMATS else None
         pattern = schema.get("pattern")
         if pattern is not None and fmt is not None:
             raise self.fail(f"{ptr}/pattern", "pattern", "pattern together with format is not supported")
-        if (pattern is not None or fmt is not None) and (lo > 0 or hi is not None):
-            key = "pattern" if pattern is not None else "format"
-            raise self.fail(f"{ptr}/{key}", key, f"{key} together with minLength/maxLength is not supported")
+        if hi is not None and hi < lo:
+            return None
+        counted = f'"{ANY_CHAR}{{{lo},{"" if hi is None else hi}}}"'  # the length bounds, as a regex
         if fmt is not None:
-            return f'"{FORMATS[fmt]}"'
-        if pattern is not None:
+            source = f'"{FORMATS[fmt]}"'
+        elif pattern is not None:
             if not isinstance(pattern, str):
                 raise self.fail(f"{ptr}/pattern", "pattern", f"expected a string, got {json.dumps(pattern)}")
             try:
-                return '"' + json_spelling(ecma_syntax(pattern)) + '"'
+                source = '"' + json_spelling(ecma_syntax(pattern)) + '"'
             except PatternUnsupported as err:
                 raise self.fail(f"{ptr}/pattern", "pattern", f"{pattern!r}: {err}") from None
-        if hi is not None and hi < lo:
-            return None
-        if lo == 0 and hi is None:
+        elif lo == 0 and hi is None:
             return f'"{ANY_CHAR}*"'
-        return f'"{ANY_CHAR}{{{lo},{"" if hi is None else hi}}}"'
+        else:
+            return register_pattern(counted, self.sized(string_dfa(lo, hi), ptr, "maxLength" if hi is not None else "minLength"))
+        if lo == 0 and hi is None:
+            return source
+        key = "pattern" if pattern is not None else "format"
+        try:  # both: the intersection, said by a lookahead that re reads and built as a product here
+            dfa = product(pattern_dfa(source), string_dfa(lo, hi), max_states=self.max_states)
+        except NeurosymError as err:
+            raise self.fail(f"{ptr}/{key}", key, f"{key} with minLength/maxLength: {err}") from None
+        # a JSON string literal ends at its first unescaped quote, so the lookahead reads the same literal as the pattern
+        return register_pattern(f"(?={counted}){source}", self.sized(dfa, ptr, key))
 
-    def count(self, schema: dict, ptr: str, low: str, high: str) -> tuple[int, int | None]:
+    def key_lexeme(self, keys: str, minus_patterns: list[str], minus_names: list[str]) -> str:
+        """A lexeme for the keys of regex ``keys`` that match none of ``minus_patterns`` and
+        spell none of ``minus_names`` (bodies, canonically spelled): a DFA difference,
+        registered under a regex with a negative lookahead that says the same."""
+        if not minus_patterns and not minus_names:
+            return keys
+        if not minus_patterns and keys == CANONICAL_STRING:
+            exact = not_among([json.loads(f'"{n}"') for n in minus_names])
+            if exact is not None:
+                return exact
+        dfa = pattern_dfa(keys)
+        for src in minus_patterns:
+            dfa = product(dfa, pattern_dfa(src), keep="first", max_states=self.max_states)
+        if minus_names:
+            dfa = product(dfa, words_dfa(['"' + n + '"' for n in minus_names]), keep="first", max_states=self.max_states)
+        banned = "(?:" + "|".join(minus_patterns + [re.escape('"' + n + '"') for n in minus_names]) + ")"
+        return register_pattern(f"(?!{banned}){keys}", dfa)  # (a literal ends at its first unescaped quote)
+
+    def sized(self, dfa: CharDFA, ptr: str, key: str) -> CharDFA:
+        """``dfa`` if it has at most ``max_states`` states, else a SchemaError at ``key``."""
+        if dfa.num_states > self.max_states:
+            raise self.fail(f"{ptr}/{key}", key, f"the string automaton needs {dfa.num_states} states, above the limit of "
+                            f"{self.max_states} (a length bound costs about 6 states per character; raise --max-states)")
+        return dfa
+
+    def count(self, schema: dict, ptr: str, low: str, high: str, cap: int = MAX_ITEMS) -> tuple[int, int | None]:
         out = []
         for key, default in ((low, 0), (high, None)):
             v = schema.get(key, default)
@@ -693,8 +777,8 @@ class _Compiler:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or float(v) != math.floor(v):
                     raise self.fail(f"{ptr}/{key}", key, f"expected a non-negative integer, got {json.dumps(v)}")
                 v = int(v)
-                if v > MAX_COUNT:
-                    raise self.fail(f"{ptr}/{key}", key, f"{v} is above the largest count read exactly ({MAX_COUNT})")
+                if v > cap:
+                    raise self.fail(f"{ptr}/{key}", key, f"{v} is above the largest count read exactly ({cap})")
             out.append(v)
         return out[0], out[1]
 
@@ -758,45 +842,46 @@ class _Compiler:
         if not isinstance(patterns, dict):
             raise self.fail(f"{ptr}/patternProperties", "patternProperties", "expected an object of schemas")
         order = list(props) + [r for r in dict.fromkeys(required) if r not in props]
-        for r in order[len(props):]:
-            if patterns:
-                raise self.fail(f"{ptr}/required", "required", f"{r!r} is required but only matched by patternProperties: not supported")
-        pattern_keys = []
+        # each pattern: its key regex (spelled canonically), its DFA, its schema; a defined or
+        # required name it matches takes that schema too (allOf), as the specification says
+        pattern_keys: list[tuple[str, str, Any]] = []
+        also: dict[str, list] = {}
         for pat, sub in patterns.items():
-            if sub is False:
-                continue
+            where = f"{ptr}/patternProperties/{_pointer_escape(pat)}"
             try:
                 syntax = ecma_syntax(pat)
-                src = ecma_regex_search(pat)
+                search = ecma_regex_search(pat)
             except PatternUnsupported as err:
-                raise self.fail(f"{ptr}/patternProperties/{_pointer_escape(pat)}", "patternProperties", f"{pat!r}: {err}") from None
-            clash = [p for p in order if src.search(p)]
-            if clash:
-                raise self.fail(f"{ptr}/patternProperties/{_pointer_escape(pat)}", "patternProperties",
-                                f"the property {clash[0]!r} also matches {pat!r}: not supported")
-            pattern_keys.append(('"' + json_spelling(syntax) + '"', self.value(sub, f"{ptr}/patternProperties/{_pointer_escape(pat)}")))
-        if len(pattern_keys) > 1 and len({nt for _, nt in pattern_keys}) > 1:
-            raise self.fail(f"{ptr}/patternProperties", "patternProperties", "several patterns with different schemas are not supported")
-        if pattern_keys and extra is not False:
-            raise self.fail(f"{ptr}/additionalProperties", "additionalProperties",
-                            "patternProperties with additional properties allowed is not supported (set additionalProperties to false)")
+                raise self.fail(where, "patternProperties", f"{pat!r}: {err}") from None
+            for key in order:
+                if search.search(key):
+                    also.setdefault(key, []).append(sub)
+            pattern_keys.append(('"' + json_spelling(syntax) + '"', where, sub))
+        live = [(src, where, sub) for src, where, sub in pattern_keys if sub is not False]
+        for i in range(len(live)):  # a key two patterns match must meet both schemas: refused unless they cannot meet
+            for j in range(i):
+                if live[i][2] != live[j][2] and product(pattern_dfa(live[i][0]), pattern_dfa(live[j][0])).final.any():
+                    raise self.fail(live[i][1], "patternProperties", f"keys may match two patterns with different schemas "
+                                    f"({live[j][1].rsplit('/', 1)[-1]!r} too): not supported")
         lo, hi = self.count(schema, ptr, "minProperties", "maxProperties")
-        open_ended = bool(pattern_keys) or extra is not False
+        open_ended = bool(live) or extra is not False
         if lo > len(set(required)) or (hi is not None and (open_ended or hi < len(order))):
             key = "minProperties" if lo > len(set(required)) else "maxProperties"
             raise self.fail(f"{ptr}/{key}", key, f"{key} is read only where the required properties (or the closed set of properties) already meet it")
 
         name = self.fresh(_hint(ptr) + ".object")
         members = []
-        for i, key in enumerate(order):
+        for key in order:
             sub = props[key] if key in props else extra
+            if key in also:
+                sub = {"allOf": [sub, *also[key]]}
             members.append((self.lit(json.dumps(key, ensure_ascii=False)), self.value(sub, f"{ptr}/properties/{_pointer_escape(key)}"), key in required))
-        extras = list(pattern_keys)
+        extras = [(self.key_lexeme(src, [], []), self.value(sub, where)) for src, where, sub in live]
+        names = [_spelled_body(n) for n in order]
+        if live:  # a pattern key is none of the names
+            extras = [(self.key_lexeme(src, [], names), nt) for (src, _, _), (_, nt) in zip(live, extras)]
         if extra is not False:
-            others = not_among(order)
-            if others is None:
-                raise self.fail(f"{ptr}/additionalProperties", "additionalProperties",
-                                "other properties beside names holding '\"', '\\' or control characters are not supported")
+            others = self.key_lexeme(CANONICAL_STRING, [src for src, _, _ in pattern_keys], names)
             extras.append((others, self.value(extra, f"{ptr}/additionalProperties")))
         colon = self.ws + [self.lit(":")] + self.ws
         first: dict[int, str] = {}

@@ -93,6 +93,26 @@ def literal_alternatives(pattern: str) -> list[str] | None:
 
 _PATTERN_DFAS: OrderedDict[tuple, CharDFA] = OrderedDict()  # (pattern, flags, max_states) -> its DFA
 PATTERN_CACHE_SIZE = 256
+_BUILT: OrderedDict[str, CharDFA] = OrderedDict()  # pattern -> a DFA built without parsing it (register_pattern)
+BUILT_SIZE = 100_000
+
+
+def register_pattern(pattern: str, dfa: CharDFA) -> str:
+    """Say that ``dfa`` is the language of the Python-syntax ``pattern``, for a DFA built
+    directly (a JSON string's length bounds as a counter, an intersection or a difference
+    of automata): :func:`pattern_dfa` then answers with ``dfa`` instead of parsing
+    ``pattern``, which may hold what the parser here does not read (a lookahead saying the
+    intersection; :mod:`re` reads it, so every reference still can). Returns ``pattern``."""
+    _BUILT[pattern] = dfa
+    _BUILT.move_to_end(pattern)
+    while len(_BUILT) > BUILT_SIZE:
+        _BUILT.popitem(last=False)
+    return pattern
+
+
+def registered_pattern(pattern: str) -> CharDFA | None:
+    """The DFA :func:`register_pattern` holds for ``pattern``, or None."""
+    return _BUILT.get(pattern)
 
 
 def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: Span | None = None) -> CharDFA:
@@ -100,6 +120,11 @@ def pattern_dfa(pattern: str, flags: str = "", limits: Limits = Limits(), span: 
     An alternation of plain literals takes the word-list route (:func:`words_dfa`).
     The last :data:`PATTERN_CACHE_SIZE` DFAs built are kept (a grammar's lexemes are
     compiled for its rules, then spelled over a tokenizer: each is built once)."""
+    built = _BUILT.get(pattern) if not flags else None
+    if built is not None:
+        if built.num_states > limits.max_states:
+            raise CompileError(f"{span or '<string>'}: {_shown(pattern)}: {built.num_states} states, above the limit of {limits.max_states}")
+        return built
     key = (pattern, flags, limits.max_states)
     hit = _PATTERN_DFAS.get(key)
     if hit is not None:

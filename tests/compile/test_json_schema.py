@@ -99,6 +99,22 @@ CASES = [
      [None, "", "a"],
      ["ab", 0]),
     (True, [1, "x", {"a": [None]}], []),
+    ({"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+     [{}, {"ab": 1, "x": "s"}, {"a": 2}, {"b": "", "ba": "t"}],
+     [{"ab": "s"}, {"x": 1}, {"a": None}]),
+    ({"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^a": {"minimum": 0}},
+      "additionalProperties": False},
+     [{"ab": 1}, {"ab": 0, "ac": 5}, {"ac": "x"}],
+     [{"ab": -1}, {"b": 1}, {"ac": -2}]),
+    ({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3},
+     ["abc", "a", "zz"],
+     ["abcd", "", "A"]),
+    ({"type": "string", "format": "date", "maxLength": 10, "minLength": 10},
+     ["2024-01-31"],
+     ["2024-1-31", "2024-01-32"]),
+    ({"type": "string", "minLength": 3, "maxLength": 1024},
+     ["x" * 1024, "abc", "\n\t\u2603"],
+     ["x" * 1025, "ab", ""]),
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]},  # b: required, any value
      [{"a": 1, "b": None}, {"a": 1, "b": {"c": 1}}],
      [{"a": 1}, {"b": 1}]),
@@ -185,8 +201,8 @@ def test_properties_come_in_definition_order():
     ({"type": "numbr"}, "type", "#/type"),
     ({"type": "number", "minimum": 0.5}, "minimum", "#/minimum"),
     ({"type": "string", "maxLength": 10**6}, "maxLength", "#/maxLength"),
-    ({"type": "object", "patternProperties": {"^a": {}}, "additionalProperties": {"type": "integer"}}, "additionalProperties",
-     "#/additionalProperties"),
+    ({"type": "object", "patternProperties": {"^a": {"type": "string"}, "b$": {"type": "integer"}}}, "patternProperties",
+     "#/patternProperties/b$"),
 ])
 def test_what_is_not_supported_is_refused_with_keyword_and_pointer(schema, keyword, pointer):
     with pytest.raises(SchemaError) as err:
@@ -273,3 +289,33 @@ def test_random_values_the_grammar_accepts_are_instances():
         for v in pool + [pool[i] for i in rng.integers(0, len(pool), 10)]:
             if in_language(parser, v):
                 assert instance_of(schema, v), (schema, v)
+
+
+@given(lo=st.integers(0, 6), span=st.one_of(st.none(), st.integers(0, 6)),
+       parts=st.lists(st.sampled_from(["a", "é", "\\n", "\\u00e9", "\\uD83D", "\\\\", '\\"', "\\x", "\\u12", '"', "\x01", "b", "f"]),
+                      max_size=9))
+@settings(max_examples=300, deadline=None)
+def test_counted_string_automata_match_their_regex(lo, span, parts):
+    """The counter automaton of a length-bounded string says what its registered regex says."""
+    from neurosym.compile.json_schema import ANY_CHAR, string_dfa
+
+    hi = None if span is None else lo + span
+    text = '"' + "".join(parts) + '"'
+    regex = f'"{ANY_CHAR}{{{lo},{"" if hi is None else hi}}}"'
+    assert string_dfa(lo, hi).accepts(text) == bool(re.fullmatch(regex, text))
+
+
+def test_lexemes_built_as_products_read_as_their_regex_says():
+    """Registered lexemes (intersections and differences built as automata) against
+    Python's re reading the lookahead regex they are registered under."""
+    from neurosym.compile.regex import pattern_dfa
+
+    g = schema_grammar({"type": "object", "patternProperties": {"^a": {"type": "string", "pattern": "^[a-c]+$", "maxLength": 2}},
+                        "properties": {"ab": {"type": "integer"}}, "additionalProperties": {"type": "null"}})
+    texts = ['"a"', '"ab"', '"abc"', '"ac"', '"b"', '"x"', '""', '"\\u0061b"', '"a\\n"', '"ca"', '"ad"']
+    lexemes = [src for src in g.lexemes if src.startswith("(?")]
+    assert len(lexemes) >= 2
+    for src in lexemes:
+        dfa = pattern_dfa(src)
+        for t in texts:
+            assert dfa.accepts(t) == bool(re.fullmatch(src, t)), (src, t)
