@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
 
 from neurosym.compile.nfa import NFA, Label
 from neurosym.errors import CompileError
@@ -296,6 +298,35 @@ def minimize_table(
     return out, q_final[order]
 
 
+MINIMIZE_BYTES_UP_TO = 4096  # byte tables of more states are trimmed (trim_table), not minimised
+
+
+def trim_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The states of a DFA table (Q, K) (-1 = reject) reachable from ``start`` and from
+    which a final state is reachable, renumbered with the start as 0 (the empty language:
+    one non-final state with no arcs): what :func:`minimize_table` keeps, without merging
+    equivalent states; linear in the arcs (graph searches, no refinement rounds)."""
+    Q, K = trans.shape
+    src, sym = np.nonzero(trans >= 0)
+    dst = trans[src, sym]
+    graph = sp.csr_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(Q + 1, Q + 1))
+    reach = np.zeros(Q + 1, dtype=bool)
+    reach[breadth_first_order(graph, start, directed=True, return_predecessors=False)] = True
+    finals = np.nonzero(final)[0]
+    back = sp.csr_matrix((np.ones(len(src) + len(finals), dtype=np.int8), (np.concatenate([dst, np.full(len(finals), Q)]),
+                                                                          np.concatenate([src, finals]))), shape=(Q + 1, Q + 1))
+    alive = np.zeros(Q + 1, dtype=bool)
+    alive[breadth_first_order(back, Q, directed=True, return_predecessors=False)] = True
+    keep = reach[:Q] & alive[:Q]
+    if not keep[start]:
+        return np.full((1, K), -1, dtype=np.int64), np.zeros(1, dtype=bool)
+    order = np.concatenate([[start], np.nonzero(keep & (np.arange(Q) != start))[0]])
+    remap = np.full(Q, -1, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    out = trans[order]
+    return np.where(out >= 0, remap[np.maximum(out, 0)], -1), final[order].astype(bool)
+
+
 def breadth_first(trans: np.ndarray, start: int) -> np.ndarray:
     """The states reachable from ``start`` in a table (Q, K) (-1 = no arc), in
     breadth-first order (columns in order within a state): one vectorised step per level."""
@@ -408,7 +439,8 @@ class CharDFA:
             view = ByteView.of(self)
             states = np.arange(view.num_states)
             trans = view.step(states[:, None], np.arange(256)[None, :])
-            cached = minimize_table(trans, view.final(states))
+            # a big table (a long counter: a rounds-per-state refinement) is trimmed, not minimised
+            cached = (minimize_table if view.num_states <= MINIMIZE_BYTES_UP_TO else trim_table)(trans, view.final(states))
             for a in cached:
                 a.setflags(write=False)
             self.__dict__["_byte_dfa"] = cached

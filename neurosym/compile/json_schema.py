@@ -47,7 +47,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
-from neurosym.compile.dfa import DEFAULT_MAX_STATES, CharDFA, Partition, product
+from neurosym.compile.dfa import DEFAULT_MAX_STATES, CharDFA, Partition, breadth_first, product
 from neurosym.compile.pcfg_check import consistent, generating
 from neurosym.compile.regex import pattern_dfa, register_pattern, words_dfa
 from neurosym.dsl.ecma_regex import PatternUnsupported, char_class, ecma_syntax, json_spelling
@@ -58,7 +58,8 @@ from neurosym.files import read_input
 SCHEMA_LIMIT_BYTES = 64 * 2**20
 MAX_RULES = 200_000  # productions a schema may compile to
 MAX_ITEMS = 1_000  # largest minItems/maxItems/minProperties/maxProperties read exactly (a rule per count)
-MAX_LENGTH = 100_000  # largest minLength/maxLength read exactly (a counter automaton, a few states per count)
+MAX_LENGTH = 1_000_000  # largest minLength/maxLength read exactly
+STRING_BLOCK = 1_000  # characters per block of a string too long for one counter automaton
 MAX_MERGE_DEPTH = 40
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 
@@ -235,11 +236,11 @@ def number_range(lo: int | None, lo_strict: bool, hi: int | None, hi_strict: boo
 _NORMAL_CLASSES = (0, 4, 5, 6, 7, 8)  # characters written as themselves (class ids of string_dfa's partition)
 
 
-def string_dfa(lo: int, hi: int | None) -> CharDFA:
+def string_dfa(lo: int, hi: int | None, quotes: bool = True) -> CharDFA:
     """The minimal DFA of JSON string literals (quotes included, any escape) of ``lo`` to
     ``hi`` characters (``hi`` None: no upper bound), an escape counting as one: built as a
     counter, in time linear in the bound (the regex ``"CHAR{lo,hi}"`` determinises in time
-    quadratic in it)."""
+    quadratic in it). ``quotes=False``: the string's body alone."""
     groups = ['"', "\\", "".join(map(chr, range(0x20))), "/", "nrt", "bf", "u", "0123456789acdeACDEF"]
     members: list[list[str]] = [[]] + [sorted(g) for g in groups]
     part = Partition({c: k for k, g in enumerate(members) if k for c in g}, members)
@@ -248,7 +249,8 @@ def string_dfa(lo: int, hi: int | None) -> CharDFA:
     # states: 0 start, 1 end, then per count i: N, E, U1, U2, U3, U4
     N, E, U1 = (lambda i: 2 + 6 * i), (lambda i: 3 + 6 * i), (lambda i: 4 + 6 * i)
     trans = np.full((2 + 6 * (C + 1), K), -1, dtype=np.int64)
-    trans[0, 1] = N(0)
+    if quotes:
+        trans[0, 1] = N(0)
     for i in range(C + 1):
         more = hi is None or i < hi
         nxt = N(min(i + 1, C)) if hi is None else N(i + 1) if more else -1
@@ -267,7 +269,17 @@ def string_dfa(lo: int, hi: int | None) -> CharDFA:
                 trans[U1(i) + d, k] = U1(i) + d + 1 if d < 3 else nxt
     final = np.zeros(trans.shape[0], dtype=bool)
     final[1] = True
-    return CharDFA(trans, final, part).minimized()
+    if not quotes:  # the body: start at count 0, stop where the closing quote may come
+        final = np.zeros(trans.shape[0], dtype=bool)
+        final[[N(i) for i in range(lo, C + 1)]] = True
+        trans[:, 1] = np.where(trans[:, 1] == 1, -1, trans[:, 1])
+        trans[0] = trans[N(0)]
+        final[0] = lo == 0
+    order = breadth_first(trans, 0)  # minimal once trimmed: each count is its own state (no refinement rounds)
+    remap = np.full(trans.shape[0], -1, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    kept = trans[order]
+    return CharDFA(np.where(kept >= 0, remap[np.maximum(kept, 0)], -1), final[order], part)
 
 
 def _spelled_body(text: str) -> str:
@@ -661,8 +673,11 @@ class _Compiler:
                 if src is not None:
                     self.add(name, [self.lex(src)])
             elif t == "string":
-                src = self.string(schema, ptr)
-                if src is not None:
+                long = self.long_string(schema, ptr)
+                src = None if long is not None else self.string(schema, ptr)
+                if long is not None:
+                    self.add(name, [long])
+                elif src is not None:
                     self.add(name, [self.lex(src)])
             elif t == "array":
                 self.add(name, [self.array(schema, ptr)])
@@ -732,7 +747,11 @@ class _Compiler:
                 raise self.fail(f"{ptr}/pattern", "pattern", f"{pattern!r}: {err}") from None
         elif lo == 0 and hi is None:
             return f'"{ANY_CHAR}*"'
-        else:
+        if 6 * max(lo, hi or 0) > self.max_states:  # the counter's size, known before it is built
+            key = "maxLength" if hi is not None else "minLength"
+            raise self.fail(f"{ptr}/{key}", key, f"a string automaton of about {6 * max(lo, hi or 0)} states, above the limit of "
+                            f"{self.max_states} (a length bound costs about 6 states per character; raise --max-states)")
+        if pattern is None and fmt is None:
             return register_pattern(counted, self.sized(string_dfa(lo, hi), ptr, "maxLength" if hi is not None else "minLength"))
         if lo == 0 and hi is None:
             return source
@@ -768,6 +787,35 @@ class _Compiler:
             raise self.fail(f"{ptr}/{key}", key, f"the string automaton needs {dfa.num_states} states, above the limit of "
                             f"{self.max_states} (a length bound costs about 6 states per character; raise --max-states)")
         return dfa
+
+    def long_string(self, schema: dict, ptr: str) -> str | None:
+        """A string whose length bound is too long for one counter automaton, and no pattern
+        or format: ``"`` blocks ``"``, written as a grammar of blocks of exactly
+        :data:`STRING_BLOCK` characters and one shorter tail (one split per length: no
+        ambiguity); None for every other string."""
+        lo, hi = self.count(schema, ptr, "minLength", "maxLength", MAX_LENGTH)
+        if 6 * max(lo, hi or 0) <= self.max_states // 2 or schema.get("pattern") is not None or (
+                isinstance(schema.get("format"), str) and schema["format"] in FORMATS) or (hi is not None and hi < lo):
+            return None
+        k = STRING_BLOCK
+        block = self.lex(register_pattern(f"{ANY_CHAR}{{{k}}}", string_dfa(k, k, quotes=False)))
+        name = self.fresh(_hint(ptr) + ".long")
+        last = (lo // k) + 1 if hi is None else hi // k  # blocks: at most this many (hi None: from here on, repeat)
+        for j in range(last + 1):
+            nt = f"{name}.{j}"
+            self.names.add(nt)
+            a, b = max(0, lo - j * k), (k - 1) if hi is None else min(k - 1, hi - j * k)
+            if a <= b:
+                if a == 0:
+                    self.add(nt, [])
+                if b >= max(1, a):
+                    self.add(nt, [self.lex(register_pattern(f"{ANY_CHAR}{{{max(1, a)},{b}}}", string_dfa(max(1, a), b, quotes=False)))])
+            if hi is None and j == last:
+                self.add(nt, [block, nt])
+            elif (j + 1) * k <= (hi if hi is not None else (j + 1) * k):
+                self.add(nt, [block, f"{name}.{j + 1}"])
+        self.add(name, [self.lit('"'), f"{name}.0", self.lit('"')])
+        return name
 
     def count(self, schema: dict, ptr: str, low: str, high: str, cap: int = MAX_ITEMS) -> tuple[int, int | None]:
         out = []
