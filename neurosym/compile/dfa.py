@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
+from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
 from neurosym.compile.nfa import NFA, Label
 from neurosym.errors import CompileError
@@ -669,16 +669,13 @@ def _distance_to_final(delta: np.ndarray, final: np.ndarray) -> np.ndarray:
     """Fewest tokens from each state to a final state (a large number if none)."""
     Q = delta.shape[0]
     inf = np.iinfo(np.int64).max // 2
-    dist = np.where(final, 0, inf)
-    safe = np.maximum(delta, 0)
-    valid = delta >= 0
-    for _ in range(Q):
-        via = np.where(valid, dist[safe] + 1, inf).min(axis=1)
-        new = np.minimum(dist, via)
-        if np.array_equal(new, dist):
-            break
-        dist = new
-    return dist
+    src, sym = np.nonzero(delta >= 0)
+    finals = np.nonzero(final)[0]
+    # one breadth-first search backwards from a node joined to every final state
+    back = sp.csr_matrix((np.ones(len(src) + len(finals)), (np.concatenate([delta[src, sym], np.full(len(finals), Q)]),
+                                                             np.concatenate([src, finals]))), shape=(Q + 1, Q + 1))
+    hops = shortest_path(back, indices=Q, unweighted=True, directed=True)[:Q]
+    return np.where(np.isfinite(hops), np.nan_to_num(hops, posinf=0) - 1, inf).astype(np.int64)
 
 
 def finite_strings(dfa, cap: int) -> list[str] | None:

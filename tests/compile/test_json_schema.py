@@ -200,7 +200,7 @@ def test_properties_come_in_definition_order():
     ({"$ref": "#/definitions/missing"}, "$ref", "#"),
     ({"type": "numbr"}, "type", "#/type"),
     ({"type": "number", "minimum": 0.5}, "minimum", "#/minimum"),
-    ({"type": "string", "maxLength": 10**6}, "maxLength", "#/maxLength"),
+    ({"type": "string", "maxLength": 10**7}, "maxLength", "#/maxLength"),
     ({"type": "object", "patternProperties": {"^a": {"type": "string"}, "b$": {"type": "integer"}}}, "patternProperties",
      "#/patternProperties/b$"),
 ])
