@@ -21,6 +21,7 @@ the repository). docs/json_schema.md has the table and the command.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -197,7 +198,7 @@ def run_engine(engine: _Engine, cases: list, tokenizer, progress=None) -> dict:
             engine.mask()
         except Exception as err:  # each engine's own refusal (neurosym's: NeurosymError) is a compile error
             counts["compile_errors"] += 1
-            errors[name] = (str(err).splitlines() or [type(err).__name__])[0][:300]
+            errors[name] = reason((str(err).splitlines() or [type(err).__name__])[0])
             continue
         first.append(clock() - t0)
         ok = True
@@ -235,11 +236,22 @@ def run_engine(engine: _Engine, cases: list, tokenizer, progress=None) -> dict:
     q = lambda xs, p: round(float(np.percentile(np.array(xs) * 1e6, p)), 1) if xs else None  # noqa: E731
     return {
         "counts": dict(counts),
+        "compile_error_reasons": dict(Counter(errors.values()).most_common()),
         "time_to_first_mask_us": {"p50": q(first, 50), "p90": q(first, 90), "p99": q(first, 99), "n": len(first)},
         "time_between_masks_us": {"p50": q(between, 50), "p90": q(between, 90), "p99": q(between, 99), "n": len(between)},
         "compile_errors": errors,
         "wrong": wrong,
     }
+
+
+def reason(message: str) -> str:
+    """A compile error's reason without what it quotes of the schema (patterns, names,
+    pointers, numbers), so reasons group and no schema text is kept: neurosym's
+    ``FILE#POINTER: keyword: why`` as ``keyword: why``."""
+    text = message.split("#", 1)[1].split(": ", 1)[1] if "#" in message and ": " in message.split("#", 1)[1] else message
+    text = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "…", text)
+    text = re.sub(r"[0-9]+", "N", text)
+    return text[:120]
 
 
 def run(folder: Path | None = None, engines: tuple[str, ...] = ENGINES, limit: int | None = None, bpe_size: int = 32000,

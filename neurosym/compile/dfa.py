@@ -299,6 +299,7 @@ def minimize_table(
 
 
 MINIMIZE_BYTES_UP_TO = 4096  # byte tables of more states are trimmed (trim_table), not minimised
+KEEP_BYTE_TABLE_BYTES = 1 << 22  # a byte table up to this size is kept with its CharDFA (built once)
 
 
 def trim_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -443,7 +444,8 @@ class CharDFA:
             cached = (minimize_table if view.num_states <= MINIMIZE_BYTES_UP_TO else trim_table)(trans, view.final(states))
             for a in cached:
                 a.setflags(write=False)
-            self.__dict__["_byte_dfa"] = cached
+            if cached[0].nbytes <= KEEP_BYTE_TABLE_BYTES:  # kept with the DFA (the caches of DFAs stay small)
+                self.__dict__["_byte_dfa"] = cached
         return cached
 
 

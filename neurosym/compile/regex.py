@@ -94,7 +94,7 @@ def literal_alternatives(pattern: str) -> list[str] | None:
 _PATTERN_DFAS: OrderedDict[tuple, CharDFA] = OrderedDict()  # (pattern, flags, max_states) -> its DFA
 PATTERN_CACHE_SIZE = 256
 _BUILT: OrderedDict[str, CharDFA] = OrderedDict()  # pattern -> a DFA built without parsing it (register_pattern)
-BUILT_SIZE = 100_000
+BUILT_SIZE = 4096
 
 
 def register_pattern(pattern: str, dfa: CharDFA) -> str:

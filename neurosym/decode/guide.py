@@ -672,9 +672,10 @@ _GUIDES: OrderedDict[tuple, tuple[Guide, tuple]] = OrderedDict()  # key -> (guid
 _OBJECTS: dict[int, tuple[Any, Guide]] = {}  # id(compiled grammar) -> (it, its guide)
 
 
-def guide_of(grammar: Any) -> Guide:
+def guide_of(grammar: Any, keep: bool = True) -> Guide:
     """The guide of a compiled grammar (as :func:`neurosym.kinds.load_grammar` returns
-    them), kept for the most recent ``4 * CACHE_SIZE`` grammar objects."""
+    them), kept for the most recent :data:`CACHE_SIZE` grammar objects (``keep=False``:
+    built and not kept, as ``compile_guide(..., cache=False)`` asks)."""
     if isinstance(grammar, Guide):
         return grammar
     hit = _OBJECTS.get(id(grammar))
@@ -686,7 +687,9 @@ def guide_of(grammar: Any) -> Guide:
             break
     else:
         raise NeurosymError(f"expected a compiled grammar (an Automaton, RuleTensors or a grammar over strings), got a {type(grammar).__name__}")
-    if len(_OBJECTS) >= 4 * CACHE_SIZE:
+    if not keep:
+        return guide
+    if len(_OBJECTS) >= CACHE_SIZE:
         _OBJECTS.pop(next(iter(_OBJECTS)))
     _OBJECTS[id(grammar)] = (grammar, guide)
     return guide
@@ -736,10 +739,10 @@ def compile_guide(spec: Any, vocab: Vocab, limits: Limits = Limits(), cache: boo
             _GUIDES.move_to_end(key)
             return hit[0]
     if not isinstance(spec, (str, Path, dict)):
-        return guide_of(load_grammar(spec, vocab, limits))
+        return guide_of(load_grammar(spec, vocab, limits), keep=cache)
     with recording_reads() as reads:
         grammar = load_grammar(spec, vocab, limits)
-    guide = guide_of(grammar)
+    guide = guide_of(grammar, keep=cache)
     if key is not None:
         _GUIDES[key] = (guide, tuple(s for s in map(_stamp, sorted(reads)) if s is not None))
         while len(_GUIDES) > CACHE_SIZE:
