@@ -228,7 +228,7 @@ def export_cmd(file: str, to: str, output: str | None, force: bool) -> None:
     .pcfg's spaces) is written into the terminals, an automaton becomes a right-linear
     grammar; probabilities are kept in --to pcfg and dropped elsewhere (the other engines
     only mask). docs/json_schema.md, "Other engines' grammars"."""
-    from neurosym.compile.export import export_grammar  # lazy: --help must not load torch and every subsystem
+    from neurosym.kinds import export_grammar  # lazy: --help must not load torch and every subsystem
     from neurosym.files import OWN_MARK, atomic_write_bytes, check_not_read, check_output, recording_reads  # lazy: as above
 
     suffix = {"lark": ".lark", "gbnf": ".gbnf", "ebnf": ".ebnf", "pcfg": ".pcfg"}[to]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from neurosym.compile.regex import Limits, compile_regex, load_pattern, load_regex, load_word_list
-from neurosym.errors import NeurosymError
+from neurosym.errors import NeurosymError, Span
 from neurosym.files import resolve_data_path
 from neurosym.vocab import Vocab
 
@@ -667,7 +667,66 @@ def load_grammar(grammar: Any, vocab: Vocab | None = None, limits: Limits = Limi
         raise _too_deep(path) from None
 
 
+# ---------------------------------------------------------------------- any grammar as one over strings (neurosym export)
+def string_grammar(spec: Any) -> Any:
+    """Any grammar neurosym reads, as one :class:`Grammar` whose text is its terminals
+    concatenated: a ``.pcfg``, ``.lark`` or ``.gbnf`` file or a JSON Schema (a ``.json``
+    file or a dict) as parsed; an ``.fsg`` (its compiled automaton, regex terminals as
+    sub-grammars), a ``.regex`` pattern (``FILE:NAME``), a ``.txt`` word list or a regex
+    string as a right-linear grammar over character classes."""
+    from neurosym.compile.export import automaton_grammar, concatenated, dfa_productions, pruned  # lazy: export only
+    from neurosym.dsl.pcfg import Grammar  # lazy: as above
+
+    if isinstance(spec, Grammar):
+        return concatenated(spec)
+    if isinstance(spec, (dict, bool)):
+        from neurosym.compile.json_schema import schema_grammar  # lazy: only schemas need the schema compiler
+
+        return schema_grammar(spec)
+    found = _grammar_file(spec)
+    if found is None:  # a regex string
+        from neurosym.compile.regex import pattern_dfa  # lazy: as above
+
+        start, prods = dfa_productions(pattern_dfa(str(spec)), "q")
+        return pruned(Grammar(None, start, Span(None, 1, 1), prods, {}, True, "uniform", ""))
+    path, name, kind = found
+    if kind.rules is not None:
+        return concatenated(kind.rules(path))
+    if kind.name == "fsg":
+        from neurosym.compile.fsg import compile_fsg, opaque_terminal, regex_terminals  # lazy: only .fsg files need the FSG compiler
+        from neurosym.dsl.fsg import read_fsg  # lazy: as above
+
+        g = read_fsg(path)
+        auto = compile_fsg(g, None, opaque_terminals=True)
+        dfas = {auto.vocab.id(opaque_terminal(n)): dfa for n, dfa in regex_terminals(g).items() if opaque_terminal(n) in auto.vocab}
+        return concatenated(automaton_grammar(auto, str(path), g.separator, dfas))
+    if kind.part is not None or kind.name == "words":
+        auto = kind.part(path, name, None, Limits()) if kind.part is not None else kind.load(path, None, Limits())
+        if auto.char_dfa is None:
+            raise NeurosymError(f"{path}: no character automaton to export")
+        start, prods = dfa_productions(auto.char_dfa, "q")
+        return pruned(Grammar(str(path), start, Span(None, 1, 1), prods, {}, True, "uniform", ""))
+    raise NeurosymError(f"{path}: {kind.title or kind.name} is not a grammar to export")
+
+
+def Limits():
+    from neurosym.compile.regex import Limits  # lazy
+
+    return Limits()
+
+
+def export_grammar(spec: Any, to: str) -> str:
+    """``spec`` (as :func:`string_grammar` reads it) written for another engine: ``lark``,
+    ``gbnf``, ``ebnf`` (XGrammar's EBNF: GBNF's syntax, start rule ``root``) or ``pcfg``
+    (``neurosym export``)."""
+    from neurosym.compile.export import FORMATS, write_grammar  # lazy: export only
+
+    if to not in FORMATS:
+        raise NeurosymError(f"unknown format {to!r}; expected one of {', '.join(FORMATS)}")
+    return write_grammar(string_grammar(spec), to)
+
+
 __all__ = [
-    "BY_SUFFIX", "InspectOptions", "Kind", "SampleOptions", "inspect", "kind_of", "kind_of_object", "load", "load_grammar",
-    "register", "registered", "rules_kind", "sample", "summary", "unregister",
+    "BY_SUFFIX", "InspectOptions", "Kind", "SampleOptions", "export_grammar", "inspect", "kind_of", "kind_of_object", "load", "load_grammar",
+    "register", "registered", "rules_kind", "sample", "string_grammar", "summary", "unregister",
 ]

@@ -37,10 +37,11 @@ CLAUSE = "grammars/clause.fsg"
 # ---------------------------------------------------------------------- the registry
 def test_the_shipped_kinds_and_their_suffixes():
     assert [(k.name, k.suffix) for k in kinds.registered()] == [
-        ("regex", ".regex"), ("fsg", ".fsg"), ("pcfg", ".pcfg"), ("lexicon", ".lex"), ("words", ".txt"), ("artifact", ".safetensors"),
+        ("regex", ".regex"), ("fsg", ".fsg"), ("pcfg", ".pcfg"), ("schema", ".json"), ("lark", ".lark"), ("gbnf", ".gbnf"),
+        ("lexicon", ".lex"), ("words", ".txt"), ("artifact", ".safetensors"),
     ]
     assert kinds.kind_of("a/b.fsg").name == "fsg"
-    with pytest.raises(NeurosymError, match=r"unknown file kind '.xyz'; expected one of .fsg, .lex, .pcfg"):
+    with pytest.raises(NeurosymError, match=r"unknown file kind '.xyz'; expected one of .fsg, .gbnf, .json, .lark, .lex, .pcfg"):
         kinds.kind_of("b.xyz")
 
 

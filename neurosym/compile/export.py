@@ -271,6 +271,7 @@ class PrefixJudge:
 
 
 # ---------------------------------------------------------------------- any grammar as one over strings
+# (neurosym.kinds.string_grammar reads any file into one; these are its parts)
 FORMATS = ("lark", "gbnf", "ebnf", "pcfg")
 _SPAN = Span(None, 1, 1)
 
@@ -335,10 +336,10 @@ def concatenated(grammar: Grammar) -> Grammar:
                 prods.append(Production(f"{p.lhs}@{ctxs[0]}{ctxs[-1]}", tuple(rhs), p.prob, p.weight, p.span, p.lhs_span))
     start = f"{grammar.start}@S"
     prods = [Production(start, (NT(f"{grammar.start}@{BARE}{c}", _SPAN),), 1.0, None, _SPAN, _SPAN) for c in (BARE, SPACED)] + prods
-    return _pruned(Grammar(grammar.path, start, grammar.start_span, prods, {}, True, grammar.weights, ""))
+    return pruned(Grammar(grammar.path, start, grammar.start_span, prods, {}, True, grammar.weights, ""))
 
 
-def _pruned(grammar: Grammar) -> Grammar:
+def pruned(grammar: Grammar) -> Grammar:
     """Only the productions that derive some text and are reachable; each nonterminal's
     probabilities renormalised over what is left (the split contexts leave some empty)."""
     from neurosym.compile.pcfg_check import generating  # lazy: compile-level analyses
@@ -364,7 +365,7 @@ def _pruned(grammar: Grammar) -> Grammar:
     return Grammar(grammar.path, grammar.start, grammar.start_span, out, {}, True, grammar.weights, grammar.separator)
 
 
-def _automaton_grammar(auto: Any, path: str, separator: str | None, regex_dfas: dict[int, CharDFA]) -> Grammar:
+def automaton_grammar(auto: Any, path: str, separator: str | None, regex_dfas: dict[int, CharDFA]) -> Grammar:
     """A compiled automaton over words (an ``.fsg``'s, a pattern's own token vocabulary)
     as a right-linear grammar: state q is ``sq``, an arc a literal (or a regex terminal's
     own sub-grammar), stopping an empty production; arc probabilities kept."""
@@ -396,53 +397,7 @@ def _automaton_grammar(auto: Any, path: str, separator: str | None, regex_dfas: 
         prob = p / totals[lhs] if p is not None and totals[lhs] > 0 else 1.0 / counts[lhs]
         prods.append(Production(lhs, rhs, prob, None, _SPAN, _SPAN))
     prods.sort(key=lambda p: p.lhs != "s0")
-    return _pruned(Grammar(path, "s0", _SPAN, prods, {}, True, "prob", separator))
-
-
-def string_grammar(spec: Any) -> Grammar:
-    """Any grammar neurosym reads, as one :class:`Grammar` whose text is its terminals
-    concatenated: a ``.pcfg``, ``.lark`` or ``.gbnf`` file or a JSON Schema (a ``.json``
-    file or a dict) as parsed; an ``.fsg`` (its compiled automaton, regex terminals as
-    sub-grammars), a ``.regex`` pattern (``FILE:NAME``), a ``.txt`` word list or a regex
-    string as a right-linear grammar over character classes."""
-    from neurosym import kinds  # lazy: the registry imports every loader
-
-    if isinstance(spec, Grammar):
-        return concatenated(spec)
-    if isinstance(spec, (dict, bool)):
-        from neurosym.compile.json_schema import schema_grammar  # lazy
-
-        return schema_grammar(spec)
-    found = kinds._grammar_file(spec)
-    if found is None:  # a regex string
-        from neurosym.compile.regex import pattern_dfa  # lazy
-
-        start, prods = dfa_productions(pattern_dfa(str(spec)), "q")
-        return _pruned(Grammar(None, start, _SPAN, prods, {}, True, "uniform", ""))
-    path, name, kind = found
-    if kind.rules is not None:
-        return concatenated(kind.rules(path))
-    if kind.name == "fsg":
-        from neurosym.compile.fsg import compile_fsg, opaque_terminal, regex_terminals  # lazy
-        from neurosym.dsl.fsg import read_fsg  # lazy
-
-        g = read_fsg(path)
-        auto = compile_fsg(g, None, opaque_terminals=True)
-        dfas = {auto.vocab.id(opaque_terminal(n)): dfa for n, dfa in regex_terminals(g).items() if opaque_terminal(n) in auto.vocab}
-        return concatenated(_automaton_grammar(auto, str(path), g.separator, dfas))
-    if kind.part is not None or kind.name == "words":
-        auto = kind.part(path, name, None, _limits()) if kind.part is not None else kind.load(path, None, _limits())
-        if auto.char_dfa is None:
-            raise NeurosymError(f"{path}: no character automaton to export")
-        start, prods = dfa_productions(auto.char_dfa, "q")
-        return _pruned(Grammar(str(path), start, _SPAN, prods, {}, True, "uniform", ""))
-    raise NeurosymError(f"{path}: {kind.title or kind.name} is not a grammar to export")
-
-
-def _limits():
-    from neurosym.compile.regex import Limits  # lazy
-
-    return Limits()
+    return pruned(Grammar(path, "s0", _SPAN, prods, {}, True, "prob", separator))
 
 
 def to_pcfg(grammar: Grammar) -> str:
@@ -457,20 +412,19 @@ def to_pcfg(grammar: Grammar) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export_grammar(spec: Any, to: str) -> str:
-    """``spec`` (as :func:`string_grammar` reads it) written as ``to``: ``lark``, ``gbnf``,
-    ``ebnf`` (XGrammar's EBNF: GBNF's syntax, start rule ``root``) or ``pcfg``."""
+def write_grammar(grammar: Grammar, to: str) -> str:
+    """A grammar over strings (its text: its terminals concatenated) written as ``to``:
+    ``lark``, ``gbnf``, ``ebnf`` (XGrammar's EBNF: GBNF's syntax, start rule ``root``) or ``pcfg``."""
     if to not in FORMATS:
         raise NeurosymError(f"unknown format {to!r}; expected one of {', '.join(FORMATS)}")
-    g = string_grammar(spec)
     if to == "lark":
-        return to_lark(g)
+        return to_lark(grammar)
     if to in ("gbnf", "ebnf"):
-        return to_gbnf(g)
-    return to_pcfg(g)
+        return to_gbnf(grammar)
+    return to_pcfg(grammar)
 
 
 __all__ = [
-    "FORMATS", "PrefixJudge", "concatenated", "dfa_productions", "export_grammar", "lark_parser", "string_grammar", "to_gbnf",
-    "to_lark", "to_pcfg", "to_recursive_regex",
+    "FORMATS", "PrefixJudge", "automaton_grammar", "concatenated", "dfa_productions", "lark_parser", "pruned", "to_gbnf", "to_lark",
+    "to_pcfg", "to_recursive_regex", "write_grammar",
 ]

@@ -50,7 +50,7 @@ import numpy as np
 from neurosym.compile.dfa import DEFAULT_MAX_STATES, CharDFA, Partition, breadth_first, product
 from neurosym.compile.pcfg_check import consistent, generating
 from neurosym.compile.regex import pattern_dfa, register_pattern, words_dfa
-from neurosym.dsl.ecma_regex import PatternUnsupported, char_class, ecma_syntax, json_spelling
+from neurosym.dsl.ecma_regex import PatternUnsupported, char_class, ecma_syntax, ecma_to_python, json_spelling
 from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Production, Symbol
 from neurosym.errors import NeurosymError, Span
 from neurosym.files import read_input
@@ -994,8 +994,6 @@ class _Compiler:
 
 def ecma_regex_search(pattern: str) -> re.Pattern:
     """The pattern as a Python ``re`` searching a string (to test property names)."""
-    from neurosym.dsl.ecma_regex import ecma_to_python
-
     return re.compile(ecma_to_python(pattern))
 
 

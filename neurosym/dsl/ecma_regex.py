@@ -37,7 +37,7 @@ class PatternUnsupported(NeurosymError):
     """An ECMAScript pattern with no regular reading here; the message says why."""
 
 
-def _escape_char(c: str) -> str:
+def escape_char(c: str) -> str:
     """One character as Python regex source, safe inside and outside a class."""
     o = ord(c)
     if o < 0x20 or o == 0x7F:
@@ -48,7 +48,7 @@ def _escape_char(c: str) -> str:
 
 
 def _class_item(lo: int, hi: int) -> str:
-    return _escape_char(chr(lo)) if lo == hi else _escape_char(chr(lo)) + "-" + _escape_char(chr(hi))
+    return escape_char(chr(lo)) if lo == hi else escape_char(chr(lo)) + "-" + escape_char(chr(hi))
 
 
 def _ranges(codes: list[int]) -> list[tuple[int, int]]:
@@ -88,7 +88,7 @@ def _read_escape(p: str, i: int, in_class: bool) -> tuple[str, int]:
     if c == "0" and not (i + 2 < len(p) and p[i + 2].isdigit()):
         return "\\x00", i + 2
     if c in _CONTROL_ESCAPES and c != "0":
-        return _escape_char(_CONTROL_ESCAPES[c]), i + 2
+        return escape_char(_CONTROL_ESCAPES[c]), i + 2
     if c == "b":
         if in_class:
             return "\\x08", i + 2
@@ -100,7 +100,7 @@ def _read_escape(p: str, i: int, in_class: bool) -> tuple[str, int]:
     if c == "x":
         h = p[i + 2:i + 4]
         if len(h) == 2 and all(x in "0123456789abcdefABCDEF" for x in h):
-            return _escape_char(chr(int(h, 16))), i + 4
+            return escape_char(chr(int(h, 16))), i + 4
         return "x", i + 2
     if c == "u":
         if p[i + 2:i + 3] == "{":
@@ -110,15 +110,15 @@ def _read_escape(p: str, i: int, in_class: bool) -> tuple[str, int]:
             code = int(h, 16)
             if 0xD800 <= code <= 0xDFFF:
                 raise PatternUnsupported("surrogate escapes (\\uD800-\\uDFFF) are not supported")
-            return _escape_char(chr(code)), i + 6
+            return escape_char(chr(code)), i + 6
         return "u", i + 2
     if c == "c":
         if i + 2 < len(p) and p[i + 2].isalpha() and p[i + 2].isascii():
-            return _escape_char(chr(ord(p[i + 2]) % 32)), i + 3
+            return escape_char(chr(ord(p[i + 2]) % 32)), i + 3
         return "\\\\c", i + 2
     if c in "pPk":
         raise PatternUnsupported(f"\\{c} escapes (Unicode properties, named backreferences) are not supported")
-    return _escape_char(c), i + 2  # an identity escape: \/ \. \- \$ ... and \e == e
+    return escape_char(c), i + 2  # an identity escape: \/ \. \- \$ ... and \e == e
 
 
 def ecma_to_python(pattern: str) -> str:
@@ -143,7 +143,7 @@ def ecma_to_python(pattern: str) -> str:
                     text, j = _read_escape(pattern, j, in_class=True)
                     items.append(text)
                 else:
-                    items.append(_escape_char(ch) if ch in "[^\\&~|" or ord(ch) < 0x20 else ch)
+                    items.append(escape_char(ch) if ch in "[^\\&~|" or ord(ch) < 0x20 else ch)
                     j += 1
             if j >= n:
                 raise PatternUnsupported("an unterminated character class")
@@ -281,7 +281,7 @@ _FORCED = frozenset(SHORT_ESCAPES) | frozenset(chr(i) for i in range(0x20))
 
 def _literal(text: str) -> str:
     """Regex source matching exactly ``text``."""
-    return "".join(_escape_char(c) for c in text)
+    return "".join(escape_char(c) for c in text)
 
 
 def spelled_class(chars: frozenset[str], negated: bool) -> str | None:
@@ -324,4 +324,4 @@ def json_spelling(tree: Syntax, dotall: bool = False) -> str:
     raise PatternUnsupported(f"unexpected regex node {type(tree).__name__}")
 
 
-__all__ = ["PatternUnsupported", "char_class", "ecma_syntax", "ecma_to_python", "json_spelling", "spelled_class"]
+__all__ = ["PatternUnsupported", "char_class", "escape_char", "ecma_syntax", "ecma_to_python", "json_spelling", "spelled_class"]

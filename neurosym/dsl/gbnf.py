@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lark import Token, Tree
 
-from neurosym.dsl.ecma_regex import _escape_char
+from neurosym.dsl.ecma_regex import escape_char
 from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Production
 from neurosym.dsl.source import parse_text, read_source
 from neurosym.errors import NeurosymError, SourceError, Span
@@ -62,10 +62,10 @@ def _class_regex(text: str, span: Span) -> str:
             lo, hi = chars[i], chars[i + 2]
             if ord(lo) > ord(hi):
                 raise SourceError.at(span, f"bad range {lo!r}-{hi!r} in {text}")
-            items.append(_escape_char(lo) + "-" + _escape_char(hi))
+            items.append(escape_char(lo) + "-" + escape_char(hi))
             i += 3
         else:
-            items.append(_escape_char(chars[i]))
+            items.append(escape_char(chars[i]))
             i += 1
     if not items:
         return "[\\s\\S]" if negated else "(?!x)x"
@@ -79,7 +79,7 @@ def _merged(symbols: list) -> list:
 
     def flush() -> None:
         if any(isinstance(s, Lexeme) for s in run):
-            out.append(Lexeme("".join(s.source if isinstance(s, Lexeme) else "".join(_escape_char(c) for c in s.text) for s in run),
+            out.append(Lexeme("".join(s.source if isinstance(s, Lexeme) else "".join(escape_char(c) for c in s.text) for s in run),
                               run[0].span))
         else:
             out.extend(run)
@@ -133,7 +133,7 @@ class _Builder:
         if isinstance(node, Tree):
             kind = node.data
             if kind == "string":
-                return "".join(_escape_char(c) for c in _unescape(node.children[0][1:-1], self.span(node.children[0])))
+                return "".join(escape_char(c) for c in _unescape(node.children[0][1:-1], self.span(node.children[0])))
             if kind == "char_class":
                 return _class_regex(str(node.children[0]), self.span(node.children[0]))
             if kind == "any":

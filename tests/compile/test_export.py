@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from neurosym.compile.export import PrefixJudge, _left_recursive, export_grammar, string_grammar
+from neurosym.compile.export import PrefixJudge, _left_recursive
+from neurosym.kinds import export_grammar, string_grammar
 from neurosym.compile.pcfg_check import check_pcfg, consistent
 from neurosym.compile.pcfg_sample import sample_sentences
 from neurosym.dsl.gbnf import parse_gbnf
