@@ -106,7 +106,7 @@ def test_sample_regex_and_lexicon(runner, tmp_path):
     r = run(runner, "sample", SENTIMENT, code=2)
     assert "does not generate sentences" in r.output
     r = run(runner, "sample", CLAUSE, "--trees", code=2)
-    assert "PCFGs only" in r.output
+    assert "grammars with rules (.pcfg, JSON Schemas, .lark, .gbnf) only" in r.output
 
 
 def test_errors_in_new_formats_are_one_line_with_position(runner, tmp_path):

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
 from neurosym.compile.nfa import NFA, Label
 from neurosym.errors import CompileError
@@ -307,6 +305,9 @@ def trim_table(trans: np.ndarray, final: np.ndarray, start: int = 0) -> tuple[np
     which a final state is reachable, renumbered with the start as 0 (the empty language:
     one non-final state with no arcs): what :func:`minimize_table` keeps, without merging
     equivalent states; linear in the arcs (graph searches, no refinement rounds)."""
+    import scipy.sparse as sp  # lazy: `neurosym check x.regex` loads no scipy
+    from scipy.sparse.csgraph import breadth_first_order  # lazy: as above
+
     Q, K = trans.shape
     src, sym = np.nonzero(trans >= 0)
     dst = trans[src, sym]
@@ -669,6 +670,9 @@ def sample_paths(
 
 def _distance_to_final(delta: np.ndarray, final: np.ndarray) -> np.ndarray:
     """Fewest tokens from each state to a final state (a large number if none)."""
+    import scipy.sparse as sp  # lazy: `neurosym check x.regex` loads no scipy
+    from scipy.sparse.csgraph import shortest_path  # lazy: as above
+
     Q = delta.shape[0]
     inf = np.iinfo(np.int64).max // 2
     src, sym = np.nonzero(delta >= 0)
