@@ -15,9 +15,9 @@ How a document is read:
   none); strings are read in the spelling ``json.dumps(..., ensure_ascii=False)`` writes
   where the schema constrains their characters (``pattern``, ``format``, ``enum``,
   ``const``, property names), and with any escape where it does not;
-* an object's properties in the schema's definition order, then the others
-  (``patternProperties``, ``additionalProperties``) in any order; a property that is not
-  required may be left out;
+* an object's defined properties in the schema's definition order, the others
+  (``patternProperties``, ``additionalProperties``) anywhere between them; a property
+  that is not required may be left out;
 * integers and numbers with bounds as exact digit automata: every number in the range,
   written without an exponent; numbers without bounds in any JSON spelling;
 * ``oneOf`` as ``anyOf`` where the branches are provably exclusive (different types, or
@@ -450,7 +450,7 @@ class _Compiler:
             if not siblings:
                 return self.flat(target, tptr, depth + 1)
             schema = {"allOf": [target, siblings]}
-            ptr = ptr + "/$ref+"
+            ptr = ptr + "/~ref"  # "~" never stands alone in a real pointer (it is written ~0)
         if "allOf" in schema:
             parts = schema["allOf"]
             if not isinstance(parts, list) or not parts:
@@ -458,10 +458,12 @@ class _Compiler:
             rest = {k: v for k, v in schema.items() if k != "allOf" and k not in ANNOTATIONS}
             if not rest and len(parts) == 1:
                 return self.flat(parts[0], f"{ptr}/allOf/0", depth + 1)
-            merged: Any = self.flat(rest, ptr, depth + 1)[0] if rest else True
+            merged: Any = True  # the parts in order, then the keywords beside allOf (their properties come in that order)
             for i, part in enumerate(parts):
                 merged = self.merge(merged, self.flat(part, f"{ptr}/allOf/{i}", depth + 1)[0], f"{ptr}/allOf/{i}")
-            return merged, ptr + "/allOf*"
+            if rest:
+                merged = self.merge(merged, self.flat(rest, ptr, depth + 1)[0], ptr)
+            return merged, ptr + "/~allOf"
         return schema, ptr
 
     def merge(self, a: Any, b: Any, ptr: str) -> Any:
@@ -537,7 +539,7 @@ class _Compiler:
         if ptr in self.memo:
             return self.memo[ptr]
         flat, fptr = self.flat(schema, ptr)
-        if "*" in fptr or "+" in fptr:  # a schema merged here: known by its content (recursion through allOf meets itself)
+        if "/~" in fptr:  # a schema merged here: known by its content (recursion through allOf meets itself)
             try:
                 fptr = "=" + json.dumps(flat, sort_keys=True)
             except (TypeError, ValueError):
@@ -553,7 +555,7 @@ class _Compiler:
     def any_value(self) -> str:
         if "Any" not in self.shared:
             self.shared["Any"] = name = self.fresh("Any")
-            self.type_alternatives(name, {}, "", TYPES)
+            self.type_alternatives(name, {}, "/~any", TYPES)  # its own pointers: none is a real one
         return self.shared["Any"]
 
     def build(self, name: str, schema: Any, ptr: str) -> None:
@@ -588,9 +590,9 @@ class _Compiler:
         flats = []
         for i, option in enumerate(options):
             flat, fptr = self.flat(option, f"{ptr}/{key}/{i}")
-            if rest and _assertions(rest):
-                flat = self.merge(self.flat(rest, ptr)[0], flat, f"{ptr}/{key}/{i}")
-                fptr = f"{ptr}/{key}/{i}+"
+            if rest and _assertions(rest):  # the branch's own properties first, then those beside the oneOf/anyOf
+                flat = self.merge(flat, self.flat(rest, ptr)[0], f"{ptr}/{key}/{i}")
+                fptr = f"{ptr}/{key}/{i}/~merged"
             flats.append((flat, fptr))
         if key == "oneOf" and len(flats) > 1 and not self.exclusive([f for f, _ in flats]):
             raise self.fail(f"{ptr}/oneOf", "oneOf", "its branches may overlap (an instance matching two is invalid, "
@@ -934,6 +936,8 @@ class _Compiler:
         colon = self.ws + [self.lit(":")] + self.ws
         first: dict[int, str] = {}
         later: dict[int, str] = {}
+        first_present: dict[int, str] = {}
+        later_present: dict[int, str] = {}
 
         def rest(i: int, started: bool) -> str:
             table = later if started else first
@@ -946,10 +950,23 @@ class _Compiler:
                 for key_src, val in extras:
                     self.add(nt, sep + [self.lex(key_src)] + colon + [val] + self.ws + [rest(i, True)])
                 return nt
-            key_lit, val, req = members[i]
-            self.add(nt, sep + [key_lit] + colon + [val] + self.ws + [rest(i + 1, True)])
-            if not req:
+            self.add(nt, [present(i, started)])
+            if not members[i][2]:  # not required: left out
                 self.add(nt, [rest(i + 1, started)])
+            return nt
+
+        def present(i: int, started: bool) -> str:
+            """Member ``i``, after any other properties written before it (so each text
+            has one derivation: the others belong to the next member written, or the end)."""
+            table = later_present if started else first_present
+            if i in table:
+                return table[i]
+            nt = table[i] = self.fresh(f"{name}.{'at' if started else 'first_at'}{i}")
+            sep = [self.lit(",")] + self.ws if started else []
+            key_lit, val, _ = members[i]
+            self.add(nt, sep + [key_lit] + colon + [val] + self.ws + [rest(i + 1, True)])
+            for key_src, other in extras:
+                self.add(nt, sep + [self.lex(key_src)] + colon + [other] + self.ws + [present(i, True)])
             return nt
 
         self.add(name, [self.lit("{")] + self.ws + [rest(0, False), self.lit("}")])

@@ -319,3 +319,23 @@ def test_lexemes_built_as_products_read_as_their_regex_says():
         dfa = pattern_dfa(src)
         for t in texts:
             assert dfa.accepts(t) == bool(re.fullmatch(src, t)), (src, t)
+
+
+def test_a_pointer_inside_the_any_value_never_meets_a_real_one():
+    """Regression (MaskBench): the any-value's own object once registered its additional
+    properties under the real pointer #/additionalProperties, so a schema's own
+    additionalProperties there was read as 'anything' (an invalid instance accepted)."""
+    schema = {"type": "object", "properties": {"Data": {"type": "object"}}, "additionalProperties": {"type": "string"}}
+    parser = parser_of(schema_grammar(schema))
+    assert in_language(parser, {"Data": {"x": [1]}, "other": "s"})
+    assert not in_language(parser, {"Data": {}, "other": [1, 2, 3]})
+
+
+def test_other_properties_anywhere_between_the_defined_ones():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["b"],
+              "additionalProperties": {"type": "string"}}
+    parser = parser_of(schema_grammar(schema))
+    for ok in ({"x": "1", "a": 1, "y": "2", "b": 2, "z": "3"}, {"b": 2}, {"x": "", "b": 2}, {"a": 1, "b": 2}):
+        assert in_language(parser, ok), ok
+    for bad in ({"b": 2, "a": 1}, {"x": 1, "b": 2}, {"a": 1}):
+        assert not in_language(parser, bad), bad
