@@ -35,6 +35,8 @@ from neurosym.data import shared_data_dir
 from neurosym.vocab import Vocab
 
 ENGINES = ("neurosym", "llguidance", "xgrammar")
+COUNTS = ("schemas", "passing", "compile_errors", "validation_errors", "invalidation_errors", "valid_tested", "invalid_tested",
+          "mask_accept_disagreements")
 
 
 def default_folder() -> Path | None:
@@ -234,8 +236,10 @@ def run_engine(engine: _Engine, cases: list, tokenizer, progress=None) -> dict:
         if progress is not None:
             progress(engine.name, counts["schemas"])
     q = lambda xs, p: round(float(np.percentile(np.array(xs) * 1e6, p)), 1) if xs else None  # noqa: E731
+    for key in COUNTS:
+        counts.setdefault(key, 0)
     return {
-        "counts": dict(counts),
+        "counts": {key: counts[key] for key in COUNTS},
         "compile_error_reasons": dict(Counter(errors.values()).most_common()),
         "time_to_first_mask_us": {"p50": q(first, 50), "p90": q(first, 90), "p99": q(first, 99), "n": len(first)},
         "time_between_masks_us": {"p50": q(between, 50), "p90": q(between, 90), "p99": q(between, 99), "n": len(between)},

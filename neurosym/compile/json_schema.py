@@ -936,8 +936,6 @@ class _Compiler:
         colon = self.ws + [self.lit(":")] + self.ws
         first: dict[int, str] = {}
         later: dict[int, str] = {}
-        first_present: dict[int, str] = {}
-        later_present: dict[int, str] = {}
 
         def rest(i: int, started: bool) -> str:
             table = later if started else first
@@ -950,23 +948,14 @@ class _Compiler:
                 for key_src, val in extras:
                     self.add(nt, sep + [self.lex(key_src)] + colon + [val] + self.ws + [rest(i, True)])
                 return nt
-            self.add(nt, [present(i, started)])
-            if not members[i][2]:  # not required: left out
-                self.add(nt, [rest(i + 1, started)])
-            return nt
-
-        def present(i: int, started: bool) -> str:
-            """Member ``i``, after any other properties written before it (so each text
-            has one derivation: the others belong to the next member written, or the end)."""
-            table = later_present if started else first_present
-            if i in table:
-                return table[i]
-            nt = table[i] = self.fresh(f"{name}.{'at' if started else 'first_at'}{i}")
-            sep = [self.lit(",")] + self.ws if started else []
-            key_lit, val, _ = members[i]
+            key_lit, val, req = members[i]
             self.add(nt, sep + [key_lit] + colon + [val] + self.ws + [rest(i + 1, True)])
+            if not req:  # left out
+                self.add(nt, [rest(i + 1, started)])
+            # another property before member i (no nonterminal of its own: an other property
+            # between left-out ones has one derivation per place, whose probabilities add up)
             for key_src, other in extras:
-                self.add(nt, sep + [self.lex(key_src)] + colon + [other] + self.ws + [present(i, True)])
+                self.add(nt, sep + [self.lex(key_src)] + colon + [other] + self.ws + [rest(i, True)])
             return nt
 
         self.add(name, [self.lit("{")] + self.ws + [rest(0, False), self.lit("}")])
