@@ -254,7 +254,7 @@ def reason(message: str) -> str:
     ``FILE#POINTER: keyword: why`` as ``keyword: why``."""
     text = message.split("#", 1)[1].split(": ", 1)[1] if "#" in message and ": " in message.split("#", 1)[1] else message
     text = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "…", text)
-    text = re.sub(r"[0-9]+", "N", text)
+    text = re.sub(r"[0-9]+(?:[,.][0-9]+)*", "N", text)
     return text[:120]
 
 
