@@ -1069,7 +1069,10 @@ def schema_grammar(schema: Any, path: str | None = None, options: SchemaOptions 
     instances ``schema`` accepts; :class:`SchemaError` for what is not supported."""
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"{path or '<schema>'}#", "schema", f"expected a JSON object or a boolean, got {type(schema).__name__}")
-    return _Compiler(schema, path, options).grammar()
+    try:
+        return _Compiler(schema, path, options).grammar()
+    except RecursionError:
+        raise SchemaError(f"{path or '<schema>'}#", "schema", "nests too deeply to compile (definitions hundreds of levels deep)") from None
 
 
 def read_schema(path: str | Path) -> Any:

@@ -339,3 +339,11 @@ def test_other_properties_anywhere_between_the_defined_ones():
         assert in_language(parser, ok), ok
     for bad in ({"b": 2, "a": 1}, {"x": 1, "b": 2}, {"a": 1}):
         assert not in_language(parser, bad), bad
+
+
+def test_a_schema_nested_too_deeply_is_a_clear_error():
+    schema: dict = {"type": "integer"}
+    for _ in range(3000):
+        schema = {"type": "array", "items": schema}
+    with pytest.raises(SchemaError, match="nests too deeply"):
+        schema_grammar(schema)
