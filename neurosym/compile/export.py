@@ -32,7 +32,6 @@ import itertools
 import json
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np

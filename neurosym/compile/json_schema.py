@@ -51,7 +51,7 @@ from neurosym.compile.dfa import DEFAULT_MAX_STATES, CharDFA, Partition, breadth
 from neurosym.compile.pcfg_check import consistent, generating
 from neurosym.compile.regex import pattern_dfa, register_pattern, words_dfa
 from neurosym.dsl.ecma_regex import PatternUnsupported, char_class, ecma_syntax, ecma_to_python, json_spelling
-from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Production, Symbol
+from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Production
 from neurosym.errors import NeurosymError, Span
 from neurosym.files import read_input
 

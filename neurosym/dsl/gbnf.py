@@ -16,7 +16,7 @@ from pathlib import Path
 from lark import Token, Tree
 
 from neurosym.dsl.ecma_regex import escape_char
-from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Production
+from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, uniform_grammar
 from neurosym.dsl.source import parse_text, read_source
 from neurosym.errors import NeurosymError, SourceError, Span
 
@@ -222,14 +222,10 @@ class _Builder:
         for name, span in self.used:
             if name not in self.defined:
                 raise SourceError.at(span, f"undefined rule {name}")
-        counts: dict[str, int] = {}
-        for lhs, _ in self.rows:
-            counts[lhs] = counts.get(lhs, 0) + 1
-        root_first = sorted(self.rows, key=lambda r: r[0] != "root")
         span = Span(self.display, 1, 1)
-        prods = [Production(lhs, rhs, 1.0 / counts[lhs], None, self.defined.get(lhs, span), self.defined.get(lhs, span))
-                 for lhs, rhs in root_first]
-        return Grammar(self.display, "root", self.defined["root"], prods, {}, True, "uniform", "")
+        root_first = sorted(self.rows, key=lambda r: r[0] != "root")
+        return uniform_grammar([(lhs, rhs, self.defined.get(lhs, span)) for lhs, rhs in root_first], "root", self.display,
+                               self.defined["root"])
 
 
 def parse_gbnf(text: str, path: str | Path | None = None) -> Grammar:

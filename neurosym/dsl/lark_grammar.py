@@ -12,9 +12,11 @@ alternatives are equally likely (``neurosym fit`` learns weights from examples).
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
-from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Production, Symbol
+from neurosym.dsl.pcfg import NT, Grammar, Lexeme, Lit, Symbol, uniform_grammar
 from neurosym.dsl.source import read_source
 from neurosym.errors import NeurosymError, SourceError, Span
 
@@ -50,10 +52,9 @@ def parse_lark(text: str, path: str | Path | None = None, start: str = "start") 
                 raise SourceError(f"terminal {t.name} is the empty string", display, 1, 1)
             terminals[t.name] = Lit(p.value, span)
         else:
-            source = _escaped(p.value) if isinstance(p, PatternStr) else REGULAR.get(p.value, p.value)
+            source = re.escape(p.value) if isinstance(p, PatternStr) else REGULAR.get(p.value, p.value)
             terminals[t.name] = Lexeme(f"(?{flags}:{source})" if flags else source, span)
     ignored = [terminals[name] for name in lark.ignore_tokens if name in terminals]
-    prods: list[Production] = []
     gap = "%ignored" if ignored else None
     rows: list[tuple[str, tuple]] = []
     for rule in lark.rules:
@@ -70,17 +71,7 @@ def parse_lark(text: str, path: str | Path | None = None, start: str = "start") 
     rows.insert(0, (top, ((NT(gap, span),) if gap else ()) + (NT(start, span),) + ((NT(gap, span),) if gap else ())))
     if gap:  # any run of ignored terminals, or none
         rows += [(gap, ())] + [(gap, (t, NT(gap, span))) for t in ignored]
-    counts: dict[str, int] = {}
-    for lhs, _ in rows:
-        counts[lhs] = counts.get(lhs, 0) + 1
-    prods = [Production(lhs, rhs, 1.0 / counts[lhs], None, span, span) for lhs, rhs in rows]
-    return Grammar(display, top, span, prods, {}, True, "uniform", "")
-
-
-def _escaped(text: str) -> str:
-    import re
-
-    return re.escape(text)
+    return uniform_grammar([(lhs, rhs, span) for lhs, rhs in rows], top, display, span)
 
 
 def read_lark(path: str | Path) -> Grammar:

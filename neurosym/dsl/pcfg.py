@@ -242,6 +242,17 @@ class Grammar:
         return "\n".join(head + [str(p) for p in self.productions]) + "\n"
 
 
+def uniform_grammar(rows: list[tuple[str, tuple, Span]], start: str, path: str | None, start_span: Span) -> Grammar:
+    """A grammar over strings (terminals concatenated) from ``(lhs, rhs, span)`` rows, each
+    nonterminal's alternatives equally likely: what a grammar read without weights (a
+    ``.lark`` or ``.gbnf`` file) becomes."""
+    counts: dict[str, int] = {}
+    for lhs, _, _ in rows:
+        counts[lhs] = counts.get(lhs, 0) + 1
+    prods = [Production(lhs, rhs, 1.0 / counts[lhs], None, span, span) for lhs, rhs, span in rows]
+    return Grammar(path, start, start_span, prods, {}, True, "uniform", "")
+
+
 # ---------------------------------------------------------------------- parsing
 def read_pcfg(path: str | Path) -> Grammar:
     """Parse a `.pcfg` file (imports resolve against its folder)."""
@@ -566,4 +577,5 @@ __all__ = [
     "lexeme_text",
     "read_pcfg",
     "parse_pcfg",
+    "uniform_grammar",
 ]
